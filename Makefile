@@ -1,0 +1,49 @@
+# The two commands: `make demo` and `make test`. Both configure and build
+# with CMake + Ninja in build/, installing CMake and Ninja with apt-get when
+# they are missing and this user may.
+
+BUILD_DIR ?= build
+BUILD_TYPE ?= Release
+CMAKE ?= cmake
+CTEST ?= ctest
+
+.PHONY: all build demo test install clean tools
+
+all: build
+
+# Make sure cmake and ninja exist; install them (Debian/Ubuntu) if we can.
+tools:
+	@missing=""; \
+	command -v $(CMAKE) >/dev/null 2>&1 || missing="$$missing cmake"; \
+	command -v ninja >/dev/null 2>&1 || missing="$$missing ninja-build"; \
+	if [ -n "$$missing" ]; then \
+	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	    echo "Installing$$missing with apt-get"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  elif command -v apt-get >/dev/null 2>&1 && command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then \
+	    echo "Installing$$missing with sudo apt-get"; \
+	    sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  else \
+	    echo "Tickgate needs:$$missing (CMake >= 3.25 and Ninja). Install them, e.g. 'sudo apt-get install$$missing', then run make again." >&2; \
+	    exit 1; \
+	  fi; \
+	fi
+	@command -v swiftc >/dev/null 2>&1 || { echo "Tickgate needs Swift 6.3 or later: put its bin folder (with swift and swiftc) on PATH." >&2; exit 1; }
+
+$(BUILD_DIR)/build.ninja: CMakeLists.txt | tools
+	$(CMAKE) -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE)
+
+build: tools $(BUILD_DIR)/build.ninja
+	$(CMAKE) --build $(BUILD_DIR)
+
+demo: build
+	./$(BUILD_DIR)/examples/tickgate-demo
+
+test: build
+	$(CTEST) --test-dir $(BUILD_DIR) --output-on-failure --timeout 900
+
+install: build
+	$(CMAKE) --install $(BUILD_DIR)
+
+clean:
+	rm -rf $(BUILD_DIR) .build

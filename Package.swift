@@ -1,0 +1,29 @@
+// swift-tools-version:6.0
+// SwiftPM build of Tickgate. CMakeLists.txt builds the same sources; the
+// test `build.sources_in_sync` checks that the two lists agree.
+import PackageDescription
+
+let package = Package(
+    name: "Tickgate",
+    products: [
+        .library(name: "tickgate", type: .dynamic, targets: ["Tickgate"]),
+    ],
+    targets: [
+        // What Swift's Glibc module lacks (timerfd, eventfd, epoll,
+        // CLOCK_BOOTTIME), plus the public header for @c @implementation.
+        .target(name: "CTickgateShim"),
+        // The engine: plain Swift, no C API types.
+        .target(name: "TickgateCore", dependencies: ["CTickgateShim"]),
+        // The C boundary: one @c function per header declaration.
+        .target(
+            name: "Tickgate",
+            dependencies: ["TickgateCore", "CTickgateShim"],
+            swiftSettings: [.enableExperimentalFeature("CImplementation")],
+            linkerSettings: [.unsafeFlags([
+                "-static-stdlib",
+                "-Xlinker", "--version-script=Sources/Tickgate/tickgate.map",
+            ])]
+        ),
+        .testTarget(name: "TickgateCoreTests", dependencies: ["TickgateCore"]),
+    ]
+)

@@ -1,0 +1,45 @@
+/*
+ * What Swift's Glibc module lacks, in C: CLOCK_BOOTTIME, timerfd, eventfd,
+ * epoll, a thread-local error buffer and a named thread with signals blocked.
+ * Every function returns 0 or a positive errno value unless it says otherwise.
+ */
+#ifndef TICKGATE_SHIM_H
+#define TICKGATE_SHIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Nanoseconds on CLOCK_BOOTTIME. */
+int64_t tgshim_boottime_ns(void);
+
+/* One epoll descriptor watching a timerfd (CLOCK_BOOTTIME) and an eventfd. */
+typedef struct tgshim_poller {
+    int epoll_fd;
+    int timer_fd;
+    int event_fd;
+} tgshim_poller;
+
+int tgshim_poller_open(tgshim_poller *poller);
+void tgshim_poller_close(tgshim_poller *poller);
+/* Arm the timer at an absolute CLOCK_BOOTTIME time; deadline_ns <= 0 disarms. */
+int tgshim_poller_arm(const tgshim_poller *poller, int64_t deadline_ns);
+/* Make the epoll descriptor readable now. */
+int tgshim_poller_wake(const tgshim_poller *poller);
+/* Consume the timer expirations and wake-ups that made it readable. */
+void tgshim_poller_drain(const tgshim_poller *poller);
+/* Block until the epoll descriptor is readable (timeout_ms < 0: forever).
+ * Returns 1 when readable, 0 on timeout, or a negative errno. */
+int tgshim_poller_wait(const tgshim_poller *poller, int timeout_ms);
+
+/* The calling thread's last error message (copied, truncated to 511 bytes). */
+void tgshim_error_set(const char *message);
+const char *tgshim_error_get(void);
+
+/* Start a joinable thread named "tickgate" with every signal blocked. */
+int tgshim_thread_start(void *(*body)(void *), void *argument,
+                        unsigned long *out_thread);
+int tgshim_thread_join(unsigned long thread);
+int tgshim_thread_detach(unsigned long thread);
+unsigned long tgshim_thread_self(void);
+
+#endif

@@ -1,0 +1,128 @@
+#define _GNU_SOURCE
+#include "tickgate_shim.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+int64_t tgshim_boottime_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_BOOTTIME, &ts);
+    return (int64_t)ts.tv_sec * INT64_C(1000000000) + (int64_t)ts.tv_nsec;
+}
+
+static int watch(int epoll_fd, int fd) {
+    struct epoll_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    return epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fd, &ev) == 0 ? 0 : errno;
+}
+
+int tgshim_poller_open(tgshim_poller *poller) {
+    int err;
+    poller->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+    poller->timer_fd = timerfd_create(CLOCK_BOOTTIME, TFD_NONBLOCK | TFD_CLOEXEC);
+    poller->event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (poller->epoll_fd < 0 || poller->timer_fd < 0 || poller->event_fd < 0) {
+        err = errno;
+        tgshim_poller_close(poller);
+        return err;
+    }
+    if ((err = watch(poller->epoll_fd, poller->timer_fd)) != 0 ||
+        (err = watch(poller->epoll_fd, poller->event_fd)) != 0) {
+        tgshim_poller_close(poller);
+        return err;
+    }
+    return 0;
+}
+
+void tgshim_poller_close(tgshim_poller *poller) {
+    if (poller->epoll_fd >= 0) close(poller->epoll_fd);
+    if (poller->timer_fd >= 0) close(poller->timer_fd);
+    if (poller->event_fd >= 0) close(poller->event_fd);
+    poller->epoll_fd = poller->timer_fd = poller->event_fd = -1;
+}
+
+int tgshim_poller_arm(const tgshim_poller *poller, int64_t deadline_ns) {
+    struct itimerspec spec;
+    memset(&spec, 0, sizeof spec);
+    if (deadline_ns > 0) {
+        spec.it_value.tv_sec = (time_t)(deadline_ns / INT64_C(1000000000));
+        spec.it_value.tv_nsec = (long)(deadline_ns % INT64_C(1000000000));
+    }
+    return timerfd_settime(poller->timer_fd, TFD_TIMER_ABSTIME, &spec, NULL) == 0
+               ? 0 : errno;
+}
+
+int tgshim_poller_wake(const tgshim_poller *poller) {
+    uint64_t one = 1;
+    ssize_t n;
+    do {
+        n = write(poller->event_fd, &one, sizeof one);
+    } while (n < 0 && errno == EINTR);
+    /* EAGAIN means the counter is already non-zero: it is readable anyway. */
+    return n < 0 && errno != EAGAIN ? errno : 0;
+}
+
+void tgshim_poller_drain(const tgshim_poller *poller) {
+    uint64_t value;
+    ssize_t n;
+    do {
+        n = read(poller->timer_fd, &value, sizeof value);
+    } while (n < 0 && errno == EINTR);
+    do {
+        n = read(poller->event_fd, &value, sizeof value);
+    } while (n < 0 && errno == EINTR);
+}
+
+int tgshim_poller_wait(const tgshim_poller *poller, int timeout_ms) {
+    struct epoll_event ev;
+    int n = epoll_wait(poller->epoll_fd, &ev, 1, timeout_ms);
+    if (n < 0) return errno == EINTR ? 0 : -errno;
+    return n > 0 ? 1 : 0;
+}
+
+static _Thread_local char error_buffer[512];
+
+void tgshim_error_set(const char *message) {
+    size_t n = strlen(message);
+    if (n >= sizeof error_buffer) n = sizeof error_buffer - 1;
+    memcpy(error_buffer, message, n);
+    error_buffer[n] = '\0';
+}
+
+const char *tgshim_error_get(void) { return error_buffer; }
+
+int tgshim_thread_start(void *(*body)(void *), void *argument,
+                        unsigned long *out_thread) {
+    sigset_t all, old;
+    pthread_t thread;
+    int err;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    err = pthread_create(&thread, NULL, body, argument);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (err == 0) {
+        pthread_setname_np(thread, "tickgate");
+        *out_thread = (unsigned long)thread;
+    }
+    return err;
+}
+
+int tgshim_thread_join(unsigned long thread) {
+    return pthread_join((pthread_t)thread, NULL);
+}
+
+int tgshim_thread_detach(unsigned long thread) {
+    return pthread_detach((pthread_t)thread);
+}
+
+unsigned long tgshim_thread_self(void) { return (unsigned long)pthread_self(); }

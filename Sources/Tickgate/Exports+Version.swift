@@ -1,0 +1,29 @@
+import CTickgateShim
+import TickgateCore
+
+// Version, status text and the thread's last error message.
+
+private let versionText: StaticString = "0.1.0"
+
+@c @implementation
+public func tg_version() -> UInt32 {
+    UInt32(TG_VERSION_MAJOR) << 16 | UInt32(TG_VERSION_MINOR) << 8 | UInt32(TG_VERSION_PATCH)
+}
+
+@c @implementation
+public func tg_version_string() -> UnsafePointer<CChar>! {
+    Boundary.cString(versionText)
+}
+
+@c @implementation
+public func tg_status_string(_ status: tg_status) -> UnsafePointer<CChar>! {
+    guard let known = Status(rawValue: Int32(bitPattern: status.rawValue)) else {
+        return Boundary.cString("unknown status")
+    }
+    return Boundary.cString(known.text)
+}
+
+@c @implementation
+public func tg_last_error_message() -> UnsafePointer<CChar>! {
+    tgshim_error_get()
+}

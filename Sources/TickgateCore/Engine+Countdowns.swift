@@ -1,0 +1,113 @@
+import CTickgateShim
+
+extension Engine {
+    /// Starts a countdown of `duration` for `key`; returns `duration`.
+    /// Throws `.coolingDown` (with the time left) if the key is counting,
+    /// unless `restart` is set.
+    @discardableResult
+    public func start(_ key: CountdownKey, duration: Span, tickInterval: Span? = nil,
+                      restart: Bool = false) throws(TickgateError) -> Span {
+        let duration = try duration.validatedDuration()
+        let interval = try tickInterval?.validatedTickInterval() ?? defaultTickInterval
+        lock.lock()
+        defer { lock.unlock() }
+        try checkOpen()
+        let now = state.now()
+        if !restart, let running = state.running(key, at: now) {
+            let remaining = running.deadline.since(now)
+            throw TickgateError(.coolingDown,
+                "\(key.scope)/\(key.subject) is cooling down: \(remaining.millisecondsRoundedUp) ms left",
+                remaining: remaining)
+        }
+        state.nextInstance &+= 1
+        let countdown = Countdown(key: key, instance: state.nextInstance,
+                                  deadline: now.advanced(by: duration),
+                                  duration: duration, tickInterval: interval)
+        state.finishing.removeValue(forKey: key)
+        state.insert(countdown, at: now)
+        armIfEarlier()
+        if state.emit(.started, key, instance: countdown.instance,
+                      remaining: duration, duration: duration) {
+            poller.wake()
+        }
+        return duration
+    }
+
+    /// Cancels the key's countdown. Once this returns (outside that
+    /// countdown's own callback), no tick or finish of it runs.
+    public func cancel(_ key: CountdownKey) throws(TickgateError) {
+        lock.lock()
+        defer { lock.unlock() }
+        try checkOpen()
+        guard let run = state.cancel(key) else {
+            throw TickgateError(.notFound, "no countdown is running for \(key.scope)/\(key.subject)")
+        }
+        if state.emit(.cancelled, key, instance: 0, remaining: .zero, duration: run.duration) {
+            poller.wake()
+        }
+        waitUntilNotRunning([run.instance])
+    }
+
+    /// Cancels every countdown of `scope` (or of every scope when nil);
+    /// returns how many.
+    @discardableResult
+    public func cancelAll(scope: KeyName? = nil) throws(TickgateError) -> Int {
+        lock.lock()
+        defer { lock.unlock() }
+        try checkOpen()
+        var keys = Set(state.index.keys).union(state.finishing.keys)
+        if let scope { keys = keys.filter { $0.scope == scope.value } }
+        var instances: [UInt64] = []
+        var wake = false
+        for key in keys.sorted() {
+            guard let run = state.cancel(key) else { continue }
+            instances.append(run.instance)
+            wake = state.emit(.cancelled, key, instance: 0, remaining: .zero,
+                              duration: run.duration) || wake
+        }
+        if wake { poller.wake() }
+        waitUntilNotRunning(instances)
+        return instances.count
+    }
+
+    /// The time the key's countdown still runs; throws `.notFound` if it is
+    /// not counting.
+    public func remaining(_ key: CountdownKey) throws(TickgateError) -> Span {
+        lock.lock()
+        defer { lock.unlock() }
+        try checkOpen()
+        let now = state.now()
+        guard let running = state.running(key, at: now) else {
+            throw TickgateError(.notFound, "no countdown is running for \(key.scope)/\(key.subject)")
+        }
+        return running.deadline.since(now)
+    }
+
+    /// The running countdowns of `scope` (or all), ordered by key.
+    public func list(scope: KeyName? = nil) throws(TickgateError) -> [CountdownInfo] {
+        lock.lock()
+        defer { lock.unlock() }
+        try checkOpen()
+        let now = state.now()
+        var result: [CountdownInfo] = []
+        for case let countdown? in state.slots where countdown.deadline > now {
+            if let scope, countdown.key.scope != scope.value { continue }
+            result.append(CountdownInfo(key: countdown.key,
+                                        remaining: countdown.deadline.since(now),
+                                        duration: countdown.duration))
+        }
+        result.sort { $0.key < $1.key }
+        return result
+    }
+
+    /// Waits while a callback of one of these countdown runs is running on
+    /// another thread; call with the lock held.
+    func waitUntilNotRunning(_ instances: [UInt64]) {
+        guard !instances.isEmpty else { return }
+        let me = tgshim_thread_self()
+        while state.runningInstance != 0, state.dispatcher != me,
+              instances.contains(state.runningInstance) {
+            lock.wait()
+        }
+    }
+}

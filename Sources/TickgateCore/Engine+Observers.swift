@@ -1,0 +1,63 @@
+import CTickgateShim
+
+extension Engine {
+    /// Observes a key or a scope. The first events are the current state
+    /// (one STATE for a key; one per running countdown for a scope).
+    public func subscribe(_ target: SubscriptionTarget,
+                          _ observer: Observer) throws(TickgateError) -> SubscriptionID {
+        lock.lock()
+        defer { lock.unlock() }
+        try checkOpen()
+        state.nextSubscription &+= 1
+        let id = state.nextSubscription
+        state.subscriptions[id] = Subscription(target: target, observer: observer)
+        let now = state.now()
+        let wasEmpty = state.pending.isEmpty
+        switch target {
+        case .key(let key):
+            state.keyObservers[key, default: []].append(id)
+            let running = state.running(key, at: now)
+            state.pending.append(PendingEvent(instance: 0, event: Event(
+                kind: .state, key: key,
+                remaining: running.map { $0.deadline.since(now) } ?? .zero,
+                duration: running?.duration ?? .zero, subscription: id)))
+            if running != nil { state.rescheduleForTicks(key, at: now) }
+        case .scope(let scope):
+            state.scopeObservers[scope.value, default: []].append(id)
+            let keys = state.index.keys.filter { $0.scope == scope.value }.sorted()
+            for key in keys {
+                guard let running = state.running(key, at: now) else { continue }
+                state.pending.append(PendingEvent(instance: 0, event: Event(
+                    kind: .state, key: key, remaining: running.deadline.since(now),
+                    duration: running.duration, subscription: id)))
+                state.rescheduleForTicks(key, at: now)
+            }
+        }
+        armIfEarlier()
+        if wasEmpty && !state.pending.isEmpty { poller.wake() }
+        return id
+    }
+
+    /// Ends a subscription. Once this returns (outside its own callback) its
+    /// callback does not run again and `release` has run; from inside its
+    /// own callback, `release` runs when that callback returns.
+    public func unsubscribe(_ id: SubscriptionID) throws(TickgateError) {
+        let me = tgshim_thread_self()
+        lock.lock()
+        do { try checkOpen() } catch { lock.unlock(); throw error }
+        guard let subscription = state.unregister(id) else {
+            lock.unlock()
+            throw TickgateError(.notFound, "no subscription has id \(id)")
+        }
+        if state.runningSubscription == id {
+            if state.dispatcher == me {
+                state.deferredReleases.append(subscription.observer)
+                lock.unlock()
+                return
+            }
+            while state.runningSubscription == id { lock.wait() }
+        }
+        lock.unlock()
+        subscription.observer.release()
+    }
+}

@@ -1,0 +1,124 @@
+import CTickgateShim
+
+/// The countdown engine: countdowns keyed by (scope, subject), one timer
+/// heap, one clock, one OS timer, and the observers of keys and scopes.
+///
+/// Every method may be called from any thread, including from inside an
+/// observer callback. All state lives in `state`, behind `lock`; callbacks
+/// always run with the lock released.
+public final class Engine: @unchecked Sendable {
+    let lock = ConditionLock()
+    var state = EngineState()
+    let poller: Poller
+    public let delivery: Delivery
+    public let clock: ClockKind
+    let defaultTickInterval: Span
+    /// The engine thread (engine-thread delivery only), 0 before it starts.
+    private var thread: UInt = 0
+
+    public init(options: EngineOptions = EngineOptions()) throws(TickgateError) {
+        defaultTickInterval = try options.tickInterval.validatedTickInterval()
+        delivery = options.delivery
+        clock = options.clock
+        poller = try Poller()
+        if options.clock == .manual { state.manualNow = Instant(nanoseconds: 0) }
+        if options.delivery == .engineThread { try startThread() }
+    }
+
+    /// The engine's clock.
+    public func now() -> Instant { lock.withLock { state.now() } }
+
+    /// Stops the engine: no callback runs once this returns (except the one
+    /// that called it, which finishes), every subscription's `release` runs
+    /// exactly once, and every later call fails with `.closed`. Returns
+    /// false if it was closed already.
+    @discardableResult
+    public func close() -> Bool {
+        let me = tgshim_thread_self()
+        lock.lock()
+        if state.closed {
+            lock.unlock()
+            return false
+        }
+        state.closed = true
+        var releases: [Observer] = []
+        for id in state.subscriptions.keys.sorted() {
+            guard let subscription = state.unregister(id) else { continue }
+            if id == state.runningSubscription && state.dispatcher == me {
+                state.deferredReleases.append(subscription.observer)
+            } else {
+                releases.append(subscription.observer)
+            }
+        }
+        state.pending.removeAll()
+        state.slots.removeAll()
+        state.freeSlots.removeAll()
+        state.index.removeAll()
+        state.heap.removeAll()
+        state.finishing.removeAll()
+        let onEngineThread = thread != 0 && thread == me
+        if onEngineThread { state.detachThread = true }
+        while state.dispatching && state.runningSubscription != 0 && state.dispatcher != me {
+            lock.wait()
+        }
+        lock.broadcast()
+        lock.unlock()
+        poller.arm(at: nil)
+        poller.wake()
+        if thread != 0 && !onEngineThread { _ = tgshim_thread_join(thread) }
+        for observer in releases { observer.release() }
+        return true
+    }
+
+    /// Throws `.closed` if the engine was closed; call with the lock held.
+    func checkOpen() throws(TickgateError) {
+        if state.closed { throw TickgateError(.closed, "the engine is closed") }
+    }
+
+    /// Re-arms the OS timer if the earliest timer moved earlier; call with
+    /// the lock held after scheduling.
+    func armIfEarlier() {
+        guard state.manualNow == nil, let first = state.heap.first?.time else { return }
+        if let armed = state.armed, armed <= first { return }
+        state.armed = first
+        poller.arm(at: first)
+    }
+
+    // MARK: The engine thread
+
+    private func startThread() throws(TickgateError) {
+        let context = Unmanaged.passRetained(self).toOpaque()
+        var id: UInt = 0
+        let err = tgshim_thread_start({ context in
+            guard let context else { return nil }
+            let engine = Unmanaged<Engine>.fromOpaque(context).takeRetainedValue()
+            engine.runThread()
+            return nil
+        }, context, &id)
+        if err != 0 {
+            Unmanaged<Engine>.fromOpaque(context).release()
+            throw TickgateError(.system, "cannot start the engine thread: errno \(err)")
+        }
+        thread = id
+    }
+
+    private func runThread() {
+        while true {
+            poller.wait()
+            lock.lock()
+            if state.closed {
+                let detach = state.detachThread
+                lock.unlock()
+                if detach { _ = tgshim_thread_detach(tgshim_thread_self()) }
+                return
+            }
+            let target = state.passesRequested
+            lock.unlock()
+            _ = try? dispatchPass()
+            lock.lock()
+            if state.passesCompleted < target { state.passesCompleted = target }
+            lock.broadcast()
+            lock.unlock()
+        }
+    }
+}

@@ -1,0 +1,211 @@
+/// A running countdown in its slot.
+struct Countdown {
+    var key: CountdownKey
+    /// Distinguishes this run of the key from earlier and later runs.
+    var instance: UInt64
+    var deadline: Instant
+    var duration: Span
+    var tickInterval: Span
+}
+
+/// An event waiting for delivery to one subscription. Events of a countdown
+/// run (`instance` != 0) are dropped if that run was cancelled meanwhile.
+struct PendingEvent {
+    var instance: UInt64
+    var event: Event
+}
+
+struct Subscription {
+    var target: SubscriptionTarget
+    var observer: Observer
+}
+
+/// Everything an engine knows, guarded by the engine's lock.
+struct EngineState {
+    var closed = false
+    /// The manual clock's reading; nil for the system clock.
+    var manualNow: Instant?
+
+    // Countdowns: slots indexed by key, and one timer heap over the slots.
+    var slots: [Countdown?] = []
+    var freeSlots: [Int32] = []
+    var index: [CountdownKey: Int32] = [:]
+    var heap = TimerHeap()
+    var nextInstance: UInt64 = 0
+    /// Runs whose FINISHED event is queued but not yet delivered.
+    var finishing: [CountdownKey: UInt64] = [:]
+    /// The time the OS timer is armed for (system clock only).
+    var armed: Instant?
+
+    // Observers.
+    var subscriptions: [SubscriptionID: Subscription] = [:]
+    var keyObservers: [CountdownKey: [SubscriptionID]] = [:]
+    var scopeObservers: [String: [SubscriptionID]] = [:]
+    var nextSubscription: SubscriptionID = 0
+    var pending: [PendingEvent] = []
+
+    // Dispatch: who delivers, and what it is delivering right now.
+    var dispatching = false
+    var dispatcher: UInt = 0
+    var runningSubscription: SubscriptionID = 0
+    var runningInstance: UInt64 = 0
+    /// Releases of subscriptions that ended inside their own callback.
+    var deferredReleases: [Observer] = []
+    /// Engine-thread mode: passes asked for by `advance` and passes done.
+    var passesRequested: UInt64 = 0
+    var passesCompleted: UInt64 = 0
+    var detachThread = false
+
+    func now() -> Instant { manualNow ?? Poller.boottime() }
+
+    func isObserved(_ key: CountdownKey) -> Bool {
+        keyObservers[key] != nil || scopeObservers[key.scope] != nil
+    }
+
+    /// The running countdown of a key, if it has time left at `now`.
+    func running(_ key: CountdownKey, at now: Instant) -> Countdown? {
+        guard let slot = index[key], let countdown = slots[Int(slot)],
+              countdown.deadline > now else { return nil }
+        return countdown
+    }
+
+    /// When the countdown next needs the timer: its next tick boundary if
+    /// observed (the deadline minus a whole number of intervals, so ticks
+    /// never drift), else its deadline.
+    static func nextFireTime(of countdown: Countdown, at now: Instant, observed: Bool) -> Instant {
+        let remaining = countdown.deadline.since(now).nanoseconds
+        guard observed, remaining > 0 else { return countdown.deadline }
+        let interval = countdown.tickInterval.nanoseconds
+        let boundary = ((remaining - 1) / interval) * interval
+        return boundary == 0 ? countdown.deadline
+            : countdown.deadline.advanced(by: Span(nanoseconds: -boundary))
+    }
+
+    // MARK: Countdown slots
+
+    mutating func insert(_ countdown: Countdown, at now: Instant) {
+        let slot: Int32
+        if let existing = index[countdown.key] {
+            slot = existing
+            slots[Int(slot)] = countdown
+        } else if let free = freeSlots.popLast() {
+            slot = free
+            slots[Int(slot)] = countdown
+        } else {
+            slot = Int32(truncatingIfNeeded: slots.count)
+            slots.append(countdown)
+        }
+        index[countdown.key] = slot
+        heap.schedule(slot, at: Self.nextFireTime(of: countdown, at: now,
+                                                  observed: isObserved(countdown.key)))
+    }
+
+    @discardableResult
+    mutating func remove(slot: Int32) -> Countdown? {
+        guard let countdown = slots[Int(slot)] else { return nil }
+        heap.remove(slot)
+        index.removeValue(forKey: countdown.key)
+        slots[Int(slot)] = nil
+        freeSlots.append(slot)
+        return countdown
+    }
+
+    /// Cancels the key's run, whether counting or finished but not yet
+    /// announced; returns its instance and duration.
+    mutating func cancel(_ key: CountdownKey) -> (instance: UInt64, duration: Span)? {
+        if let slot = index[key], let countdown = remove(slot: slot) {
+            finishing.removeValue(forKey: key)
+            return (countdown.instance, countdown.duration)
+        }
+        if let instance = finishing.removeValue(forKey: key) {
+            return (instance, .zero)
+        }
+        return nil
+    }
+
+    /// Moves a countdown's timer to its next tick if it was waiting for the
+    /// deadline only (it just gained an observer).
+    mutating func rescheduleForTicks(_ key: CountdownKey, at now: Instant) {
+        guard let slot = index[key], let countdown = slots[Int(slot)],
+              let current = heap.time(of: slot) else { return }
+        let next = Self.nextFireTime(of: countdown, at: now, observed: true)
+        if next < current { heap.schedule(slot, at: next) }
+    }
+
+    // MARK: Events
+
+    /// Queues an event for every observer of the key; returns whether the
+    /// queue went from empty to non-empty (the caller wakes the dispatcher).
+    mutating func emit(_ kind: EventKind, _ key: CountdownKey, instance: UInt64,
+                       remaining: Span, duration: Span) -> Bool {
+        let wasEmpty = pending.isEmpty
+        if let ids = keyObservers[key] {
+            for id in ids {
+                pending.append(PendingEvent(instance: instance, event: Event(
+                    kind: kind, key: key, remaining: remaining, duration: duration,
+                    subscription: id)))
+            }
+        }
+        if let ids = scopeObservers[key.scope] {
+            for id in ids {
+                pending.append(PendingEvent(instance: instance, event: Event(
+                    kind: kind, key: key, remaining: remaining, duration: duration,
+                    subscription: id)))
+            }
+        }
+        return wasEmpty && !pending.isEmpty
+    }
+
+    /// Whether a queued event may still be delivered.
+    func isDeliverable(_ item: PendingEvent) -> Bool {
+        guard subscriptions[item.event.subscription] != nil else { return false }
+        guard item.instance != 0 else { return true }
+        let key = item.event.key
+        if let slot = index[key], slots[Int(slot)]?.instance == item.instance { return true }
+        return finishing[key] == item.instance
+    }
+
+    /// Fires every timer due at `now`: one tick (with the true remaining
+    /// time, so a late wake-up gives one catch-up tick) or the finish.
+    mutating func fireDueTimers(at now: Instant) {
+        while let entry = heap.first, entry.time <= now {
+            guard let countdown = slots[Int(entry.slot)] else {
+                heap.remove(entry.slot)
+                continue
+            }
+            let observed = isObserved(countdown.key)
+            if countdown.deadline <= now {
+                remove(slot: entry.slot)
+                if observed {
+                    finishing[countdown.key] = countdown.instance
+                    _ = emit(.finished, countdown.key, instance: countdown.instance,
+                             remaining: .zero, duration: countdown.duration)
+                }
+            } else {
+                if observed {
+                    _ = emit(.tick, countdown.key, instance: countdown.instance,
+                             remaining: countdown.deadline.since(now),
+                             duration: countdown.duration)
+                }
+                heap.schedule(entry.slot, at: Self.nextFireTime(of: countdown, at: now,
+                                                                observed: observed))
+            }
+        }
+    }
+
+    /// Ends a subscription's registration; returns it.
+    mutating func unregister(_ id: SubscriptionID) -> Subscription? {
+        guard let subscription = subscriptions.removeValue(forKey: id) else { return nil }
+        switch subscription.target {
+        case .key(let key):
+            keyObservers[key]?.removeAll { $0 == id }
+            if keyObservers[key]?.isEmpty == true { keyObservers.removeValue(forKey: key) }
+        case .scope(let scope):
+            scopeObservers[scope.value]?.removeAll { $0 == id }
+            if scopeObservers[scope.value]?.isEmpty == true {
+                scopeObservers.removeValue(forKey: scope.value)
+            }
+        }
+        return subscription
+    }
+}

@@ -1,0 +1,47 @@
+/// Why a call failed. The raw values are the C API's `tg_status` values.
+public enum Status: Int32, Sendable {
+    case ok = 0
+    case invalidArgument = 1
+    case invalidKey = 2
+    case invalidDuration = 3
+    case notFound = 4
+    case coolingDown = 5
+    case closed = 6
+    case invalidHandle = 7
+    case wrongMode = 8
+    case busy = 9
+    case version = 10
+    case system = 11
+
+    /// Static English text for the status.
+    public var text: StaticString {
+        switch self {
+        case .ok: "ok"
+        case .invalidArgument: "invalid argument"
+        case .invalidKey: "invalid key"
+        case .invalidDuration: "invalid duration"
+        case .notFound: "not found"
+        case .coolingDown: "cooling down"
+        case .closed: "engine closed"
+        case .invalidHandle: "invalid handle"
+        case .wrongMode: "wrong mode"
+        case .busy: "busy"
+        case .version: "unsupported struct version"
+        case .system: "system error"
+        }
+    }
+}
+
+/// A failed call: its status, a detail message, and for `.coolingDown` the
+/// time the running countdown still has.
+public struct TickgateError: Error, Sendable {
+    public let status: Status
+    public let message: String
+    public let remaining: Span
+
+    public init(_ status: Status, _ message: String, remaining: Span = .zero) {
+        self.status = status
+        self.message = message
+        self.remaining = remaining
+    }
+}

@@ -35,6 +35,8 @@ static void on_event(const tg_event *event, void *user_data) {
         pthread_cond_signal(&finished);
         pthread_mutex_unlock(&lock);
         break;
+    default: /* the resend flow's events: this demo does not send */
+        break;
     }
     fflush(stdout);
 }

@@ -97,7 +97,18 @@ typedef enum tg_status {
     /* An options struct has a struct_size this library does not accept. */
     TG_E_VERSION = 10,
     /* An operating-system call failed; the message names it and its errno. */
-    TG_E_SYSTEM = 11
+    TG_E_SYSTEM = 11,
+    /* A send for this key is under way (a ticket is open): a double tap never
+     * makes two requests. *out_wait_ms says when the ticket expires. */
+    TG_E_IN_FLIGHT = 12,
+    /* The key reached its policy's cap of sends per window; *out_wait_ms
+     * says when the oldest send leaves the window. */
+    TG_E_LOCKED = 13,
+    /* The send ticket expired before tg_send_end (its timeout passed). */
+    TG_E_EXPIRED = 14,
+    /* A title template is malformed: unknown placeholder, unbalanced brace,
+     * too long, or not valid UTF-8. */
+    TG_E_INVALID_TEMPLATE = 15
 } tg_status;
 
 /*
@@ -256,9 +267,15 @@ tg_status tg_clock_now(tg_engine *engine, int64_t *out_now_ms);
  * start, 59 one second later, ..., 1, then finishes.
  *
  * If the key is already counting down, returns TG_E_COOLING_DOWN and writes
- * the time it still runs to *out_remaining_ms, unless flags has
- * TG_START_RESTART: then the running countdown is replaced. On success
- * *out_remaining_ms receives duration_ms. out_remaining_ms may be NULL.
+ * the time it still runs to *out_remaining_ms (TG_E_LOCKED if it is locked
+ * by its send window, TG_E_IN_FLIGHT if a send ticket is open), unless flags
+ * has TG_START_RESTART: then whatever runs is replaced (an open ticket is
+ * cancelled). On success *out_remaining_ms receives duration_ms.
+ * out_remaining_ms may be NULL.
+ *
+ * This is the bare countdown: it records no send, so it does not count
+ * towards the policy's window or escalation, and after it the key's button
+ * is IDLE again unless a send was recorded (see tg_send_begin).
  */
 tg_status tg_countdown_start(tg_engine *engine, const char *scope,
                              const char *subject, int64_t duration_ms,
@@ -337,8 +354,30 @@ typedef enum tg_event_kind {
     /* The countdown reached its deadline: remaining_ms is 0. */
     TG_EVENT_FINISHED = 4,
     /* The countdown was cancelled: remaining_ms is 0. */
-    TG_EVENT_CANCELLED = 5
+    TG_EVENT_CANCELLED = 5,
+    /* A send began (tg_send_begin granted a ticket): state SENDING. */
+    TG_EVENT_SENDING = 6,
+    /* A send failed, or its ticket expired or was cancelled: no cooldown
+     * started and the key is free again. */
+    TG_EVENT_SEND_FAILED = 7,
+    /* tg_verified reset the key: state IDLE. */
+    TG_EVENT_RESET = 8
 } tg_event_kind;
+
+/* The state of a key's "Get code" button. */
+typedef enum tg_button_state {
+    /* Never sent (or reset by tg_verified): enabled, "Get code". */
+    TG_BUTTON_IDLE = 0,
+    /* A send ticket is open: disabled, "Sending...". */
+    TG_BUTTON_SENDING = 1,
+    /* Cooling down after a send: disabled, "Resend (42s)". */
+    TG_BUTTON_COOLING = 2,
+    /* Cooled down after at least one send: enabled, "Resend code". */
+    TG_BUTTON_READY_AGAIN = 3,
+    /* The window's cap of sends is reached: disabled until remaining_ms
+     * passes, "Try again in 9 min". */
+    TG_BUTTON_LOCKED = 4
+} tg_button_state;
 
 /* An id of a subscription, unique within its engine and never reused. */
 typedef uint64_t tg_subscription;
@@ -353,6 +392,9 @@ typedef struct tg_event {
     int64_t display_seconds;       /* ceiling of the remaining seconds */
     int64_t duration_ms;           /* length of the countdown, 0 if idle */
     tg_subscription subscription;  /* which subscription this is for */
+    tg_button_state state;         /* the key's button state after the event */
+    int enabled;                   /* 1 if the button may be tapped */
+    const char *title;             /* the state's title, rendered (UTF-8) */
 } tg_event;
 
 /* An observer callback. */
@@ -386,6 +428,161 @@ tg_status tg_subscribe(tg_engine *engine, const char *scope,
  * Errors: TG_E_NOT_FOUND for an unknown or already ended id.
  */
 tg_status tg_unsubscribe(tg_engine *engine, tg_subscription subscription);
+
+/* ------------------------------------------------------------------------ */
+/* The resend flow: policy, send tickets, button state and titles            */
+/* ------------------------------------------------------------------------ */
+
+/* Most steps in a cooldown schedule. */
+#define TG_POLICY_MAX_STEPS 8
+
+/*
+ * The send policy of a scope. Initialise with TG_POLICY_INIT or
+ * tg_policy_init() (60 s cooldown, no window cap, escalation reset after an
+ * hour of quiet, 30 s ticket timeout), then set fields.
+ */
+typedef struct tg_policy {
+    /* sizeof(tg_policy) as the caller was compiled. */
+    uint32_t struct_size;
+    /* How many entries of cooldown_ms are used: 1 to TG_POLICY_MAX_STEPS. */
+    uint32_t step_count;
+    /* The cooldown after the 1st, 2nd, ... consecutive send; after the last
+     * step the last one repeats. Each 1 to TG_DURATION_MAX_MS. */
+    int64_t cooldown_ms[TG_POLICY_MAX_STEPS];
+    /* At most this many successful sends per key in any window_ms; 0 means
+     * no cap. When the cap is reached the key is LOCKED until the oldest
+     * send leaves the window. */
+    uint32_t window_max_sends;
+    /* The sliding window, 1 to TG_DURATION_MAX_MS (ignored with no cap). */
+    int64_t window_ms;
+    /* A send this long after the previous one starts the schedule again;
+     * 0 means only tg_verified resets it. 0 to TG_DURATION_MAX_MS. */
+    int64_t quiet_reset_ms;
+    /* A ticket not ended within this time expires and frees the key:
+     * 1 to TG_DURATION_MAX_MS. */
+    int64_t ticket_timeout_ms;
+} tg_policy;
+
+#define TG_POLICY_INIT \
+    { sizeof(tg_policy), 1, { 60000, 0, 0, 0, 0, 0, 0, 0 }, 0, 0, \
+      3600000, 30000 }
+
+/* Fill *policy with the defaults (same as TG_POLICY_INIT). NULL is ignored. */
+void tg_policy_init(tg_policy *policy);
+
+/*
+ * Set the send policy of scope; it applies to the next tg_send_end and
+ * tg_send_begin of every key of the scope (a running cooldown keeps its
+ * length). Errors: TG_E_INVALID_ARGUMENT (policy NULL, step_count out of
+ * range), TG_E_INVALID_DURATION (a time out of range), TG_E_VERSION.
+ */
+tg_status tg_policy_set(tg_engine *engine, const char *scope,
+                        const tg_policy *policy);
+
+/* The policy of scope (the defaults if none was set) into *out_policy, whose
+ * struct_size the caller sets first (tg_policy_init does). */
+tg_status tg_policy_get(tg_engine *engine, const char *scope,
+                        tg_policy *out_policy);
+
+/* An id of a send in flight, unique within its engine and never reused. */
+typedef uint64_t tg_ticket;
+
+/*
+ * The user tapped "Get code": ask whether the host may send now. On TG_OK,
+ * *out_ticket receives a ticket, the key's state becomes SENDING (observers
+ * get TG_EVENT_SENDING), and the host calls its own SMS or e-mail API, then
+ * tg_send_end with the ticket. Otherwise nothing changes and *out_wait_ms
+ * (may be NULL) says how long until a send may be granted:
+ * TG_E_COOLING_DOWN (the cooldown's remaining time), TG_E_IN_FLIGHT (a
+ * ticket is open: the time until it expires), TG_E_LOCKED (the time until
+ * the window frees a send).
+ */
+tg_status tg_send_begin(tg_engine *engine, const char *scope,
+                        const char *subject, tg_ticket *out_ticket,
+                        int64_t *out_wait_ms);
+
+/* How a send ended. */
+typedef enum tg_send_outcome {
+    /* The server accepted the send: the cooldown starts now. */
+    TG_SEND_SUCCEEDED = 1,
+    /* The send failed: no cooldown, the key is free again at once. */
+    TG_SEND_FAILED = 2
+} tg_send_outcome;
+
+/*
+ * Close a send ticket. On TG_SEND_SUCCEEDED the cooldown starts: the
+ * policy's next step, or server_retry_after_ms if the server asked for
+ * longer (0 = the server said nothing; 0 to TG_DURATION_MAX_MS), or the
+ * time until the window frees a send if that is longer still (state
+ * LOCKED). *out_cooldown_ms (may be NULL) receives its length. On
+ * TG_SEND_FAILED no cooldown starts and the key returns to IDLE or
+ * READY_AGAIN (observers get TG_EVENT_SEND_FAILED).
+ *
+ * Errors: TG_E_EXPIRED (the ticket timed out first; the key was freed
+ * then), TG_E_NOT_FOUND (unknown ticket, already ended, or its countdown
+ * was cancelled), TG_E_INVALID_ARGUMENT (unknown outcome).
+ */
+tg_status tg_send_end(tg_engine *engine, tg_ticket ticket,
+                      tg_send_outcome outcome, int64_t server_retry_after_ms,
+                      int64_t *out_cooldown_ms);
+
+/*
+ * The host verified the code the user typed: the flow is complete. The
+ * key's escalation starts again from the first step, a running cooldown is
+ * cancelled, and the state becomes IDLE (TG_EVENT_RESET). The send history
+ * of the window is kept, so a LOCKED key stays locked.
+ */
+tg_status tg_verified(tg_engine *engine, const char *scope,
+                      const char *subject);
+
+/* Longest title template, in bytes. A template may hold up to
+ * TG_TITLE_MAX_PLACEHOLDERS placeholders. */
+#define TG_TITLE_MAX_BYTES 128
+#define TG_TITLE_MAX_PLACEHOLDERS 8
+/* Room for any rendered title with its NUL. */
+#define TG_TITLE_BUFFER_BYTES 512
+
+/*
+ * Title templates of a scope, one per state, UTF-8. Placeholders: {s} the
+ * display seconds ("59"), {m} whole minutes rounded up ("10"), {m:ss}
+ * minutes and seconds ("9:05"); {{ and }} are literal braces. NULL keeps
+ * the English default: "Get code", "Sending...", "Resend ({s}s)",
+ * "Resend code", "Try again in {m} min".
+ */
+typedef struct tg_titles {
+    uint32_t struct_size; /* sizeof(tg_titles) as the caller was compiled */
+    const char *idle;
+    const char *sending;
+    const char *cooling;
+    const char *ready_again;
+    const char *locked;
+} tg_titles;
+
+#define TG_TITLES_INIT { sizeof(tg_titles), NULL, NULL, NULL, NULL, NULL }
+
+/*
+ * Set the title templates of scope (the strings are copied). Every template
+ * is checked now, so rendering never fails: TG_E_INVALID_TEMPLATE names the
+ * bad one and why, and then nothing is changed. Events from now on carry
+ * the new titles.
+ */
+tg_status tg_titles_set(tg_engine *engine, const char *scope,
+                        const tg_titles *titles);
+
+/* A key's button, as tg_button_get reports it. */
+typedef struct tg_button {
+    uint32_t struct_size;          /* set by the caller: sizeof(tg_button) */
+    tg_button_state state;
+    int enabled;                   /* 1 if the button may be tapped */
+    int64_t remaining_ms;          /* COOLING, LOCKED: time left; else 0 */
+    int64_t display_seconds;       /* ceiling of the remaining seconds */
+    char title[TG_TITLE_BUFFER_BYTES]; /* rendered title, NUL-terminated */
+} tg_button;
+
+/* The button of (scope, subject) now: state, enabled flag, remaining time
+ * and rendered title. Set out_button->struct_size first. */
+tg_status tg_button_get(tg_engine *engine, const char *scope,
+                        const char *subject, tg_button *out_button);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -14,23 +14,48 @@ extension Engine {
         try checkOpen()
         let now = state.now()
         if !restart, let running = state.running(key, at: now) {
-            let remaining = running.deadline.since(now)
-            throw TickgateError(.coolingDown,
-                "\(key.scope)/\(key.subject) is cooling down: \(remaining.millisecondsRoundedUp) ms left",
-                remaining: remaining)
+            throw Self.busyError(running, at: now)
         }
         state.nextInstance &+= 1
         let countdown = Countdown(key: key, instance: state.nextInstance,
                                   deadline: now.advanced(by: duration),
                                   duration: duration, tickInterval: interval)
-        state.finishing.removeValue(forKey: key)
-        state.insert(countdown, at: now)
-        armIfEarlier()
+        replace(with: countdown, at: now)
         if state.emit(.started, key, instance: countdown.instance,
-                      remaining: duration, duration: duration) {
+                      remaining: duration, duration: duration, state: .cooling) {
             poller.wake()
         }
         return duration
+    }
+
+    /// The error for a key that cannot start or send: what it is busy with
+    /// and for how long.
+    static func busyError(_ running: Countdown, at now: Instant) -> TickgateError {
+        let remaining = running.deadline.since(now)
+        let key = "\(running.key.scope)/\(running.key.subject)"
+        let left = "\(remaining.millisecondsRoundedUp) ms"
+        switch running.phase {
+        case .sending:
+            return TickgateError(.inFlight, "a send for \(key) is in flight: its ticket expires in \(left)",
+                                 remaining: remaining)
+        case .cooling:
+            return TickgateError(.coolingDown, "\(key) is cooling down: \(left) left", remaining: remaining)
+        case .locked:
+            return TickgateError(.locked, "\(key) reached its cap of sends: locked for \(left)",
+                                 remaining: remaining)
+        }
+    }
+
+    /// Puts `countdown` in its key's slot, ending whatever ran there (an
+    /// open ticket becomes cancelled); call with the lock held.
+    func replace(with countdown: Countdown, at now: Instant) {
+        if let slot = state.index[countdown.key], let old = state.slots[Int(slot)],
+           old.phase == .sending, old.ticket != countdown.ticket {
+            state.recordEnd(of: old.ticket, .cancelled)
+        }
+        state.finishing.removeValue(forKey: countdown.key)
+        state.insert(countdown, at: now)
+        armIfEarlier()
     }
 
     /// Cancels the key's countdown. Once this returns (outside that
@@ -42,7 +67,8 @@ extension Engine {
         guard let run = state.cancel(key) else {
             throw TickgateError(.notFound, "no countdown is running for \(key.scope)/\(key.subject)")
         }
-        if state.emit(.cancelled, key, instance: 0, remaining: .zero, duration: run.duration) {
+        if state.emit(.cancelled, key, instance: 0, remaining: .zero, duration: run.duration,
+                      state: state.restingState(key)) {
             poller.wake()
         }
         waitUntilNotRunning([run.instance])
@@ -63,7 +89,7 @@ extension Engine {
             guard let run = state.cancel(key) else { continue }
             instances.append(run.instance)
             wake = state.emit(.cancelled, key, instance: 0, remaining: .zero,
-                              duration: run.duration) || wake
+                              duration: run.duration, state: state.restingState(key)) || wake
         }
         if wake { poller.wake() }
         waitUntilNotRunning(instances)
@@ -77,7 +103,7 @@ extension Engine {
         defer { lock.unlock() }
         try checkOpen()
         let now = state.now()
-        guard let running = state.running(key, at: now) else {
+        guard let running = state.counting(key, at: now) else {
             throw TickgateError(.notFound, "no countdown is running for \(key.scope)/\(key.subject)")
         }
         return running.deadline.since(now)
@@ -90,7 +116,8 @@ extension Engine {
         try checkOpen()
         let now = state.now()
         var result: [CountdownInfo] = []
-        for case let countdown? in state.slots where countdown.deadline > now {
+        for case let countdown? in state.slots
+        where countdown.deadline > now && countdown.phase != .sending {
             if let scope, countdown.key.scope != scope.value { continue }
             result.append(CountdownInfo(key: countdown.key,
                                         remaining: countdown.deadline.since(now),

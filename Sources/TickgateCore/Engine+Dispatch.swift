@@ -100,7 +100,7 @@ extension Engine {
         }
 
         lock.lock()
-        for item in batch where item.event.kind == .finished {
+        for item in batch where item.event.kind == .finished || item.event.kind == .sendFailed {
             if state.finishing[item.event.key] == item.instance {
                 state.finishing.removeValue(forKey: item.event.key)
             }

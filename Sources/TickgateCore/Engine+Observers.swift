@@ -16,20 +16,13 @@ extension Engine {
         switch target {
         case .key(let key):
             state.keyObservers[key, default: []].append(id)
-            let running = state.running(key, at: now)
-            state.pending.append(PendingEvent(instance: 0, event: Event(
-                kind: .state, key: key,
-                remaining: running.map { $0.deadline.since(now) } ?? .zero,
-                duration: running?.duration ?? .zero, subscription: id)))
-            if running != nil { state.rescheduleForTicks(key, at: now) }
+            state.queueState(of: key, for: id, at: now)
+            state.rescheduleForTicks(key, at: now)
         case .scope(let scope):
             state.scopeObservers[scope.value, default: []].append(id)
             let keys = state.index.keys.filter { $0.scope == scope.value }.sorted()
-            for key in keys {
-                guard let running = state.running(key, at: now) else { continue }
-                state.pending.append(PendingEvent(instance: 0, event: Event(
-                    kind: .state, key: key, remaining: running.deadline.since(now),
-                    duration: running.duration, subscription: id)))
+            for key in keys where state.counting(key, at: now) != nil {
+                state.queueState(of: key, for: id, at: now)
                 state.rescheduleForTicks(key, at: now)
             }
         }

@@ -1,6 +1,32 @@
+/// What a countdown's time means for the key's button.
+enum Phase {
+    /// A send ticket is open until the deadline (then it expires).
+    case sending
+    /// The cooldown after a send (or a bare `start`).
+    case cooling
+    /// The window's cap is reached until the deadline.
+    case locked
+
+    var buttonState: ButtonState {
+        switch self {
+        case .sending: .sending
+        case .cooling: .cooling
+        case .locked: .locked
+        }
+    }
+}
+
+/// How a ticket that is no longer open ended, kept for clear errors.
+enum TicketEnd {
+    case ended, expired, cancelled
+}
+
 /// A running countdown in its slot.
 struct Countdown {
     var key: CountdownKey
+    var phase: Phase = .cooling
+    /// The open ticket (phase `.sending`), else 0.
+    var ticket: UInt64 = 0
     /// Distinguishes this run of the key from earlier and later runs.
     var instance: UInt64
     var deadline: Instant
@@ -37,6 +63,17 @@ struct EngineState {
     /// The time the OS timer is armed for (system clock only).
     var armed: Instant?
 
+    // The resend flow.
+    var records: [CountdownKey: SendRecord] = [:]
+    var policies: [String: SendPolicy] = [:]
+    var titles: [String: TitleSet] = [:]
+    var tickets: [UInt64: CountdownKey] = [:]
+    var nextTicket: UInt64 = 0
+    /// How recent tickets ended, the oldest evicted first.
+    var endedTickets: [UInt64: TicketEnd] = [:]
+    var endedOrder: [UInt64] = []
+    static let endedTicketsKept = 4096
+
     // Observers.
     var subscriptions: [SubscriptionID: Subscription] = [:]
     var keyObservers: [CountdownKey: [SubscriptionID]] = [:]
@@ -62,11 +99,45 @@ struct EngineState {
         keyObservers[key] != nil || scopeObservers[key.scope] != nil
     }
 
-    /// The running countdown of a key, if it has time left at `now`.
+    /// The running countdown of a key (any phase), if it has time left.
     func running(_ key: CountdownKey, at now: Instant) -> Countdown? {
         guard let slot = index[key], let countdown = slots[Int(slot)],
               countdown.deadline > now else { return nil }
         return countdown
+    }
+
+    /// The key's cooldown or lock, if one is running (not a send ticket).
+    func counting(_ key: CountdownKey, at now: Instant) -> Countdown? {
+        guard let countdown = running(key, at: now), countdown.phase != .sending else { return nil }
+        return countdown
+    }
+
+    func policy(of scope: String) -> SendPolicy { policies[scope] ?? SendPolicy() }
+
+    /// The state of a key with nothing running.
+    func restingState(_ key: CountdownKey) -> ButtonState {
+        records[key]?.hasSent == true ? .readyAgain : .idle
+    }
+
+    /// The key's button now, with its title.
+    func button(_ key: CountdownKey, at now: Instant) -> Button {
+        let running = running(key, at: now)
+        let state = running?.phase.buttonState ?? restingState(key)
+        let remaining = running.map { $0.phase == .sending ? .zero : $0.deadline.since(now) } ?? .zero
+        return Button(state: state, remaining: remaining,
+                      title: (titles[key.scope] ?? .english).render(state, remaining))
+    }
+
+    mutating func recordEnd(of ticket: UInt64, _ end: TicketEnd) {
+        tickets.removeValue(forKey: ticket)
+        endedTickets[ticket] = end
+        endedOrder.append(ticket)
+        if endedOrder.count > Self.endedTicketsKept * 2 {
+            for old in endedOrder.prefix(endedOrder.count - Self.endedTicketsKept) {
+                endedTickets.removeValue(forKey: old)
+            }
+            endedOrder.removeFirst(endedOrder.count - Self.endedTicketsKept)
+        }
     }
 
     /// When the countdown next needs the timer: its next tick boundary if
@@ -74,7 +145,7 @@ struct EngineState {
     /// never drift), else its deadline.
     static func nextFireTime(of countdown: Countdown, at now: Instant, observed: Bool) -> Instant {
         let remaining = countdown.deadline.since(now).nanoseconds
-        guard observed, remaining > 0 else { return countdown.deadline }
+        guard observed, remaining > 0, countdown.phase != .sending else { return countdown.deadline }
         let interval = countdown.tickInterval.nanoseconds
         let boundary = ((remaining - 1) / interval) * interval
         return boundary == 0 ? countdown.deadline
@@ -115,6 +186,7 @@ struct EngineState {
     mutating func cancel(_ key: CountdownKey) -> (instance: UInt64, duration: Span)? {
         if let slot = index[key], let countdown = remove(slot: slot) {
             finishing.removeValue(forKey: key)
+            if countdown.phase == .sending { recordEnd(of: countdown.ticket, .cancelled) }
             return (countdown.instance, countdown.duration)
         }
         if let instance = finishing.removeValue(forKey: key) {
@@ -134,26 +206,34 @@ struct EngineState {
 
     // MARK: Events
 
-    /// Queues an event for every observer of the key; returns whether the
-    /// queue went from empty to non-empty (the caller wakes the dispatcher).
+    /// Queues an event for every observer of the key, with the button
+    /// state `state` and its title; returns whether the queue went from
+    /// empty to non-empty (the caller wakes the dispatcher).
     mutating func emit(_ kind: EventKind, _ key: CountdownKey, instance: UInt64,
-                       remaining: Span, duration: Span) -> Bool {
+                       remaining: Span, duration: Span, state: ButtonState) -> Bool {
+        let keyIDs = keyObservers[key]
+        let scopeIDs = scopeObservers[key.scope]
+        guard keyIDs != nil || scopeIDs != nil else { return false }
         let wasEmpty = pending.isEmpty
-        if let ids = keyObservers[key] {
-            for id in ids {
-                pending.append(PendingEvent(instance: instance, event: Event(
-                    kind: kind, key: key, remaining: remaining, duration: duration,
-                    subscription: id)))
-            }
-        }
-        if let ids = scopeObservers[key.scope] {
-            for id in ids {
-                pending.append(PendingEvent(instance: instance, event: Event(
-                    kind: kind, key: key, remaining: remaining, duration: duration,
-                    subscription: id)))
+        let title = (titles[key.scope] ?? .english).render(state, remaining)
+        var event = Event(kind: kind, key: key, remaining: remaining, duration: duration,
+                          subscription: 0, state: state, title: title)
+        for ids in [keyIDs, scopeIDs] {
+            for id in ids ?? [] {
+                event.subscription = id
+                pending.append(PendingEvent(instance: instance, event: event))
             }
         }
         return wasEmpty && !pending.isEmpty
+    }
+
+    /// The current state of a key as one event for one new subscription.
+    mutating func queueState(of key: CountdownKey, for id: SubscriptionID, at now: Instant) {
+        let button = button(key, at: now)
+        let duration = running(key, at: now).map { $0.phase == .sending ? .zero : $0.duration } ?? .zero
+        pending.append(PendingEvent(instance: 0, event: Event(
+            kind: .state, key: key, remaining: button.remaining, duration: duration,
+            subscription: id, state: button.state, title: button.title)))
     }
 
     /// Whether a queued event may still be delivered.
@@ -166,26 +246,35 @@ struct EngineState {
     }
 
     /// Fires every timer due at `now`: one tick (with the true remaining
-    /// time, so a late wake-up gives one catch-up tick) or the finish.
+    /// time, so a late wake-up gives one catch-up tick), the finish of a
+    /// cooldown or lock, or the expiry of a send ticket.
     mutating func fireDueTimers(at now: Instant) {
         while let entry = heap.first, entry.time <= now {
             guard let countdown = slots[Int(entry.slot)] else {
                 heap.remove(entry.slot)
                 continue
             }
-            let observed = isObserved(countdown.key)
+            let key = countdown.key
+            let observed = isObserved(key)
             if countdown.deadline <= now {
                 remove(slot: entry.slot)
+                let kind: EventKind
+                if countdown.phase == .sending {
+                    recordEnd(of: countdown.ticket, .expired)
+                    kind = .sendFailed
+                } else {
+                    kind = .finished
+                }
                 if observed {
-                    finishing[countdown.key] = countdown.instance
-                    _ = emit(.finished, countdown.key, instance: countdown.instance,
-                             remaining: .zero, duration: countdown.duration)
+                    finishing[key] = countdown.instance
+                    _ = emit(kind, key, instance: countdown.instance, remaining: .zero,
+                             duration: countdown.duration, state: restingState(key))
                 }
             } else {
-                if observed {
-                    _ = emit(.tick, countdown.key, instance: countdown.instance,
+                if observed && countdown.phase != .sending {
+                    _ = emit(.tick, key, instance: countdown.instance,
                              remaining: countdown.deadline.since(now),
-                             duration: countdown.duration)
+                             duration: countdown.duration, state: countdown.phase.buttonState)
                 }
                 heap.schedule(entry.slot, at: Self.nextFireTime(of: countdown, at: now,
                                                                 observed: observed))

@@ -6,6 +6,12 @@ public enum EventKind: Int32, Sendable {
     case tick = 3
     case finished = 4
     case cancelled = 5
+    /// A send ticket was granted.
+    case sending = 6
+    /// A send failed, or its ticket expired or was cancelled.
+    case sendFailed = 7
+    /// `verified` reset the key.
+    case reset = 8
 }
 
 /// One event for one subscription.
@@ -17,6 +23,9 @@ public struct Event: Sendable {
     /// The length the countdown was started with; zero when idle.
     public var duration: Span
     public var subscription: SubscriptionID
+    /// The key's button state after the event, and its rendered title.
+    public var state: ButtonState
+    public var title: String
 }
 
 /// The id of a subscription: unique within an engine, never reused.

@@ -12,6 +12,10 @@ public enum Status: Int32, Sendable {
     case busy = 9
     case version = 10
     case system = 11
+    case inFlight = 12
+    case locked = 13
+    case expired = 14
+    case invalidTemplate = 15
 
     /// Static English text for the status.
     public var text: StaticString {
@@ -28,6 +32,10 @@ public enum Status: Int32, Sendable {
         case .busy: "busy"
         case .version: "unsupported struct version"
         case .system: "system error"
+        case .inFlight: "send in flight"
+        case .locked: "locked"
+        case .expired: "ticket expired"
+        case .invalidTemplate: "invalid title template"
         }
     }
 }

@@ -1,0 +1,197 @@
+import CTickgateShim
+import Glibc
+import TickgateCore
+
+// The resend flow: policies, send tickets, verification, titles, buttons.
+
+@c @implementation
+public func tg_policy_init(_ policy: UnsafeMutablePointer<tg_policy>?) {
+    policy?.pointee = PolicyReader.cPolicy(SendPolicy())
+}
+
+@c @implementation
+public func tg_policy_set(_ engine: OpaquePointer?, _ scope: UnsafePointer<CChar>?,
+                          _ policy: UnsafePointer<tg_policy>?) -> tg_status {
+    Boundary.call { () throws(TickgateError) in
+        let engine = try Handles.lookup(engine)
+        let scope = try Boundary.name(scope, "scope")
+        let policy = try PolicyReader.read(try Boundary.required(policy, "policy"))
+        try engine.setPolicy(policy, scope: scope)
+    }
+}
+
+@c @implementation
+public func tg_policy_get(_ engine: OpaquePointer?, _ scope: UnsafePointer<CChar>?,
+                          _ out_policy: UnsafeMutablePointer<tg_policy>?) -> tg_status {
+    Boundary.call { () throws(TickgateError) in
+        let engine = try Handles.lookup(engine)
+        let scope = try Boundary.name(scope, "scope")
+        let out = try Boundary.required(out_policy, "out_policy")
+        try Boundary.checkSize(out.pointee.struct_size, MemoryLayout<tg_policy>.size, "out_policy")
+        out.pointee = PolicyReader.cPolicy(try engine.policy(scope: scope))
+    }
+}
+
+@c @implementation
+public func tg_send_begin(_ engine: OpaquePointer?, _ scope: UnsafePointer<CChar>?,
+                          _ subject: UnsafePointer<CChar>?,
+                          _ out_ticket: UnsafeMutablePointer<UInt64>?,
+                          _ out_wait_ms: UnsafeMutablePointer<Int64>?) -> tg_status {
+    Boundary.call { () throws(TickgateError) in
+        let engine = try Handles.lookup(engine)
+        let key = try Boundary.key(scope, subject)
+        let out = try Boundary.required(out_ticket, "out_ticket")
+        do throws(TickgateError) {
+            out.pointee = try engine.sendBegin(key)
+            out_wait_ms?.pointee = 0
+        } catch {
+            out_wait_ms?.pointee = error.remaining.millisecondsRoundedUp
+            throw error
+        }
+    }
+}
+
+@c @implementation
+public func tg_send_end(_ engine: OpaquePointer?, _ ticket: UInt64, _ outcome: tg_send_outcome,
+                        _ server_retry_after_ms: Int64,
+                        _ out_cooldown_ms: UnsafeMutablePointer<Int64>?) -> tg_status {
+    Boundary.call { () throws(TickgateError) in
+        let engine = try Handles.lookup(engine)
+        let result: SendOutcome
+        switch outcome {
+        case TG_SEND_SUCCEEDED: result = .succeeded
+        case TG_SEND_FAILED: result = .failed
+        default: throw TickgateError(.invalidArgument, "send outcome \(outcome.rawValue) is unknown")
+        }
+        guard server_retry_after_ms >= 0, server_retry_after_ms <= Boundary.maximumDurationMilliseconds else {
+            throw TickgateError(.invalidDuration,
+                "server retry-after \(server_retry_after_ms) ms is outside 0 ... \(Boundary.maximumDurationMilliseconds) ms")
+        }
+        let cooldown = try engine.sendEnd(ticket, result,
+                                          serverRetryAfter: .milliseconds(server_retry_after_ms))
+        out_cooldown_ms?.pointee = cooldown.millisecondsRoundedUp
+    }
+}
+
+@c @implementation
+public func tg_verified(_ engine: OpaquePointer?, _ scope: UnsafePointer<CChar>?,
+                        _ subject: UnsafePointer<CChar>?) -> tg_status {
+    Boundary.call { () throws(TickgateError) in
+        let engine = try Handles.lookup(engine)
+        try engine.verified(try Boundary.key(scope, subject))
+    }
+}
+
+@c @implementation
+public func tg_titles_set(_ engine: OpaquePointer?, _ scope: UnsafePointer<CChar>?,
+                          _ titles: UnsafePointer<tg_titles>?) -> tg_status {
+    Boundary.call { () throws(TickgateError) in
+        let engine = try Handles.lookup(engine)
+        let scope = try Boundary.name(scope, "scope")
+        let titles = try Boundary.required(titles, "titles")
+        try Boundary.checkSize(titles.pointee.struct_size, MemoryLayout<tg_titles>.size, "titles")
+        let raw = titles.pointee
+        let english = TitleSet.english
+        func template(_ text: UnsafePointer<CChar>?, _ role: String,
+                      _ fallback: TitleTemplate) throws(TickgateError) -> TitleTemplate {
+            guard let text else { return fallback }
+            let count = strnlen(text, TitleTemplate.maximumBytes + 1)
+            let bytes = UnsafeBufferPointer(
+                start: UnsafeRawPointer(text).assumingMemoryBound(to: UInt8.self), count: count)
+            guard count <= TitleTemplate.maximumBytes else {
+                throw TickgateError(.invalidTemplate, "\(role) title is longer than \(TitleTemplate.maximumBytes) bytes")
+            }
+            guard let source = String(validating: bytes, as: UTF8.self) else {
+                throw TickgateError(.invalidTemplate, "\(role) title is not valid UTF-8")
+            }
+            return try TitleTemplate(source, role: role)
+        }
+        try engine.setTitles(TitleSet(
+            idle: try template(raw.idle, "idle", english.idle),
+            sending: try template(raw.sending, "sending", english.sending),
+            cooling: try template(raw.cooling, "cooling", english.cooling),
+            readyAgain: try template(raw.ready_again, "ready_again", english.readyAgain),
+            locked: try template(raw.locked, "locked", english.locked)), scope: scope)
+    }
+}
+
+@c @implementation
+public func tg_button_get(_ engine: OpaquePointer?, _ scope: UnsafePointer<CChar>?,
+                          _ subject: UnsafePointer<CChar>?,
+                          _ out_button: UnsafeMutablePointer<tg_button>?) -> tg_status {
+    Boundary.call { () throws(TickgateError) in
+        let engine = try Handles.lookup(engine)
+        let key = try Boundary.key(scope, subject)
+        let out = try Boundary.required(out_button, "out_button")
+        try Boundary.checkSize(out.pointee.struct_size, MemoryLayout<tg_button>.size, "out_button")
+        let button = try engine.button(key)
+        out.pointee.state = tg_button_state(rawValue: UInt32(bitPattern: button.state.rawValue))
+        out.pointee.enabled = button.state.isEnabled ? 1 : 0
+        out.pointee.remaining_ms = button.remaining.millisecondsRoundedUp
+        out.pointee.display_seconds = button.remaining.displaySeconds
+        withUnsafeMutableBytes(of: &out.pointee.title) { buffer in
+            // Rendered titles stay far below the buffer's size (a template
+            // has at most 128 bytes and 8 placeholders); cut at a character
+            // boundary all the same.
+            var bytes = Array(button.title.utf8.prefix(buffer.count - 1))
+            while String(validating: bytes, as: UTF8.self) == nil { bytes.removeLast() }
+            buffer.copyBytes(from: bytes)
+            buffer[bytes.count] = 0
+        }
+    }
+}
+
+/// Converts between `tg_policy` and `SendPolicy`.
+enum PolicyReader {
+    static let steps = Int(TG_POLICY_MAX_STEPS)
+
+    static func read(_ pointer: UnsafePointer<tg_policy>) throws(TickgateError) -> SendPolicy {
+        try Boundary.checkSize(pointer.pointee.struct_size, MemoryLayout<tg_policy>.size, "policy")
+        let raw = pointer.pointee
+        let count = Int(raw.step_count)
+        guard (1...steps).contains(count) else {
+            throw TickgateError(.invalidArgument, "policy.step_count \(raw.step_count) is outside 1 ... \(steps)")
+        }
+        let all = withUnsafeBytes(of: raw.cooldown_ms) { Array($0.bindMemory(to: Int64.self)) }
+        var cooldowns: [Span] = []
+        for (index, milliseconds) in all.prefix(count).enumerated() {
+            guard milliseconds >= 1, milliseconds <= Boundary.maximumDurationMilliseconds else {
+                throw TickgateError(.invalidDuration, "policy.cooldown_ms[\(index)] = \(milliseconds) is outside 1 ... \(Boundary.maximumDurationMilliseconds) ms")
+            }
+            cooldowns.append(.milliseconds(milliseconds))
+        }
+        func span(_ value: Int64, _ name: String, allowZero: Bool) throws(TickgateError) -> Span {
+            guard value >= (allowZero ? 0 : 1), value <= Boundary.maximumDurationMilliseconds else {
+                throw TickgateError(.invalidDuration, "policy.\(name) = \(value) is out of range")
+            }
+            return .milliseconds(value)
+        }
+        let capped = raw.window_max_sends > 0
+        guard raw.window_max_sends <= 1_000_000 else {
+            throw TickgateError(.invalidArgument, "policy.window_max_sends \(raw.window_max_sends) is implausibly large")
+        }
+        return SendPolicy(
+            cooldowns: cooldowns,
+            windowMaximumSends: Int(raw.window_max_sends),
+            window: capped ? try span(raw.window_ms, "window_ms", allowZero: false) : .zero,
+            quietReset: try span(raw.quiet_reset_ms, "quiet_reset_ms", allowZero: true),
+            ticketTimeout: try span(raw.ticket_timeout_ms, "ticket_timeout_ms", allowZero: false))
+    }
+
+    static func cPolicy(_ policy: SendPolicy) -> tg_policy {
+        var raw = tg_policy()
+        raw.struct_size = UInt32(MemoryLayout<tg_policy>.size)
+        raw.step_count = UInt32(policy.cooldowns.count)
+        withUnsafeMutableBytes(of: &raw.cooldown_ms) { buffer in
+            let slots = buffer.bindMemory(to: Int64.self)
+            for (index, step) in policy.cooldowns.prefix(slots.count).enumerated() {
+                slots[index] = step.millisecondsRoundedUp
+            }
+        }
+        raw.window_max_sends = UInt32(policy.windowMaximumSends)
+        raw.window_ms = policy.window.millisecondsRoundedUp
+        raw.quiet_reset_ms = policy.quietReset.millisecondsRoundedUp
+        raw.ticket_timeout_ms = policy.ticketTimeout.millisecondsRoundedUp
+        return raw
+    }
+}

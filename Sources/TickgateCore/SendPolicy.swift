@@ -1,0 +1,88 @@
+/// How a scope's keys may send: the escalating cooldown schedule, the cap
+/// of sends per sliding window, when escalation resets, and how long a send
+/// ticket may stay open.
+public struct SendPolicy: Sendable, Equatable {
+    public static let maximumSteps = 8
+
+    /// Cooldown after the 1st, 2nd, ... consecutive send; the last repeats.
+    public var cooldowns: [Span]
+    /// At most this many sends per `window`; 0 means no cap.
+    public var windowMaximumSends: Int
+    public var window: Span
+    /// A send this long after the previous one restarts the schedule; zero
+    /// means never (only `verified` does).
+    public var quietReset: Span
+    public var ticketTimeout: Span
+
+    public init(cooldowns: [Span] = [.milliseconds(60_000)], windowMaximumSends: Int = 0,
+                window: Span = .zero, quietReset: Span = .milliseconds(3_600_000),
+                ticketTimeout: Span = .milliseconds(30_000)) {
+        self.cooldowns = cooldowns
+        self.windowMaximumSends = windowMaximumSends
+        self.window = window
+        self.quietReset = quietReset
+        self.ticketTimeout = ticketTimeout
+    }
+
+    /// Throws unless every field is in range.
+    public func validated() throws(TickgateError) -> SendPolicy {
+        guard (1...Self.maximumSteps).contains(cooldowns.count) else {
+            throw TickgateError(.invalidArgument, "a policy needs 1 to \(Self.maximumSteps) cooldown steps")
+        }
+        for (index, step) in cooldowns.enumerated() {
+            guard step.nanoseconds > 0, step <= Limits.maximumDuration else {
+                throw TickgateError(.invalidDuration, "cooldown step \(index + 1) is outside 1 ms ... 365 days")
+            }
+        }
+        guard windowMaximumSends >= 0 else {
+            throw TickgateError(.invalidArgument, "window_max_sends is negative")
+        }
+        if windowMaximumSends > 0, !(window.nanoseconds > 0 && window <= Limits.maximumDuration) {
+            throw TickgateError(.invalidDuration, "window is outside 1 ms ... 365 days")
+        }
+        guard quietReset >= .zero, quietReset <= Limits.maximumDuration else {
+            throw TickgateError(.invalidDuration, "quiet reset is outside 0 ... 365 days")
+        }
+        guard ticketTimeout.nanoseconds > 0, ticketTimeout <= Limits.maximumDuration else {
+            throw TickgateError(.invalidDuration, "ticket timeout is outside 1 ms ... 365 days")
+        }
+        return self
+    }
+
+    /// The cooldown after the `count`-th consecutive send (1-based).
+    func cooldown(afterConsecutive count: Int) -> Span {
+        cooldowns[min(max(count, 1), cooldowns.count) - 1]
+    }
+}
+
+/// What the engine remembers of a key's sends.
+struct SendRecord {
+    /// Successful sends still inside the policy's window, oldest first.
+    var sends: [Instant] = []
+    /// Consecutive sends since the last reset (drives the schedule).
+    var consecutive = 0
+    var lastSend: Instant?
+    /// Cooled down after at least one send (READY_AGAIN rather than IDLE).
+    var hasSent = false
+
+    mutating func prune(at now: Instant, policy: SendPolicy) {
+        guard policy.windowMaximumSends > 0 else {
+            sends.removeAll()
+            return
+        }
+        let horizon = now.advanced(by: Span(nanoseconds: -policy.window.nanoseconds))
+        if let keep = sends.firstIndex(where: { $0 > horizon }) {
+            sends.removeFirst(keep)
+        } else {
+            sends.removeAll()
+        }
+    }
+
+    /// When the window frees a send, if it is full now.
+    func windowFrees(at now: Instant, policy: SendPolicy) -> Instant? {
+        let cap = policy.windowMaximumSends
+        guard cap > 0, sends.count >= cap else { return nil }
+        let free = sends[sends.count - cap].advanced(by: policy.window)
+        return free > now ? free : nil
+    }
+}

@@ -1,0 +1,260 @@
+"""ctypes declarations of tickgate.h: structs, callback types, and every function.
+
+Every ``tg_`` function of the header is listed in :data:`FUNCTIONS` with its
+``restype`` and ``argtypes``; :func:`declare` applies them to an opened
+library, and functions that return a ``tg_status`` get an ``errcheck`` that
+raises the matching :class:`tickgate.TickgateError` subclass with the
+thread's ``tg_last_error_message()``. The test suite parses the header and
+checks that nothing is missing, and compares the struct sizes with a C
+compiler's.
+
+The library is opened lazily, on first use, by :func:`library` (or
+explicitly by :func:`load_library`), so that ``import tickgate`` works before
+the library is found and an explicit path can still be given.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from ctypes import (
+    CFUNCTYPE,
+    POINTER,
+    Structure,
+    c_char_p,
+    c_int,
+    c_int64,
+    c_size_t,
+    c_uint32,
+    c_uint64,
+    c_void_p,
+)
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+
+from . import errors as _errors
+from ._enums import Status
+from ._loader import LibraryError, LoadedLibrary, open_library
+
+# ---------------------------------------------------------------------------
+# Constants of the header
+# ---------------------------------------------------------------------------
+
+TG_VERSION_MAJOR = 0
+TG_VERSION_MINOR = 1
+TG_VERSION_PATCH = 0
+TG_VERSION_STRING = "0.1.0"
+TG_VERSION_HEX = (TG_VERSION_MAJOR << 16) | (TG_VERSION_MINOR << 8) | TG_VERSION_PATCH
+
+TG_KEY_MAX_BYTES = 256
+TG_DURATION_MAX_MS = 31536000000
+TG_TICK_INTERVAL_MIN_MS = 10
+TG_TICK_INTERVAL_MAX_MS = 86400000
+TG_TICK_INTERVAL_DEFAULT_MS = 1000
+
+TG_START_RESTART = 0x1
+
+# ---------------------------------------------------------------------------
+# Types
+# ---------------------------------------------------------------------------
+
+#: ``tg_status`` (a C enum: int-sized).
+tg_status = c_int
+#: ``tg_delivery``, ``tg_clock_kind``, ``tg_event_kind``: C enums.
+tg_delivery = c_int
+tg_clock_kind = c_int
+tg_event_kind = c_int
+#: ``tg_subscription``.
+tg_subscription = c_uint64
+#: ``tg_engine *``: an opaque handle (an id in disguise, never dereferenced).
+tg_engine_p = c_void_p
+
+
+class tg_engine_options(Structure):
+    """``struct tg_engine_options``."""
+
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("delivery", tg_delivery),
+        ("clock", tg_clock_kind),
+        ("tick_interval_ms", c_int64),
+    ]
+
+
+class tg_event(Structure):
+    """``struct tg_event`` (valid only during the callback)."""
+
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("kind", tg_event_kind),
+        ("scope", c_char_p),
+        ("subject", c_char_p),
+        ("remaining_ms", c_int64),
+        ("display_seconds", c_int64),
+        ("duration_ms", c_int64),
+        ("subscription", tg_subscription),
+    ]
+
+
+class tg_countdown_info(Structure):
+    """``struct tg_countdown_info`` (valid only during the visit callback)."""
+
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("scope", c_char_p),
+        ("subject", c_char_p),
+        ("remaining_ms", c_int64),
+        ("display_seconds", c_int64),
+        ("duration_ms", c_int64),
+    ]
+
+
+#: ``void (*tg_event_fn)(const tg_event *, void *)``
+tg_event_fn = CFUNCTYPE(None, POINTER(tg_event), c_void_p)
+#: ``void (*tg_destroy_fn)(void *)``
+tg_destroy_fn = CFUNCTYPE(None, c_void_p)
+#: ``int (*tg_countdown_visit_fn)(const tg_countdown_info *, void *)``
+tg_countdown_visit_fn = CFUNCTYPE(c_int, POINTER(tg_countdown_info), c_void_p)
+
+# ---------------------------------------------------------------------------
+# Functions
+# ---------------------------------------------------------------------------
+
+#: name -> (restype, argtypes). Every function of tickgate.h, in header order.
+FUNCTIONS: Dict[str, Tuple[Any, Sequence[Any]]] = {
+    "tg_version": (c_uint32, ()),
+    "tg_version_string": (c_char_p, ()),
+    "tg_status_string": (c_char_p, (tg_status,)),
+    "tg_last_error_message": (c_char_p, ()),
+    "tg_engine_options_init": (None, (POINTER(tg_engine_options),)),
+    "tg_engine_open": (tg_status, (POINTER(tg_engine_options), POINTER(tg_engine_p))),
+    "tg_engine_close": (tg_status, (tg_engine_p,)),
+    "tg_engine_fd": (tg_status, (tg_engine_p, POINTER(c_int))),
+    "tg_engine_dispatch": (tg_status, (tg_engine_p, POINTER(c_size_t))),
+    "tg_clock_advance": (tg_status, (tg_engine_p, c_int64)),
+    "tg_clock_now": (tg_status, (tg_engine_p, POINTER(c_int64))),
+    "tg_countdown_start": (
+        tg_status,
+        (tg_engine_p, c_char_p, c_char_p, c_int64, c_int64, c_uint32, POINTER(c_int64)),
+    ),
+    "tg_countdown_cancel": (tg_status, (tg_engine_p, c_char_p, c_char_p)),
+    "tg_countdown_cancel_scope": (tg_status, (tg_engine_p, c_char_p, POINTER(c_size_t))),
+    "tg_countdown_cancel_all": (tg_status, (tg_engine_p, POINTER(c_size_t))),
+    "tg_countdown_remaining": (
+        tg_status,
+        (tg_engine_p, c_char_p, c_char_p, POINTER(c_int64), POINTER(c_int64)),
+    ),
+    "tg_countdown_list": (
+        tg_status,
+        (tg_engine_p, c_char_p, tg_countdown_visit_fn, c_void_p, POINTER(c_size_t)),
+    ),
+    "tg_subscribe": (
+        tg_status,
+        (
+            tg_engine_p,
+            c_char_p,
+            c_char_p,
+            tg_event_fn,
+            c_void_p,
+            tg_destroy_fn,
+            POINTER(tg_subscription),
+        ),
+    ),
+    "tg_unsubscribe": (tg_status, (tg_engine_p, tg_subscription)),
+}
+
+
+def _out_value(arg: Any) -> Optional[int]:
+    """The value behind a ``pointer(x)`` or ``byref(x)`` argument (None for NULL)."""
+    if arg is None:
+        return None
+    if hasattr(arg, "contents"):
+        return arg.contents.value if arg else None
+    obj = getattr(arg, "_obj", None)  # a byref() CArgObject
+    return None if obj is None else obj.value
+
+
+def _make_errcheck(cdll: ctypes.CDLL, special: Optional[str] = None) -> Callable[..., int]:
+    last_error = cdll.tg_last_error_message
+
+    def errcheck(result: int, func: Any, args: Tuple[Any, ...]) -> int:
+        if result == Status.OK:
+            return result
+        # Read the detail at once, on this thread, before any other call.
+        raw = last_error()
+        message = raw.decode("utf-8", "replace") if raw else ""
+        if special == "start" and result == Status.E_COOLING_DOWN:
+            raise _errors.CoolingDown(message, remaining_ms=_out_value(args[6]))
+        raise _errors.error_for_status(result, message)
+
+    return errcheck
+
+
+def declare(cdll: ctypes.CDLL) -> ctypes.CDLL:
+    """Set restype/argtypes (and errcheck for tg_status functions) on every function."""
+    for name in FUNCTIONS:
+        restype, argtypes = FUNCTIONS[name]
+        func = getattr(cdll, name)
+        func.restype = restype
+        func.argtypes = list(argtypes)
+    for name, (restype, _) in FUNCTIONS.items():
+        if restype is tg_status:
+            special = "start" if name == "tg_countdown_start" else None
+            getattr(cdll, name).errcheck = _make_errcheck(cdll, special)
+    return cdll
+
+
+# ---------------------------------------------------------------------------
+# The process's library
+# ---------------------------------------------------------------------------
+
+_lock = threading.Lock()
+_loaded: Optional[LoadedLibrary] = None
+
+
+def load_library(path: "Optional[str | os.PathLike[str]]" = None) -> LoadedLibrary:
+    """Open libtickgate.so for this process (once) and declare its functions.
+
+    ``path`` is tried first, then ``$TICKGATE_LIBRARY``, a copy inside the
+    package, and the system loader (see :mod:`tickgate._loader`). Calling it
+    again returns the library already loaded; asking then for a different
+    file raises :class:`~tickgate.LibraryError`, because one process holds
+    one Tickgate library.
+    """
+    global _loaded
+    with _lock:
+        if _loaded is not None:
+            if path is not None and not _same_file(os.fspath(path), _loaded.path):
+                raise LibraryError(
+                    f"tickgate: libtickgate is already loaded from {_loaded.path} "
+                    f"({_loaded.source}); cannot load {os.fspath(path)} as well"
+                )
+            return _loaded
+        loaded = open_library(path)
+        declare(loaded.cdll)
+        for status in Status:
+            text = loaded.cdll.tg_status_string(status)
+            if text:
+                _errors._STATUS_TEXT[status] = text.decode("utf-8", "replace")
+        _loaded = loaded
+        return loaded
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return a == b
+
+
+def library() -> ctypes.CDLL:
+    """The declared CDLL, loading it with the default lookup on first use."""
+    loaded = _loaded
+    if loaded is None:
+        loaded = load_library()
+    return loaded.cdll
+
+
+def loaded_library() -> Optional[LoadedLibrary]:
+    """What :func:`load_library` loaded, or None if nothing yet."""
+    return _loaded

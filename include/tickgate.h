@@ -584,6 +584,155 @@ typedef struct tg_button {
 tg_status tg_button_get(tg_engine *engine, const char *scope,
                         const char *subject, tg_button *out_button);
 
+/* ------------------------------------------------------------------------ */
+/* The login gate                                                            */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A gate (one per realm, such as "account" or "payment-pin") runs an
+ * action now if it needs no login or the realm's session is live, and
+ * otherwise queues it, asks the host once to present its login screen
+ * (TG_GATE_LOGIN_REQUIRED to the realm's observers), and runs it after the
+ * login succeeds, or cancels it when the login is cancelled.
+ *
+ * Every request ends in exactly one way: its action runs once, or its
+ * cancel callback runs once, or it is withdrawn, coalesced or dropped by
+ * tg_engine_close (then neither runs). In every case its destructor runs
+ * exactly once, after the callback (if any) returned. Actions, cancels and
+ * gate events run like countdown events: on the engine thread or in
+ * tg_engine_dispatch(), one at a time, never inside the call that caused
+ * them.
+ */
+
+/* An id of a gate request, unique within its engine and never reused. */
+typedef uint64_t tg_request;
+
+/* Why a request was cancelled. */
+typedef enum tg_cancel_reason {
+    /* The host reported tg_gate_login_cancelled. */
+    TG_CANCEL_LOGIN_CANCELLED = 1,
+    /* It waited longer than the realm's request timeout (default 300 s). */
+    TG_CANCEL_TIMED_OUT = 2,
+    /* tg_gate_logout ended the session before the action ran. */
+    TG_CANCEL_LOGGED_OUT = 3
+} tg_cancel_reason;
+
+/* The action of a request: the feature the user asked for. */
+typedef void (*tg_action_fn)(tg_request request, void *user_data);
+
+/* The cancel callback of a request. */
+typedef void (*tg_cancel_fn)(tg_request request, tg_cancel_reason reason,
+                             void *user_data);
+
+/* What tg_gate_require did. */
+typedef enum tg_require_result {
+    /* No login needed, or the session is live: the action runs next, through
+     * the delivery mode (not inside tg_gate_require). */
+    TG_REQUIRE_RUNS_NOW = 1,
+    /* Queued until login; TG_GATE_LOGIN_REQUIRED went out if the login
+     * screen was not already requested. */
+    TG_REQUIRE_QUEUED = 2,
+    /* Queued already: a request with the same coalesce key is waiting, so
+     * *out_request is that request and this one's destructor has run. */
+    TG_REQUIRE_COALESCED = 3
+} tg_require_result;
+
+/*
+ * Ask to run an action that may need login. needs_login 0 runs it now
+ * whatever the session. coalesce_key (may be NULL) merges requests: while a
+ * queued request of the realm has the same key, a new one is not queued
+ * (ten taps on one button make one action). action is required; cancel and
+ * destroy may be NULL. *out_request receives the request's id, *out_result
+ * (may be NULL) what happened.
+ */
+tg_status tg_gate_require(tg_engine *engine, const char *realm,
+                          int needs_login, const char *coalesce_key,
+                          tg_action_fn action, tg_cancel_fn cancel,
+                          void *user_data, tg_destroy_fn destroy,
+                          tg_request *out_request,
+                          tg_require_result *out_result);
+
+/*
+ * Withdraw a request that has not run (the page that asked was closed).
+ * When it returns (outside that request's own callback), neither its action
+ * nor its cancel callback runs or will run, and its destructor has run.
+ * Errors: TG_E_NOT_FOUND if it already ran, was cancelled, or is unknown.
+ */
+tg_status tg_gate_withdraw(tg_engine *engine, tg_request request);
+
+/*
+ * The user logged in. session_ttl_ms (0 = no expiry, else 1 to
+ * TG_DURATION_MAX_MS) is how long the session lives on the engine's clock;
+ * when it passes, the session ends by itself (TG_GATE_EXPIRED). Every queued
+ * request's action then runs once, in the order they were required. Calling
+ * it while logged in renews the session (TG_GATE_LOGGED_IN again).
+ */
+tg_status tg_gate_login_succeeded(tg_engine *engine, const char *realm,
+                                  int64_t session_ttl_ms);
+
+/*
+ * The user abandoned the login screen: every queued request's cancel
+ * callback runs once (TG_CANCEL_LOGIN_CANCELLED) and the queue is empty.
+ * With nothing queued it changes nothing and returns TG_OK. The next
+ * require that queues asks for the login screen again.
+ */
+tg_status tg_gate_login_cancelled(tg_engine *engine, const char *realm);
+
+/*
+ * The user logged out. Requests that needed login and have not run yet
+ * (queued, or granted while the session was live) are cancelled with
+ * TG_CANCEL_LOGGED_OUT. Logging out while logged out returns TG_OK.
+ */
+tg_status tg_gate_logout(tg_engine *engine, const char *realm);
+
+/*
+ * The realm's session: *out_logged_in (1 or 0) and *out_remaining_ms (time
+ * to expiry, or 0 for no expiry or logged out). Either may be NULL.
+ */
+tg_status tg_gate_session(tg_engine *engine, const char *realm,
+                          int *out_logged_in, int64_t *out_remaining_ms);
+
+/* How long a queued request waits for login before it is cancelled with
+ * TG_CANCEL_TIMED_OUT (1 to TG_DURATION_MAX_MS; default 300000). Applies to
+ * requests queued from now on. */
+tg_status tg_gate_set_request_timeout(tg_engine *engine, const char *realm,
+                                      int64_t timeout_ms);
+
+typedef enum tg_gate_event_kind {
+    /* The realm's state when the subscription began. */
+    TG_GATE_STATE = 1,
+    /* Present the login screen: once per burst of queued requests. */
+    TG_GATE_LOGIN_REQUIRED = 2,
+    TG_GATE_LOGGED_IN = 3,
+    TG_GATE_LOGGED_OUT = 4,
+    /* The session's TTL passed. */
+    TG_GATE_EXPIRED = 5,
+    /* Requests were queued or left the queue; see queued. */
+    TG_GATE_QUEUE_CHANGED = 6
+} tg_gate_event_kind;
+
+/* What a gate observer receives. Valid only during the callback. */
+typedef struct tg_gate_event {
+    uint32_t struct_size;          /* sizeof(tg_gate_event) of the library */
+    tg_gate_event_kind kind;
+    const char *realm;             /* NUL-terminated UTF-8 */
+    int logged_in;                 /* 1 if the session is live */
+    int64_t session_remaining_ms;  /* time to expiry; 0: none or logged out */
+    size_t queued;                 /* requests waiting for login */
+    tg_subscription subscription;  /* which subscription this is for */
+} tg_gate_event;
+
+typedef void (*tg_gate_event_fn)(const tg_gate_event *event, void *user_data);
+
+/*
+ * Observe a realm: its state first (TG_GATE_STATE), then every change. End
+ * it with tg_unsubscribe, with the same guarantees as countdown observers.
+ */
+tg_status tg_gate_subscribe(tg_engine *engine, const char *realm,
+                            tg_gate_event_fn callback, void *user_data,
+                            tg_destroy_fn destroy,
+                            tg_subscription *out_subscription);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -64,7 +64,7 @@ extension Engine {
         poller.drain()
         state.fireDueTimers(at: state.now())
         if state.manualNow == nil {
-            let first = state.heap.first?.time
+            let first = state.nextTimerTime
             if first != state.armed {
                 state.armed = first
                 poller.arm(at: first)
@@ -77,33 +77,39 @@ extension Engine {
         var delivered = 0
         for item in batch {
             lock.lock()
-            guard !state.closed, state.isDeliverable(item),
-                  let subscription = state.subscriptions[item.event.subscription] else {
+            guard !state.closed, let call = claim(item) else {
                 lock.unlock()
                 continue
             }
-            state.runningSubscription = item.event.subscription
-            state.runningInstance = item.instance
             lock.unlock()
 
-            subscription.observer.deliver(item.event)
+            call.run()
             delivered += 1
+
+            // Destructors run while the item still counts as running, so a
+            // thread waiting in unsubscribe, withdraw or close also waits
+            // for them.
+            lock.lock()
+            let releases = state.deferredReleases
+            state.deferredReleases.removeAll()
+            lock.unlock()
+            for observer in releases { observer.release() }
+            call.release?()
 
             lock.lock()
             state.runningSubscription = 0
             state.runningInstance = 0
-            let releases = state.deferredReleases
-            state.deferredReleases.removeAll()
+            state.runningRequest = 0
             lock.broadcast()
             lock.unlock()
-            for observer in releases { observer.release() }
         }
 
         lock.lock()
-        for item in batch where item.event.kind == .finished || item.event.kind == .sendFailed {
-            if state.finishing[item.event.key] == item.instance {
-                state.finishing.removeValue(forKey: item.event.key)
-            }
+        for item in batch {
+            guard case .event(let event) = item.payload,
+                  event.kind == .finished || event.kind == .sendFailed,
+                  state.finishing[event.key] == item.instance else { continue }
+            state.finishing.removeValue(forKey: event.key)
         }
         state.dispatching = false
         state.dispatcher = 0
@@ -113,5 +119,39 @@ extension Engine {
         lock.unlock()
         for observer in releases { observer.release() }
         return delivered
+    }
+
+    /// A claimed delivery: the callback to run with the lock released, and
+    /// what to release after it (a request's user data).
+    struct Call {
+        var run: () -> Void
+        var release: (() -> Void)?
+    }
+
+    /// Checks that an item may still be delivered and marks it running;
+    /// call with the lock held.
+    private func claim(_ item: PendingEvent) -> Call? {
+        switch item.payload {
+        case .event(let event):
+            guard state.isDeliverable(event, instance: item.instance),
+                  let subscription = state.subscriptions[event.subscription] else { return nil }
+            state.runningSubscription = event.subscription
+            state.runningInstance = item.instance
+            return Call(run: { subscription.observer.deliver(event) })
+        case .gate(let event):
+            guard let subscription = state.subscriptions[event.subscription] else { return nil }
+            state.runningSubscription = event.subscription
+            return Call(run: { subscription.observer.deliverGate(event) })
+        case .run(let id):
+            guard let request = state.requests[id], request.phase == .ready else { return nil }
+            state.requests.removeValue(forKey: id)
+            state.runningRequest = id
+            return Call(run: { request.handlers.run(id) }, release: request.handlers.release)
+        case .cancel(let id, let reason):
+            guard let request = state.requests[id], request.phase == .cancelling else { return nil }
+            state.requests.removeValue(forKey: id)
+            state.runningRequest = id
+            return Call(run: { request.handlers.cancel(id, reason) }, release: request.handlers.release)
+        }
     }
 }

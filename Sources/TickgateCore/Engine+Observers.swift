@@ -18,6 +18,10 @@ extension Engine {
             state.keyObservers[key, default: []].append(id)
             state.queueState(of: key, for: id, at: now)
             state.rescheduleForTicks(key, at: now)
+        case .realm(let realm):
+            state.realmObservers[realm.value, default: []].append(id)
+            state.pending.append(PendingEvent(.gate(
+                state.gateEvent(.state, realm.value, at: now, subscription: id))))
         case .scope(let scope):
             state.scopeObservers[scope.value, default: []].append(id)
             let keys = state.index.keys.filter { $0.scope == scope.value }.sorted()

@@ -50,6 +50,12 @@ public final class Engine: @unchecked Sendable {
                 releases.append(subscription.observer)
             }
         }
+        let requests = state.requests.keys.sorted().compactMap { state.requests[$0]?.handlers }
+        state.requests.removeAll()
+        state.gates.removeAll()
+        state.gateHeap.removeAll()
+        state.gateTimers.removeAll()
+        state.freeGateTimers.removeAll()
         state.pending.removeAll()
         state.slots.removeAll()
         state.freeSlots.removeAll()
@@ -58,7 +64,8 @@ public final class Engine: @unchecked Sendable {
         state.finishing.removeAll()
         let onEngineThread = thread != 0 && thread == me
         if onEngineThread { state.detachThread = true }
-        while state.dispatching && state.runningSubscription != 0 && state.dispatcher != me {
+        while state.dispatching && (state.runningSubscription != 0 || state.runningRequest != 0)
+                && state.dispatcher != me {
             lock.wait()
         }
         lock.broadcast()
@@ -67,6 +74,7 @@ public final class Engine: @unchecked Sendable {
         poller.wake()
         if thread != 0 && !onEngineThread { _ = tgshim_thread_join(thread) }
         for observer in releases { observer.release() }
+        for handlers in requests { handlers.release() }
         return true
     }
 
@@ -78,7 +86,7 @@ public final class Engine: @unchecked Sendable {
     /// Re-arms the OS timer if the earliest timer moved earlier; call with
     /// the lock held after scheduling.
     func armIfEarlier() {
-        guard state.manualNow == nil, let first = state.heap.first?.time else { return }
+        guard state.manualNow == nil, let first = state.nextTimerTime else { return }
         if let armed = state.armed, armed <= first { return }
         state.armed = first
         poller.arm(at: first)

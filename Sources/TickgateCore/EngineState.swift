@@ -34,11 +34,29 @@ struct Countdown {
     var tickInterval: Span
 }
 
-/// An event waiting for delivery to one subscription. Events of a countdown
-/// run (`instance` != 0) are dropped if that run was cancelled meanwhile.
+/// Something waiting for delivery: an event for one subscription, or a gate
+/// request's action or cancel. Countdown events of a run (`instance` != 0)
+/// are dropped if that run was cancelled meanwhile.
 struct PendingEvent {
+    enum Payload {
+        case event(Event)
+        case gate(GateEvent)
+        case run(UInt64)
+        case cancel(UInt64, CancelReason)
+    }
+
     var instance: UInt64
-    var event: Event
+    var payload: Payload
+
+    init(instance: UInt64, event: Event) {
+        self.instance = instance
+        self.payload = .event(event)
+    }
+
+    init(_ payload: Payload) {
+        self.instance = 0
+        self.payload = payload
+    }
 }
 
 struct Subscription {
@@ -74,10 +92,20 @@ struct EngineState {
     var endedOrder: [UInt64] = []
     static let endedTicketsKept = 4096
 
+    // Login gates: one per realm, their requests and their timers.
+    var gates: [String: Gate] = [:]
+    var requests: [UInt64: GateRequest] = [:]
+    var nextRequest: UInt64 = 0
+    var gateHeap = TimerHeap()
+    var gateTimers: [GateTimer?] = []
+    var freeGateTimers: [Int32] = []
+    var runningRequest: UInt64 = 0
+
     // Observers.
     var subscriptions: [SubscriptionID: Subscription] = [:]
     var keyObservers: [CountdownKey: [SubscriptionID]] = [:]
     var scopeObservers: [String: [SubscriptionID]] = [:]
+    var realmObservers: [String: [SubscriptionID]] = [:]
     var nextSubscription: SubscriptionID = 0
     var pending: [PendingEvent] = []
 
@@ -236,13 +264,21 @@ struct EngineState {
             subscription: id, state: button.state, title: button.title)))
     }
 
-    /// Whether a queued event may still be delivered.
-    func isDeliverable(_ item: PendingEvent) -> Bool {
-        guard subscriptions[item.event.subscription] != nil else { return false }
-        guard item.instance != 0 else { return true }
-        let key = item.event.key
-        if let slot = index[key], slots[Int(slot)]?.instance == item.instance { return true }
-        return finishing[key] == item.instance
+    /// Whether a queued countdown event may still be delivered.
+    func isDeliverable(_ event: Event, instance: UInt64) -> Bool {
+        guard subscriptions[event.subscription] != nil else { return false }
+        guard instance != 0 else { return true }
+        let key = event.key
+        if let slot = index[key], slots[Int(slot)]?.instance == instance { return true }
+        return finishing[key] == instance
+    }
+
+    /// The earliest time any timer (countdown or gate) is due.
+    var nextTimerTime: Instant? {
+        switch (heap.first?.time, gateHeap.first?.time) {
+        case let (a?, b?): min(a, b)
+        case let (a, b): a ?? b
+        }
     }
 
     /// Fires every timer due at `now`: one tick (with the true remaining
@@ -280,6 +316,7 @@ struct EngineState {
                                                                 observed: observed))
             }
         }
+        fireGateTimers(at: now)
     }
 
     /// Ends a subscription's registration; returns it.
@@ -293,6 +330,11 @@ struct EngineState {
             scopeObservers[scope.value]?.removeAll { $0 == id }
             if scopeObservers[scope.value]?.isEmpty == true {
                 scopeObservers.removeValue(forKey: scope.value)
+            }
+        case .realm(let realm):
+            realmObservers[realm.value]?.removeAll { $0 == id }
+            if realmObservers[realm.value]?.isEmpty == true {
+                realmObservers.removeValue(forKey: realm.value)
             }
         }
         return subscription

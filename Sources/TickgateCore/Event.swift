@@ -35,17 +35,23 @@ public typealias SubscriptionID = UInt64
 public enum SubscriptionTarget: Sendable {
     case key(CountdownKey)
     case scope(KeyName)
+    /// A login gate's realm.
+    case realm(KeyName)
 }
 
 /// An observer: `deliver` runs for each event (on the engine thread or in
 /// `dispatch()`), `release` runs exactly once when the subscription ends.
 public struct Observer: Sendable {
     public var deliver: @Sendable (Event) -> Void
+    /// Receives the events of a realm subscription.
+    public var deliverGate: @Sendable (GateEvent) -> Void
     public var release: @Sendable () -> Void
 
-    public init(deliver: @escaping @Sendable (Event) -> Void,
+    public init(deliver: @escaping @Sendable (Event) -> Void = { _ in },
+                deliverGate: @escaping @Sendable (GateEvent) -> Void = { _ in },
                 release: @escaping @Sendable () -> Void = {}) {
         self.deliver = deliver
+        self.deliverGate = deliverGate
         self.release = release
     }
 }

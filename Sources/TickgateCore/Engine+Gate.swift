@@ -1,0 +1,158 @@
+import CTickgateShim
+
+extension Engine {
+    /// Asks to run an action that may need login; see `tg_gate_require`.
+    public func require(realm: KeyName, needsLogin: Bool, coalesceKey: KeyName? = nil,
+                        _ handlers: GateRequestHandlers) throws(TickgateError)
+        -> (request: UInt64, result: RequireResult) {
+        lock.lock()
+        do { try checkOpen() } catch { lock.unlock(); throw error }
+        let now = state.now()
+        let wasEmpty = state.pending.isEmpty
+        var gate = state.gates[realm.value] ?? Gate()
+        if let key = coalesceKey?.value, needsLogin, !gate.isLive(at: now),
+           let existing = gate.queue.first(where: { state.requests[$0]?.coalesceKey == key }) {
+            lock.unlock()
+            handlers.release()
+            return (existing, .coalesced)
+        }
+        state.nextRequest &+= 1
+        let id = state.nextRequest
+        let result: RequireResult
+        if !needsLogin || gate.isLive(at: now) {
+            state.requests[id] = GateRequest(realm: realm.value, needsLogin: needsLogin,
+                                             coalesceKey: coalesceKey?.value, handlers: handlers,
+                                             phase: .ready)
+            state.pending.append(PendingEvent(.run(id)))
+            result = .runsNow
+        } else {
+            let timer = state.scheduleGateTimer(.request(id), at: now.advanced(by: gate.requestTimeout))
+            state.requests[id] = GateRequest(realm: realm.value, needsLogin: true,
+                                             coalesceKey: coalesceKey?.value, handlers: handlers,
+                                             phase: .queued, timeoutTimer: timer)
+            gate.queue.append(id)
+            let present = !gate.presenting
+            gate.presenting = true
+            state.gates[realm.value] = gate
+            if present { state.emitGate(.loginRequired, realm.value, at: now) }
+            state.emitGate(.queueChanged, realm.value, at: now)
+            armIfEarlier()
+            result = .queued
+        }
+        if wasEmpty && !state.pending.isEmpty { poller.wake() }
+        lock.unlock()
+        return (id, result)
+    }
+
+    /// Withdraws a request that has not run; see `tg_gate_withdraw`.
+    public func withdraw(_ id: UInt64) throws(TickgateError) {
+        let me = tgshim_thread_self()
+        lock.lock()
+        do { try checkOpen() } catch { lock.unlock(); throw error }
+        guard let request = state.requests.removeValue(forKey: id) else {
+            while state.runningRequest == id && state.dispatcher != me { lock.wait() }
+            lock.unlock()
+            throw TickgateError(.notFound, "request \(id) already ran, was cancelled, or is unknown")
+        }
+        state.cancelGateTimer(request.timeoutTimer)
+        if request.phase == .queued, var gate = state.gates[request.realm] {
+            gate.queue.removeAll { $0 == id }
+            state.gates[request.realm] = gate
+            let wasEmpty = state.pending.isEmpty
+            state.emitGate(.queueChanged, request.realm, at: state.now())
+            if wasEmpty && !state.pending.isEmpty { poller.wake() }
+        }
+        lock.unlock()
+        request.handlers.release()
+    }
+
+    /// The user logged in; see `tg_gate_login_succeeded`.
+    public func loginSucceeded(realm: KeyName, sessionTTL: Span?) throws(TickgateError) {
+        if let ttl = sessionTTL {
+            guard ttl.nanoseconds > 0, ttl <= Limits.maximumDuration else {
+                throw TickgateError(.invalidDuration, "session TTL is outside 1 ms ... 365 days")
+            }
+        }
+        try changeGate { (now) throws(TickgateError) in
+            var gate = state.gates[realm.value] ?? Gate()
+            gate.loggedIn = true
+            state.cancelGateTimer(gate.expiryTimer)
+            gate.expiry = sessionTTL.map { now.advanced(by: $0) }
+            gate.expiryTimer = gate.expiry.map { state.scheduleGateTimer(.session(realm.value), at: $0) }
+            gate.presenting = false
+            let queued = gate.queue
+            gate.queue.removeAll()
+            state.gates[realm.value] = gate
+            state.emitGate(.loggedIn, realm.value, at: now)
+            for id in queued {
+                guard var request = state.requests[id] else { continue }
+                state.cancelGateTimer(request.timeoutTimer)
+                request.timeoutTimer = nil
+                request.phase = .ready
+                state.requests[id] = request
+                state.pending.append(PendingEvent(.run(id)))
+            }
+            if !queued.isEmpty { state.emitGate(.queueChanged, realm.value, at: now) }
+        }
+    }
+
+    /// The user abandoned the login screen; see `tg_gate_login_cancelled`.
+    public func loginCancelled(realm: KeyName) throws(TickgateError) {
+        try changeGate { (now) throws(TickgateError) in
+            guard var gate = state.gates[realm.value] else { return }
+            gate.presenting = false
+            let queued = gate.queue
+            gate.queue.removeAll()
+            state.gates[realm.value] = gate
+            for id in queued {
+                guard var request = state.requests[id] else { continue }
+                state.cancelGateTimer(request.timeoutTimer)
+                request.timeoutTimer = nil
+                request.phase = .cancelling
+                state.requests[id] = request
+                state.pending.append(PendingEvent(.cancel(id, .loginCancelled)))
+            }
+            if !queued.isEmpty { state.emitGate(.queueChanged, realm.value, at: now) }
+        }
+    }
+
+    /// The user logged out; see `tg_gate_logout`.
+    public func logout(realm: KeyName) throws(TickgateError) {
+        try changeGate { (now) throws(TickgateError) in
+            state.endSession(realm.value, kind: .loggedOut, at: now)
+        }
+    }
+
+    /// Whether the realm's session is live, and the time to its expiry
+    /// (zero for none).
+    public func session(realm: KeyName) throws(TickgateError) -> (loggedIn: Bool, remaining: Span) {
+        try lock.withLock { () throws(TickgateError) in
+            try checkOpen()
+            let event = state.gateEvent(.state, realm.value, at: state.now())
+            return (event.loggedIn, event.sessionRemaining)
+        }
+    }
+
+    /// How long requests queued from now on wait for login.
+    public func setRequestTimeout(realm: KeyName, _ timeout: Span) throws(TickgateError) {
+        guard timeout.nanoseconds > 0, timeout <= Limits.maximumDuration else {
+            throw TickgateError(.invalidDuration, "request timeout is outside 1 ms ... 365 days")
+        }
+        try lock.withLock { () throws(TickgateError) in
+            try checkOpen()
+            state.gates[realm.value, default: Gate()].requestTimeout = timeout
+        }
+    }
+
+    /// Runs a gate change under the lock, then wakes the dispatcher if it
+    /// queued anything.
+    private func changeGate(_ body: (Instant) throws(TickgateError) -> Void) throws(TickgateError) {
+        lock.lock()
+        defer { lock.unlock() }
+        try checkOpen()
+        let wasEmpty = state.pending.isEmpty
+        try body(state.now())
+        armIfEarlier()
+        if wasEmpty && !state.pending.isEmpty { poller.wake() }
+    }
+}

@@ -108,7 +108,17 @@ typedef enum tg_status {
     TG_E_EXPIRED = 14,
     /* A title template is malformed: unknown placeholder, unbalanced brace,
      * too long, or not valid UTF-8. */
-    TG_E_INVALID_TEMPLATE = 15
+    TG_E_INVALID_TEMPLATE = 15,
+    /* The store file is corrupt or not a database. It was left where it is,
+     * unless TG_STORE_START_FRESH_IF_CORRUPT moved it aside. */
+    TG_E_STORE_CORRUPT = 16,
+    /* The store was written by a newer Tickgate (a higher schema version);
+     * it is left untouched. */
+    TG_E_STORE_VERSION = 17,
+    /* The store cannot be created, opened, read or written (permissions, a
+     * symbolic link at the path, a full disk, a read-only directory). The
+     * change the call asked for was not made. */
+    TG_E_STORE_IO = 18
 } tg_status;
 
 /*
@@ -157,12 +167,23 @@ typedef enum tg_delivery {
 
 /* Which clock measures remaining time. */
 typedef enum tg_clock_kind {
-    /* CLOCK_BOOTTIME. */
+    /* CLOCK_BOOTTIME, with CLOCK_REALTIME and the kernel's boot id for the
+     * store. */
     TG_CLOCK_SYSTEM = 0,
-    /* A clock that starts at 0 and moves only by tg_clock_advance(): for
-     * tests that must not depend on real time. */
+    /* A clock that moves only by tg_clock_advance() (and whose wall part
+     * moves by tg_clock_set_wall()): for tests that must not depend on real
+     * time. It has a boot part (starting at manual_boot_ms), a wall part
+     * (starting at manual_wall_ms) and a boot id (manual_boot_id). */
     TG_CLOCK_MANUAL = 1
 } tg_clock_kind;
+
+/* Flags for tg_engine_options.store_flags. */
+/* Move a corrupt store aside (to "PATH.corrupt-YYYYMMDD-HHMMSS") and start
+ * a new one, instead of failing with TG_E_STORE_CORRUPT. */
+#define TG_STORE_START_FRESH_IF_CORRUPT 0x1u
+/* Sync the store to disk on every commit, so that commits also survive a
+ * power loss (by default they survive a crash of the process or a kill). */
+#define TG_STORE_FULL_SYNC 0x2u
 
 /*
  * Options for tg_engine_open. Initialise with TG_ENGINE_OPTIONS_INIT or
@@ -179,10 +200,26 @@ typedef struct tg_engine_options {
     /* Tick interval of countdowns started with tick_interval_ms 0; 0 means
      * TG_TICK_INTERVAL_DEFAULT_MS. */
     int64_t tick_interval_ms;
+    /* The SQLite file that keeps cooldowns, send history, policies, titles
+     * and sessions across restarts (created with mode 0600; several
+     * processes may share it). NULL (default): state is in memory only. */
+    const char *store_path;
+    /* 0 (default): every change is committed before its call returns.
+     * Otherwise changes are committed together at most this many
+     * milliseconds after the first (0 to TG_DURATION_MAX_MS). */
+    int64_t store_commit_delay_ms;
+    /* TG_STORE_START_FRESH_IF_CORRUPT, TG_STORE_FULL_SYNC. */
+    uint32_t store_flags;
+    /* TG_CLOCK_MANUAL only: the first readings of its boot clock and wall
+     * clock (ms since the epoch), and its boot id (NULL: "manual"). */
+    int64_t manual_boot_ms;
+    int64_t manual_wall_ms;
+    const char *manual_boot_id;
 } tg_engine_options;
 
 #define TG_ENGINE_OPTIONS_INIT \
-    { sizeof(tg_engine_options), TG_DELIVERY_ENGINE_THREAD, TG_CLOCK_SYSTEM, 0 }
+    { sizeof(tg_engine_options), TG_DELIVERY_ENGINE_THREAD, TG_CLOCK_SYSTEM, \
+      0, NULL, 0, 0, 0, 0, NULL }
 
 /* Fill *options with the defaults (same as TG_ENGINE_OPTIONS_INIT). NULL is
  * ignored. */
@@ -250,6 +287,20 @@ tg_status tg_clock_advance(tg_engine *engine, int64_t delta_ms);
 
 /* The engine's clock, in milliseconds (CLOCK_BOOTTIME or manual). */
 tg_status tg_clock_now(tg_engine *engine, int64_t *out_now_ms);
+
+/*
+ * TG_CLOCK_MANUAL only: set the wall part of the clock (ms since the
+ * epoch), as a user changing the date would. Countdowns keep running on the
+ * boot part; the wall part matters only to a store opened after a "reboot"
+ * (another manual_boot_id).
+ */
+tg_status tg_clock_set_wall(tg_engine *engine, int64_t wall_ms);
+
+/*
+ * Commit what a group commit (store_commit_delay_ms > 0) holds now. With no
+ * store, or nothing pending, returns TG_OK. Errors: TG_E_STORE_IO.
+ */
+tg_status tg_store_flush(tg_engine *engine);
 
 /* ------------------------------------------------------------------------ */
 /* Countdowns                                                                */

@@ -2,6 +2,10 @@
 #include "tickgate_shim.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <sys/stat.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -16,6 +20,46 @@ int64_t tgshim_boottime_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_BOOTTIME, &ts);
     return (int64_t)ts.tv_sec * INT64_C(1000000000) + (int64_t)ts.tv_nsec;
+}
+
+int64_t tgshim_walltime_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * INT64_C(1000000000) + (int64_t)ts.tv_nsec;
+}
+
+void tgshim_boot_id(char *buffer, size_t size) {
+    FILE *file = fopen("/proc/sys/kernel/random/boot_id", "re");
+    size_t n = 0;
+    if (size == 0) return;
+    if (file != NULL) {
+        n = fread(buffer, 1, size - 1, file);
+        fclose(file);
+    }
+    while (n > 0 && (buffer[n - 1] == '\n' || buffer[n - 1] == ' ')) n--;
+    if (n == 0) {
+        snprintf(buffer, size, "unknown");
+        return;
+    }
+    buffer[n] = '\0';
+}
+
+int tgshim_sqlite_bind_text(sqlite3_stmt *statement, int index,
+                            const char *text, int bytes) {
+    return sqlite3_bind_text(statement, index, text, bytes, SQLITE_TRANSIENT);
+}
+
+int tgshim_create_private_file(const char *path) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) return errno;
+    close(fd);
+    return 0;
+}
+
+int tgshim_is_symlink(const char *path) {
+    struct stat st;
+    if (lstat(path, &st) != 0) return errno == ENOENT ? 0 : -errno;
+    return S_ISLNK(st.st_mode) ? 1 : 0;
 }
 
 static int watch(int epoll_fd, int fd) {

@@ -1,4 +1,5 @@
 import CTickgateShim
+import Glibc
 import TickgateCore
 
 // Opening and closing engines, host-thread delivery, and the manual clock.
@@ -58,6 +59,25 @@ public func tg_clock_advance(_ engine: OpaquePointer?, _ delta_ms: Int64) -> tg_
 }
 
 @c @implementation
+public func tg_clock_set_wall(_ engine: OpaquePointer?, _ wall_ms: Int64) -> tg_status {
+    Boundary.call { () throws(TickgateError) in
+        let engine = try Handles.lookup(engine)
+        // Any date from 1970 to about 2262 fits in nanoseconds.
+        guard wall_ms >= 0, wall_ms <= Int64.max / 1_000_000 else {
+            throw TickgateError(.invalidDuration, "wall time \(wall_ms) ms is outside 0 ... \(Int64.max / 1_000_000)")
+        }
+        try engine.setWall(wall_ms * 1_000_000)
+    }
+}
+
+@c @implementation
+public func tg_store_flush(_ engine: OpaquePointer?) -> tg_status {
+    Boundary.call { () throws(TickgateError) in
+        try Handles.lookup(engine).flush()
+    }
+}
+
+@c @implementation
 public func tg_clock_now(_ engine: OpaquePointer?,
                          _ out_now_ms: UnsafeMutablePointer<Int64>?) -> tg_status {
     Boundary.call { () throws(TickgateError) in
@@ -73,17 +93,23 @@ enum EngineOptionsReader {
     /// Larger structs than this are refused rather than scanned.
     static let largestAccepted = 4096
 
+    /// The size of the first version of the struct (up to tick_interval_ms).
+    static let firstSize = MemoryLayout<tg_engine_options>.offset(of: \tg_engine_options.store_path) ?? size
+
     static var defaults: tg_engine_options {
-        tg_engine_options(struct_size: UInt32(size), delivery: TG_DELIVERY_ENGINE_THREAD,
-                          clock: TG_CLOCK_SYSTEM, tick_interval_ms: 0)
+        var options = tg_engine_options()
+        options.struct_size = UInt32(size)
+        options.delivery = TG_DELIVERY_ENGINE_THREAD
+        options.clock = TG_CLOCK_SYSTEM
+        return options
     }
 
     static func read(_ pointer: UnsafePointer<tg_engine_options>?) throws(TickgateError) -> EngineOptions {
         guard let pointer else { return EngineOptions() }
         let declared = Int(UnsafeRawPointer(pointer).load(as: UInt32.self))
-        guard declared >= size else {
+        guard declared >= firstSize else {
             throw TickgateError(.version,
-                "options.struct_size is \(declared); this library needs at least \(size)")
+                "options.struct_size is \(declared); this library needs at least \(firstSize)")
         }
         guard declared <= largestAccepted else {
             throw TickgateError(.version, "options.struct_size \(declared) is implausibly large")
@@ -91,11 +117,18 @@ enum EngineOptionsReader {
         // A newer caller's struct: accept it only if the fields this library
         // does not know are left at zero (their defaults).
         let bytes = UnsafeRawPointer(pointer)
-        for offset in size..<declared where bytes.load(fromByteOffset: offset, as: UInt8.self) != 0 {
-            throw TickgateError(.version,
-                "options set a field this library version (\(TG_VERSION_STRING)) does not know, at byte \(offset)")
+        if declared > size {
+            for offset in size..<declared where bytes.load(fromByteOffset: offset, as: UInt8.self) != 0 {
+                throw TickgateError(.version,
+                    "options set a field this library version (\(TG_VERSION_STRING)) does not know, at byte \(offset)")
+            }
         }
-        let raw = pointer.pointee
+        // An older caller's struct: the fields it does not have keep their
+        // defaults.
+        var raw = defaults
+        withUnsafeMutableBytes(of: &raw) { target in
+            target.copyMemory(from: UnsafeRawBufferPointer(start: bytes, count: min(declared, size)))
+        }
         var options = EngineOptions()
         switch raw.delivery {
         case TG_DELIVERY_ENGINE_THREAD: options.delivery = .engineThread
@@ -109,6 +142,44 @@ enum EngineOptionsReader {
         }
         if let interval = try Boundary.tickInterval(raw.tick_interval_ms) {
             options.tickInterval = interval
+        }
+        guard raw.store_flags & ~(TG_STORE_START_FRESH_IF_CORRUPT | TG_STORE_FULL_SYNC) == 0 else {
+            throw TickgateError(.invalidArgument, "options.store_flags has unknown bits")
+        }
+        if let path = raw.store_path {
+            let length = strnlen(path, Int(PATH_MAX))
+            guard length > 0, length < Int(PATH_MAX) else {
+                throw TickgateError(.invalidArgument, "options.store_path is empty or longer than PATH_MAX")
+            }
+            guard let text = String(validating: UnsafeBufferPointer(
+                start: UnsafeRawPointer(path).assumingMemoryBound(to: UInt8.self), count: length),
+                as: UTF8.self) else {
+                throw TickgateError(.invalidArgument, "options.store_path is not valid UTF-8")
+            }
+            let delay = raw.store_commit_delay_ms
+            guard delay >= 0, delay <= Boundary.maximumDurationMilliseconds else {
+                throw TickgateError(.invalidDuration, "options.store_commit_delay_ms \(delay) is out of range")
+            }
+            options.store = StoreOptions(
+                path: text, commitDelay: .milliseconds(delay),
+                startFreshIfCorrupt: raw.store_flags & TG_STORE_START_FRESH_IF_CORRUPT != 0,
+                fullSync: raw.store_flags & TG_STORE_FULL_SYNC != 0)
+        }
+        if options.clock == .manual {
+            let limit = Int64.max / 1_000_000
+            guard raw.manual_boot_ms >= 0, raw.manual_boot_ms <= Boundary.maximumDurationMilliseconds,
+                  raw.manual_wall_ms >= 0, raw.manual_wall_ms <= limit else {
+                throw TickgateError(.invalidDuration, "options.manual_boot_ms or manual_wall_ms is out of range")
+            }
+            options.manualBoot = Instant(nanoseconds: raw.manual_boot_ms * 1_000_000)
+            options.manualWall = raw.manual_wall_ms * 1_000_000
+            if let id = raw.manual_boot_id {
+                let name = try Boundary.name(id, "options.manual_boot_id").value
+                guard !name.contains(where: { $0.isNewline }) else {
+                    throw TickgateError(.invalidArgument, "options.manual_boot_id has a line break")
+                }
+                options.manualBootID = name
+            }
         }
         return options
     }

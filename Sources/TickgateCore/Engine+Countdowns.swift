@@ -12,7 +12,10 @@ extension Engine {
         lock.lock()
         defer { lock.unlock() }
         try checkOpen()
+        try storeBegin()
+        defer { storeAbandon() }
         let now = state.now()
+        try reconcile(key, at: now)
         if !restart, let running = state.running(key, at: now) {
             throw Self.busyError(running, at: now)
         }
@@ -20,6 +23,7 @@ extension Engine {
         let countdown = Countdown(key: key, instance: state.nextInstance,
                                   deadline: now.advanced(by: duration),
                                   duration: duration, tickInterval: interval)
+        try storeWrite { (store) throws(TickgateError) in try store.save(row(countdown, at: now)) }
         replace(with: countdown, at: now)
         if state.emit(.started, key, instance: countdown.instance,
                       remaining: duration, duration: duration, state: .cooling) {
@@ -64,9 +68,16 @@ extension Engine {
         lock.lock()
         defer { lock.unlock() }
         try checkOpen()
-        guard let run = state.cancel(key) else {
+        try storeBegin()
+        defer { storeAbandon() }
+        try reconcile(key, at: state.now())
+        guard state.index[key] != nil || state.finishing[key] != nil else {
             throw TickgateError(.notFound, "no countdown is running for \(key.scope)/\(key.subject)")
         }
+        try storeWrite { (store) throws(TickgateError) in
+            try store.deleteCountdown(scope: key.scope, subject: key.subject)
+        }
+        guard let run = state.cancel(key) else { return }
         if state.emit(.cancelled, key, instance: 0, remaining: .zero, duration: run.duration,
                       state: state.restingState(key)) {
             poller.wake()
@@ -81,6 +92,9 @@ extension Engine {
         lock.lock()
         defer { lock.unlock() }
         try checkOpen()
+        try storeBegin()
+        defer { storeAbandon() }
+        try storeWrite { (store) throws(TickgateError) in try store.deleteCountdowns(scope: scope?.value) }
         var keys = Set(state.index.keys).union(state.finishing.keys)
         if let scope { keys = keys.filter { $0.scope == scope.value } }
         var instances: [UInt64] = []

@@ -38,11 +38,32 @@ extension Engine {
             throw TickgateError(.invalidDuration, "the manual clock cannot go past 100 years")
         }
         state.manualNow = now
+        state.manualWall &+= step.nanoseconds
         state.passesRequested &+= 1
         let target = state.passesRequested
         poller.wake()
         guard delivery == .engineThread, state.dispatcher != me else { return }
         while state.passesCompleted < target && !state.closed { lock.wait() }
+    }
+
+    /// Manual clock: sets the wall part (nanoseconds since the epoch).
+    public func setWall(_ wall: Int64) throws(TickgateError) {
+        guard clock == .manual else {
+            throw TickgateError(.wrongMode, "the engine runs on the system clock; only a manual clock's wall can be set")
+        }
+        try lock.withLock { () throws(TickgateError) in
+            try checkOpen()
+            state.manualWall = wall
+        }
+    }
+
+    /// Commits what a group commit holds now.
+    public func flush() throws(TickgateError) {
+        try lock.withLock { () throws(TickgateError) in
+            try checkOpen()
+            flushStore()
+            if let failure = storeFailure { throw failure }
+        }
     }
 
     /// One delivery pass: fire due timers, then run the queued callbacks one
@@ -62,7 +83,9 @@ extension Engine {
         state.dispatching = true
         state.dispatcher = me
         poller.drain()
-        state.fireDueTimers(at: state.now())
+        let now = state.now()
+        state.fireDueTimers(at: now)
+        if let flush = state.flushDeadline, flush <= now { flushStore() }
         if state.manualNow == nil {
             let first = state.nextTimerTime
             if first != state.armed {

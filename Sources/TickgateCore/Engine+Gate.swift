@@ -74,10 +74,15 @@ extension Engine {
             }
         }
         try changeGate { (now) throws(TickgateError) in
+            let expiry = sessionTTL.map { now.advanced(by: $0) }
+            try storeWrite { (store) throws(TickgateError) in
+                try store.save(StoredSession(realm: realm.value, expiry: expiry.map { stamp($0, at: now) }),
+                               realm: realm.value)
+            }
             var gate = state.gates[realm.value] ?? Gate()
             gate.loggedIn = true
             state.cancelGateTimer(gate.expiryTimer)
-            gate.expiry = sessionTTL.map { now.advanced(by: $0) }
+            gate.expiry = expiry
             gate.expiryTimer = gate.expiry.map { state.scheduleGateTimer(.session(realm.value), at: $0) }
             gate.presenting = false
             let queued = gate.queue
@@ -119,6 +124,7 @@ extension Engine {
     /// The user logged out; see `tg_gate_logout`.
     public func logout(realm: KeyName) throws(TickgateError) {
         try changeGate { (now) throws(TickgateError) in
+            try storeWrite { (store) throws(TickgateError) in try store.save(nil, realm: realm.value) }
             state.endSession(realm.value, kind: .loggedOut, at: now)
         }
     }
@@ -150,6 +156,8 @@ extension Engine {
         lock.lock()
         defer { lock.unlock() }
         try checkOpen()
+        try storeBegin()
+        defer { storeAbandon() }
         let wasEmpty = state.pending.isEmpty
         try body(state.now())
         armIfEarlier()

@@ -10,6 +10,9 @@ extension Engine {
         let policy = try policy.validated()
         try lock.withLock { () throws(TickgateError) in
             try checkOpen()
+            try storeBegin()
+            defer { storeAbandon() }
+            try storeWrite { (store) throws(TickgateError) in try store.save(policy: policy, scope: scope.value) }
             state.policies[scope.value] = policy
         }
     }
@@ -26,6 +29,9 @@ extension Engine {
     public func setTitles(_ titles: TitleSet, scope: KeyName) throws(TickgateError) {
         try lock.withLock { () throws(TickgateError) in
             try checkOpen()
+            try storeBegin()
+            defer { storeAbandon() }
+            try storeWrite { (store) throws(TickgateError) in try store.save(titles: titles, scope: scope.value) }
             state.titles[scope.value] = titles
         }
     }
@@ -44,7 +50,10 @@ extension Engine {
         lock.lock()
         defer { lock.unlock() }
         try checkOpen()
+        try storeBegin()
+        defer { storeAbandon() }
         let now = state.now()
+        try reconcile(key, at: now)
         if let running = state.running(key, at: now) {
             throw Self.busyError(running, at: now)
         }
@@ -54,7 +63,9 @@ extension Engine {
             state.records[key] = record
             if let free = record.windowFrees(at: now, policy: policy) {
                 // The window is full (its lock was cancelled): lock again.
-                let countdown = startCountdown(key, phase: .locked, until: free, at: now)
+                let countdown = makeCountdown(key, phase: .locked, until: free, at: now)
+                try storeWrite { (store) throws(TickgateError) in try store.save(row(countdown, at: now)) }
+                begin(countdown, at: now)
                 throw Self.busyError(countdown, at: now)
             }
         }
@@ -66,6 +77,7 @@ extension Engine {
                                   instance: state.nextInstance,
                                   deadline: now.advanced(by: policy.ticketTimeout),
                                   duration: policy.ticketTimeout, tickInterval: defaultTickInterval)
+        try storeWrite { (store) throws(TickgateError) in try store.save(row(countdown, at: now)) }
         replace(with: countdown, at: now)
         if state.emit(.sending, key, instance: countdown.instance, remaining: .zero,
                       duration: .zero, state: .sending) {
@@ -86,7 +98,10 @@ extension Engine {
         lock.lock()
         defer { lock.unlock() }
         try checkOpen()
+        try storeBegin()
+        defer { storeAbandon() }
         let now = state.now()
+        if let key = state.tickets[ticket] { try reconcile(key, at: now) }
         guard let key = state.tickets[ticket], let slot = state.index[key],
               let sending = state.slots[Int(slot)], sending.ticket == ticket else {
             switch state.endedTickets[ticket] {
@@ -100,9 +115,12 @@ extension Engine {
                 throw TickgateError(.notFound, "no send ticket \(ticket)")
             }
         }
-        state.recordEnd(of: ticket, .ended)
         switch outcome {
         case .failed:
+            try storeWrite { (store) throws(TickgateError) in
+                try store.deleteCountdown(scope: key.scope, subject: key.subject)
+            }
+            state.recordEnd(of: ticket, .ended)
             state.remove(slot: slot)
             if state.emit(.sendFailed, key, instance: 0, remaining: .zero, duration: .zero,
                           state: state.restingState(key)) {
@@ -122,7 +140,6 @@ extension Engine {
             record.lastSend = now
             record.hasSent = true
             if policy.windowMaximumSends > 0 { record.sends.append(now) }
-            state.records[key] = record
             var until = now.advanced(by: max(policy.cooldown(afterConsecutive: record.consecutive),
                                              serverRetryAfter))
             var phase = Phase.cooling
@@ -130,7 +147,14 @@ extension Engine {
                 until = free
                 phase = .locked
             }
-            let countdown = startCountdown(key, phase: phase, until: until, at: now)
+            let countdown = makeCountdown(key, phase: phase, until: until, at: now)
+            try storeWrite { (store) throws(TickgateError) in
+                try store.save(row(record, for: key, at: now))
+                try store.save(row(countdown, at: now))
+            }
+            state.recordEnd(of: ticket, .ended)
+            state.records[key] = record
+            begin(countdown, at: now)
             return countdown.duration
         }
     }
@@ -141,20 +165,31 @@ extension Engine {
         lock.lock()
         defer { lock.unlock() }
         try checkOpen()
+        try storeBegin()
+        defer { storeAbandon() }
         let now = state.now()
+        try reconcile(key, at: now)
+        let cooling = state.running(key, at: now).flatMap { $0.phase == .cooling ? $0 : nil }
+        var record = state.records[key]
+        record?.prune(at: now, policy: state.policy(of: key.scope))
+        record?.consecutive = 0
+        record?.hasSent = false
+        record?.lastSend = nil
+        if record?.sends.isEmpty == true { record = nil }
+        try storeWrite { (store) throws(TickgateError) in
+            if cooling != nil { try store.deleteCountdown(scope: key.scope, subject: key.subject) }
+            if let record {
+                try store.save(row(record, for: key, at: now))
+            } else {
+                try store.deleteRecord(scope: key.scope, subject: key.subject)
+            }
+        }
         var cancelled: [UInt64] = []
-        if let running = state.running(key, at: now), running.phase == .cooling,
-           let slot = state.index[key] {
+        if let cooling, let slot = state.index[key] {
             state.remove(slot: slot)
-            cancelled.append(running.instance)
+            cancelled.append(cooling.instance)
         }
-        if var record = state.records[key] {
-            record.prune(at: now, policy: state.policy(of: key.scope))
-            record.consecutive = 0
-            record.hasSent = false
-            record.lastSend = nil
-            state.records[key] = record.sends.isEmpty ? nil : record
-        }
+        state.records[key] = record
         let button = state.button(key, at: now)
         if state.emit(.reset, key, instance: 0, remaining: button.remaining,
                       duration: state.counting(key, at: now)?.duration ?? .zero,
@@ -164,21 +199,23 @@ extension Engine {
         waitUntilNotRunning(cancelled)
     }
 
-    /// Starts a cooldown or lock on `key` until `deadline` and tells its
-    /// observers; call with the lock held.
-    @discardableResult
-    func startCountdown(_ key: CountdownKey, phase: Phase, until deadline: Instant,
-                        at now: Instant) -> Countdown {
+    /// A cooldown or lock on `key` until `deadline`; lock held.
+    func makeCountdown(_ key: CountdownKey, phase: Phase, until deadline: Instant,
+                       at now: Instant) -> Countdown {
         state.nextInstance &+= 1
-        let duration = deadline.since(now)
-        let countdown = Countdown(key: key, phase: phase, instance: state.nextInstance,
-                                  deadline: deadline, duration: duration,
-                                  tickInterval: defaultTickInterval)
+        return Countdown(key: key, phase: phase, instance: state.nextInstance,
+                         deadline: deadline, duration: deadline.since(now),
+                         tickInterval: defaultTickInterval)
+    }
+
+    /// Puts a cooldown or lock in place and tells the key's observers; lock
+    /// held.
+    func begin(_ countdown: Countdown, at now: Instant) {
         replace(with: countdown, at: now)
-        if state.emit(.started, key, instance: countdown.instance, remaining: duration,
-                      duration: duration, state: phase.buttonState) {
+        if state.emit(.started, countdown.key, instance: countdown.instance,
+                      remaining: countdown.duration, duration: countdown.duration,
+                      state: countdown.phase.buttonState) {
             poller.wake()
         }
-        return countdown
     }
 }

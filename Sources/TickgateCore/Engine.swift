@@ -15,13 +15,38 @@ public final class Engine: @unchecked Sendable {
     let defaultTickInterval: Span
     /// The engine thread (engine-thread delivery only), 0 before it starts.
     private var thread: UInt = 0
+    /// The durable store, if the options named one (used under the lock).
+    var store: Store?
+    let commitDelay: Span
+    /// Group commit: a failed commit, reported by every later change.
+    var storeFailure: TickgateError?
 
     public init(options: EngineOptions = EngineOptions()) throws(TickgateError) {
         defaultTickInterval = try options.tickInterval.validatedTickInterval()
         delivery = options.delivery
         clock = options.clock
         poller = try Poller()
-        if options.clock == .manual { state.manualNow = Instant(nanoseconds: 0) }
+        if options.clock == .manual {
+            state.manualNow = options.manualBoot
+            state.manualWall = options.manualWall
+            state.bootID = options.manualBootID
+        } else {
+            var buffer = [CChar](repeating: 0, count: 64)
+            tgshim_boot_id(&buffer, buffer.count)
+            state.bootID = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) },
+                                  as: UTF8.self)
+        }
+        if let options = options.store {
+            guard options.commitDelay >= .zero, options.commitDelay <= Limits.maximumDuration else {
+                throw TickgateError(.invalidDuration, "store commit delay is outside 0 ... 365 days")
+            }
+            commitDelay = options.commitDelay
+            store = try Store.open(path: options.path, startFreshIfCorrupt: options.startFreshIfCorrupt,
+                                   fullSync: options.fullSync)
+            try lock.withLock { () throws(TickgateError) in try restore() }
+        } else {
+            commitDelay = .zero
+        }
         if options.delivery == .engineThread { try startThread() }
     }
 
@@ -41,6 +66,8 @@ public final class Engine: @unchecked Sendable {
             return false
         }
         state.closed = true
+        flushStore()
+        store = nil
         var releases: [Observer] = []
         for id in state.subscriptions.keys.sorted() {
             guard let subscription = state.unregister(id) else { continue }

@@ -15,17 +15,51 @@ public enum ClockKind: Sendable {
     case manual
 }
 
+/// Where and how an engine keeps its state across restarts.
+public struct StoreOptions: Sendable {
+    /// The SQLite file; created 0600 if missing.
+    public var path: String
+    /// Zero: every change is committed before its call returns. Otherwise
+    /// changes are committed together at most this long after the first.
+    public var commitDelay: Span
+    /// Move a corrupt store aside and start a new one (else refuse to open).
+    public var startFreshIfCorrupt: Bool
+    /// Sync to disk on every commit (survives power loss, not only crashes).
+    public var fullSync: Bool
+
+    public init(path: String, commitDelay: Span = .zero, startFreshIfCorrupt: Bool = false,
+                fullSync: Bool = false) {
+        self.path = path
+        self.commitDelay = commitDelay
+        self.startFreshIfCorrupt = startFreshIfCorrupt
+        self.fullSync = fullSync
+    }
+}
+
 public struct EngineOptions: Sendable {
     public var delivery: Delivery
     public var clock: ClockKind
     /// Tick interval of countdowns started without one.
     public var tickInterval: Span
+    /// nil keeps state in memory only.
+    public var store: StoreOptions?
+    /// The manual clock's first readings: its boot clock, its wall clock
+    /// (nanoseconds since the epoch) and the id of its "boot".
+    public var manualBoot: Instant
+    public var manualWall: Int64
+    public var manualBootID: String
 
     public init(delivery: Delivery = .engineThread, clock: ClockKind = .system,
-                tickInterval: Span = Limits.defaultTickInterval) {
+                tickInterval: Span = Limits.defaultTickInterval, store: StoreOptions? = nil,
+                manualBoot: Instant = Instant(nanoseconds: 0), manualWall: Int64 = 0,
+                manualBootID: String = "manual") {
         self.delivery = delivery
         self.clock = clock
         self.tickInterval = tickInterval
+        self.store = store
+        self.manualBoot = manualBoot
+        self.manualWall = manualWall
+        self.manualBootID = manualBootID
     }
 }
 

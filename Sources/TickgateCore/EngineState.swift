@@ -1,3 +1,5 @@
+import CTickgateShim
+
 /// What a countdown's time means for the key's button.
 enum Phase {
     /// A send ticket is open until the deadline (then it expires).
@@ -69,6 +71,12 @@ struct EngineState {
     var closed = false
     /// The manual clock's reading; nil for the system clock.
     var manualNow: Instant?
+    /// The manual clock's wall reading (ns since the epoch).
+    var manualWall: Int64 = 0
+    /// This boot's id (the manual clock's own, or the system's).
+    var bootID = ""
+    /// Group commit: when the open store transaction must be committed.
+    var flushDeadline: Instant?
 
     // Countdowns: slots indexed by key, and one timer heap over the slots.
     var slots: [Countdown?] = []
@@ -122,6 +130,9 @@ struct EngineState {
     var detachThread = false
 
     func now() -> Instant { manualNow ?? Poller.boottime() }
+
+    /// The wall clock, in nanoseconds since the epoch.
+    func wallNow() -> Int64 { manualNow == nil ? tgshim_walltime_ns() : manualWall }
 
     func isObserved(_ key: CountdownKey) -> Bool {
         keyObservers[key] != nil || scopeObservers[key.scope] != nil
@@ -275,10 +286,7 @@ struct EngineState {
 
     /// The earliest time any timer (countdown or gate) is due.
     var nextTimerTime: Instant? {
-        switch (heap.first?.time, gateHeap.first?.time) {
-        case let (a?, b?): min(a, b)
-        case let (a, b): a ?? b
-        }
+        [heap.first?.time, gateHeap.first?.time, flushDeadline].compactMap { $0 }.min()
     }
 
     /// Fires every timer due at `now`: one tick (with the true remaining

@@ -16,6 +16,9 @@ public enum Status: Int32, Sendable {
     case locked = 13
     case expired = 14
     case invalidTemplate = 15
+    case storeCorrupt = 16
+    case storeVersion = 17
+    case storeIO = 18
 
     /// Static English text for the status.
     public var text: StaticString {
@@ -36,6 +39,9 @@ public enum Status: Int32, Sendable {
         case .locked: "locked"
         case .expired: "ticket expired"
         case .invalidTemplate: "invalid title template"
+        case .storeCorrupt: "store corrupt"
+        case .storeVersion: "store from a newer version"
+        case .storeIO: "store I/O error"
         }
     }
 }

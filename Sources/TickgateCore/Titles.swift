@@ -11,8 +11,13 @@ public struct TitleTemplate: Sendable, Equatable {
     public static let maximumBytes = 128
     public static let maximumPlaceholders = 8
     let pieces: [Piece]
+    /// The text the template was parsed from.
+    public let source: String
 
-    init(pieces: [Piece]) { self.pieces = pieces }
+    init(pieces: [Piece], source: String) {
+        self.pieces = pieces
+        self.source = source
+    }
 
     /// Parses `source`; `role` names the template in errors.
     public init(_ source: String, role: String) throws(TickgateError) {
@@ -58,6 +63,7 @@ public struct TitleTemplate: Sendable, Equatable {
         }
         if !text.isEmpty { pieces.append(.text(text)) }
         self.pieces = pieces
+        self.source = source
     }
 
     /// The title for `remaining` time.
@@ -88,11 +94,12 @@ public struct TitleSet: Sendable, Equatable {
 
     /// The titles of a scope whose host set none.
     public static let english = TitleSet(
-        idle: TitleTemplate(pieces: [.text("Get code")]),
-        sending: TitleTemplate(pieces: [.text("Sending...")]),
-        cooling: TitleTemplate(pieces: [.text("Resend ("), .seconds, .text("s)")]),
-        readyAgain: TitleTemplate(pieces: [.text("Resend code")]),
-        locked: TitleTemplate(pieces: [.text("Try again in "), .minutes, .text(" min")]))
+        idle: TitleTemplate(pieces: [.text("Get code")], source: "Get code"),
+        sending: TitleTemplate(pieces: [.text("Sending...")], source: "Sending..."),
+        cooling: TitleTemplate(pieces: [.text("Resend ("), .seconds, .text("s)")], source: "Resend ({s}s)"),
+        readyAgain: TitleTemplate(pieces: [.text("Resend code")], source: "Resend code"),
+        locked: TitleTemplate(pieces: [.text("Try again in "), .minutes, .text(" min")],
+                              source: "Try again in {m} min"))
 
     public init(idle: TitleTemplate, sending: TitleTemplate, cooling: TitleTemplate,
                 readyAgain: TitleTemplate, locked: TitleTemplate) {

@@ -11,6 +11,23 @@
 
 /* Nanoseconds on CLOCK_BOOTTIME. */
 int64_t tgshim_boottime_ns(void);
+/* Nanoseconds since the Unix epoch on CLOCK_REALTIME. */
+int64_t tgshim_walltime_ns(void);
+/* This boot's id (/proc/sys/kernel/random/boot_id) into buffer (37 bytes
+ * with the NUL); "unknown" if it cannot be read. */
+void tgshim_boot_id(char *buffer, size_t size);
+
+/* SQLite: binding text and blobs with SQLITE_TRANSIENT (a macro Swift
+ * cannot import). */
+typedef struct sqlite3_stmt sqlite3_stmt;
+int tgshim_sqlite_bind_text(sqlite3_stmt *statement, int index,
+                            const char *text, int bytes);
+
+/* Create path as a new regular file with mode 0600, refusing symlinks;
+ * returns 0, EEXIST if it exists, or another errno. */
+int tgshim_create_private_file(const char *path);
+/* 1 if path is a symbolic link, 0 if not or missing, -errno on error. */
+int tgshim_is_symlink(const char *path);
 
 /* One epoll descriptor watching a timerfd (CLOCK_BOOTTIME) and an eventfd. */
 typedef struct tgshim_poller {

@@ -92,8 +92,8 @@ public func tg_countdown_list(_ engine: OpaquePointer?, _ scope: UnsafePointer<C
         out_count?.pointee = items.count
         guard let visit else { return }
         for item in items {
-            let stop = item.key.scope.withCString { scopeText in
-                item.key.subject.withCString { subjectText in
+            let stop = item.key.scope.value.withCString { scopeText in
+                item.key.subject.value.withCString { subjectText in
                     var info = tg_countdown_info(
                         struct_size: UInt32(MemoryLayout<tg_countdown_info>.size),
                         scope: scopeText, subject: subjectText,

@@ -1,23 +1,27 @@
 /// The identity of a countdown: a scope (a business scenario such as
 /// "login") and a subject (a phone number, an e-mail address).
 public struct CountdownKey: Hashable, Comparable, Sendable {
-    public let scope: String
-    public let subject: String
+    public let scope: KeyName
+    public let subject: KeyName
 
-    /// A key from two already validated names.
     public init(scope: KeyName, subject: KeyName) {
-        self.scope = scope.value
-        self.subject = subject.value
+        self.scope = scope
+        self.subject = subject
     }
 
     public static func < (a: CountdownKey, b: CountdownKey) -> Bool {
-        (a.scope, a.subject) < (b.scope, b.subject)
+        a.scope != b.scope ? a.scope < b.scope : a.subject < b.subject
     }
+
+    /// "scope/subject", for messages.
+    public var description: String { "\(scope.value)/\(subject.value)" }
 }
 
-/// A scope or subject that passed validation: 1 to `Limits.maximumKeyBytes`
-/// bytes of valid UTF-8.
-public struct KeyName: Hashable, Sendable {
+/// A scope, subject or realm that passed validation: 1 to
+/// `Limits.maximumKeyBytes` bytes of valid UTF-8. Names compare as bytes,
+/// as they do in C: "é" (U+00E9) and "e" + U+0301 are different names,
+/// although Swift's `String` would call them equal.
+public struct KeyName: Hashable, Comparable, Sendable {
     public let value: String
 
     /// Validates raw bytes; `role` ("scope", "subject") names the field in the
@@ -43,5 +47,18 @@ public struct KeyName: Hashable, Sendable {
             throw TickgateError(.invalidKey, "\(role) is longer than \(Limits.maximumKeyBytes) bytes")
         }
         value = text
+    }
+
+    public static func == (a: KeyName, b: KeyName) -> Bool {
+        a.value.utf8.elementsEqual(b.value.utf8)
+    }
+
+    public static func < (a: KeyName, b: KeyName) -> Bool {
+        a.value.utf8.lexicographicallyPrecedes(b.value.utf8)
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        var text = value
+        text.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
     }
 }

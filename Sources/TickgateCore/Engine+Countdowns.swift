@@ -36,7 +36,7 @@ extension Engine {
     /// and for how long.
     static func busyError(_ running: Countdown, at now: Instant) -> TickgateError {
         let remaining = running.deadline.since(now)
-        let key = "\(running.key.scope)/\(running.key.subject)"
+        let key = running.key.description
         let left = "\(remaining.millisecondsRoundedUp) ms"
         switch running.phase {
         case .sending:
@@ -55,9 +55,8 @@ extension Engine {
     func replace(with countdown: Countdown, at now: Instant) {
         if let slot = state.index[countdown.key], let old = state.slots[Int(slot)],
            old.phase == .sending, old.ticket != countdown.ticket {
-            state.recordEnd(of: old.ticket, .cancelled)
+            state.recordEnd(of: old.ticket, old.deadline <= now ? .expired : .cancelled)
         }
-        state.finishing.removeValue(forKey: countdown.key)
         state.insert(countdown, at: now)
         armIfEarlier()
     }
@@ -70,14 +69,15 @@ extension Engine {
         try checkOpen()
         try storeBegin()
         defer { storeAbandon() }
-        try reconcile(key, at: state.now())
-        guard state.index[key] != nil || state.finishing[key] != nil else {
-            throw TickgateError(.notFound, "no countdown is running for \(key.scope)/\(key.subject)")
+        let now = state.now()
+        try reconcile(key, at: now)
+        guard state.running(key, at: now) != nil else {
+            throw TickgateError(.notFound, "no countdown is running for \(key.description)")
         }
         try storeWrite { (store) throws(TickgateError) in
-            try store.deleteCountdown(scope: key.scope, subject: key.subject)
+            try store.deleteCountdown(scope: key.scope.value, subject: key.subject.value)
         }
-        guard let run = state.cancel(key) else { return }
+        guard let run = state.cancel(key, at: now) else { return }
         if state.emit(.cancelled, key, instance: 0, remaining: .zero, duration: run.duration,
                       state: state.restingState(key)) {
             poller.wake()
@@ -95,12 +95,13 @@ extension Engine {
         try storeBegin()
         defer { storeAbandon() }
         try storeWrite { (store) throws(TickgateError) in try store.deleteCountdowns(scope: scope?.value) }
-        var keys = Set(state.index.keys).union(state.finishing.keys)
-        if let scope { keys = keys.filter { $0.scope == scope.value } }
+        let now = state.now()
+        var keys = state.index.keys.filter { state.running($0, at: now) != nil }
+        if let scope { keys = keys.filter { $0.scope == scope } }
         var instances: [UInt64] = []
         var wake = false
         for key in keys.sorted() {
-            guard let run = state.cancel(key) else { continue }
+            guard let run = state.cancel(key, at: now) else { continue }
             instances.append(run.instance)
             wake = state.emit(.cancelled, key, instance: 0, remaining: .zero,
                               duration: run.duration, state: state.restingState(key)) || wake
@@ -118,7 +119,7 @@ extension Engine {
         try checkOpen()
         let now = state.now()
         guard let running = state.counting(key, at: now) else {
-            throw TickgateError(.notFound, "no countdown is running for \(key.scope)/\(key.subject)")
+            throw TickgateError(.notFound, "no countdown is running for \(key.description)")
         }
         return running.deadline.since(now)
     }
@@ -132,7 +133,7 @@ extension Engine {
         var result: [CountdownInfo] = []
         for case let countdown? in state.slots
         where countdown.deadline > now && countdown.phase != .sending {
-            if let scope, countdown.key.scope != scope.value { continue }
+            if let scope, countdown.key.scope != scope { continue }
             result.append(CountdownInfo(key: countdown.key,
                                         remaining: countdown.deadline.since(now),
                                         duration: countdown.duration))

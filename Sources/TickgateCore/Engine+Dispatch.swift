@@ -16,7 +16,7 @@ extension Engine {
         guard delivery == .hostThread else {
             throw TickgateError(.wrongMode, "the engine delivers on its own thread; dispatch is for host-thread engines")
         }
-        return try dispatchPass()
+        return try dispatchPass().delivered
     }
 
     /// Manual clock: moves time forward. With engine-thread delivery, returns
@@ -41,8 +41,14 @@ extension Engine {
         state.manualWall &+= step.nanoseconds
         state.passesRequested &+= 1
         let target = state.passesRequested
+        guard delivery == .engineThread else {
+            // Host thread: the descriptor turns readable only if something
+            // became due.
+            if let next = state.nextTimerTime, next <= now { poller.wake() }
+            return
+        }
         poller.wake()
-        guard delivery == .engineThread, state.dispatcher != me else { return }
+        guard state.dispatcher != me else { return }
         while state.passesCompleted < target && !state.closed { lock.wait() }
     }
 
@@ -69,7 +75,7 @@ extension Engine {
     /// One delivery pass: fire due timers, then run the queued callbacks one
     /// at a time with the lock released, skipping any whose subscription
     /// ended or whose countdown run was cancelled meanwhile.
-    func dispatchPass() throws(TickgateError) -> Int {
+    func dispatchPass() throws(TickgateError) -> (delivered: Int, served: UInt64) {
         let me = tgshim_thread_self()
         lock.lock()
         if state.closed {
@@ -83,6 +89,7 @@ extension Engine {
         state.dispatching = true
         state.dispatcher = me
         poller.drain()
+        let served = state.passesRequested
         let now = state.now()
         state.fireDueTimers(at: now)
         if let flush = state.flushDeadline, flush <= now { flushStore() }
@@ -128,12 +135,6 @@ extension Engine {
         }
 
         lock.lock()
-        for item in batch {
-            guard case .event(let event) = item.payload,
-                  event.kind == .finished || event.kind == .sendFailed,
-                  state.finishing[event.key] == item.instance else { continue }
-            state.finishing.removeValue(forKey: event.key)
-        }
         state.dispatching = false
         state.dispatcher = 0
         let releases = state.deferredReleases
@@ -141,7 +142,7 @@ extension Engine {
         lock.broadcast()
         lock.unlock()
         for observer in releases { observer.release() }
-        return delivered
+        return (delivered, served)
     }
 
     /// A claimed delivery: the callback to run with the lock released, and

@@ -9,7 +9,7 @@ extension Engine {
         do { try checkOpen() } catch { lock.unlock(); throw error }
         let now = state.now()
         let wasEmpty = state.pending.isEmpty
-        var gate = state.gates[realm.value] ?? Gate()
+        var gate = state.gates[realm] ?? Gate()
         if let key = coalesceKey?.value, needsLogin, !gate.isLive(at: now),
            let existing = gate.queue.first(where: { state.requests[$0]?.coalesceKey == key }) {
             lock.unlock()
@@ -20,22 +20,22 @@ extension Engine {
         let id = state.nextRequest
         let result: RequireResult
         if !needsLogin || gate.isLive(at: now) {
-            state.requests[id] = GateRequest(realm: realm.value, needsLogin: needsLogin,
+            state.requests[id] = GateRequest(realm: realm, needsLogin: needsLogin,
                                              coalesceKey: coalesceKey?.value, handlers: handlers,
                                              phase: .ready)
             state.pending.append(PendingEvent(.run(id)))
             result = .runsNow
         } else {
             let timer = state.scheduleGateTimer(.request(id), at: now.advanced(by: gate.requestTimeout))
-            state.requests[id] = GateRequest(realm: realm.value, needsLogin: true,
+            state.requests[id] = GateRequest(realm: realm, needsLogin: true,
                                              coalesceKey: coalesceKey?.value, handlers: handlers,
                                              phase: .queued, timeoutTimer: timer)
             gate.queue.append(id)
             let present = !gate.presenting
             gate.presenting = true
-            state.gates[realm.value] = gate
-            if present { state.emitGate(.loginRequired, realm.value, at: now) }
-            state.emitGate(.queueChanged, realm.value, at: now)
+            state.gates[realm] = gate
+            if present { state.emitGate(.loginRequired, realm, at: now) }
+            state.emitGate(.queueChanged, realm, at: now)
             armIfEarlier()
             result = .queued
         }
@@ -50,7 +50,8 @@ extension Engine {
         lock.lock()
         do { try checkOpen() } catch { lock.unlock(); throw error }
         guard let request = state.requests.removeValue(forKey: id) else {
-            while state.runningRequest == id && state.dispatcher != me { lock.wait() }
+            // It may be running on another thread: return once it is done.
+            while id != 0 && state.runningRequest == id && state.dispatcher != me { lock.wait() }
             lock.unlock()
             throw TickgateError(.notFound, "request \(id) already ran, was cancelled, or is unknown")
         }
@@ -79,16 +80,16 @@ extension Engine {
                 try store.save(StoredSession(realm: realm.value, expiry: expiry.map { stamp($0, at: now) }),
                                realm: realm.value)
             }
-            var gate = state.gates[realm.value] ?? Gate()
+            var gate = state.gates[realm] ?? Gate()
             gate.loggedIn = true
             state.cancelGateTimer(gate.expiryTimer)
             gate.expiry = expiry
-            gate.expiryTimer = gate.expiry.map { state.scheduleGateTimer(.session(realm.value), at: $0) }
+            gate.expiryTimer = gate.expiry.map { state.scheduleGateTimer(.session(realm), at: $0) }
             gate.presenting = false
             let queued = gate.queue
             gate.queue.removeAll()
-            state.gates[realm.value] = gate
-            state.emitGate(.loggedIn, realm.value, at: now)
+            state.gates[realm] = gate
+            state.emitGate(.loggedIn, realm, at: now)
             for id in queued {
                 guard var request = state.requests[id] else { continue }
                 state.cancelGateTimer(request.timeoutTimer)
@@ -97,18 +98,18 @@ extension Engine {
                 state.requests[id] = request
                 state.pending.append(PendingEvent(.run(id)))
             }
-            if !queued.isEmpty { state.emitGate(.queueChanged, realm.value, at: now) }
+            if !queued.isEmpty { state.emitGate(.queueChanged, realm, at: now) }
         }
     }
 
     /// The user abandoned the login screen; see `tg_gate_login_cancelled`.
     public func loginCancelled(realm: KeyName) throws(TickgateError) {
         try changeGate { (now) throws(TickgateError) in
-            guard var gate = state.gates[realm.value] else { return }
+            guard var gate = state.gates[realm] else { return }
             gate.presenting = false
             let queued = gate.queue
             gate.queue.removeAll()
-            state.gates[realm.value] = gate
+            state.gates[realm] = gate
             for id in queued {
                 guard var request = state.requests[id] else { continue }
                 state.cancelGateTimer(request.timeoutTimer)
@@ -117,7 +118,7 @@ extension Engine {
                 state.requests[id] = request
                 state.pending.append(PendingEvent(.cancel(id, .loginCancelled)))
             }
-            if !queued.isEmpty { state.emitGate(.queueChanged, realm.value, at: now) }
+            if !queued.isEmpty { state.emitGate(.queueChanged, realm, at: now) }
         }
     }
 
@@ -125,7 +126,7 @@ extension Engine {
     public func logout(realm: KeyName) throws(TickgateError) {
         try changeGate { (now) throws(TickgateError) in
             try storeWrite { (store) throws(TickgateError) in try store.save(nil, realm: realm.value) }
-            state.endSession(realm.value, kind: .loggedOut, at: now)
+            state.endSession(realm, kind: .loggedOut, at: now)
         }
     }
 
@@ -134,7 +135,7 @@ extension Engine {
     public func session(realm: KeyName) throws(TickgateError) -> (loggedIn: Bool, remaining: Span) {
         try lock.withLock { () throws(TickgateError) in
             try checkOpen()
-            let event = state.gateEvent(.state, realm.value, at: state.now())
+            let event = state.gateEvent(.state, realm, at: state.now())
             return (event.loggedIn, event.sessionRemaining)
         }
     }
@@ -146,7 +147,7 @@ extension Engine {
         }
         try lock.withLock { () throws(TickgateError) in
             try checkOpen()
-            state.gates[realm.value, default: Gate()].requestTimeout = timeout
+            state.gates[realm, default: Gate()].requestTimeout = timeout
         }
     }
 

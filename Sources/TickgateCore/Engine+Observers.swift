@@ -19,12 +19,12 @@ extension Engine {
             state.queueState(of: key, for: id, at: now)
             state.rescheduleForTicks(key, at: now)
         case .realm(let realm):
-            state.realmObservers[realm.value, default: []].append(id)
+            state.realmObservers[realm, default: []].append(id)
             state.pending.append(PendingEvent(.gate(
-                state.gateEvent(.state, realm.value, at: now, subscription: id))))
+                state.gateEvent(.state, realm, at: now, subscription: id))))
         case .scope(let scope):
-            state.scopeObservers[scope.value, default: []].append(id)
-            let keys = state.index.keys.filter { $0.scope == scope.value }.sorted()
+            state.scopeObservers[scope, default: []].append(id)
+            let keys = state.index.keys.filter { $0.scope == scope }.sorted()
             for key in keys where state.counting(key, at: now) != nil {
                 state.queueState(of: key, for: id, at: now)
                 state.rescheduleForTicks(key, at: now)

@@ -13,7 +13,7 @@ extension Engine {
             try storeBegin()
             defer { storeAbandon() }
             try storeWrite { (store) throws(TickgateError) in try store.save(policy: policy, scope: scope.value) }
-            state.policies[scope.value] = policy
+            state.policies[scope] = policy
         }
     }
 
@@ -21,7 +21,7 @@ extension Engine {
     public func policy(scope: KeyName) throws(TickgateError) -> SendPolicy {
         try lock.withLock { () throws(TickgateError) in
             try checkOpen()
-            return state.policy(of: scope.value)
+            return state.policy(of: scope)
         }
     }
 
@@ -32,7 +32,7 @@ extension Engine {
             try storeBegin()
             defer { storeAbandon() }
             try storeWrite { (store) throws(TickgateError) in try store.save(titles: titles, scope: scope.value) }
-            state.titles[scope.value] = titles
+            state.titles[scope] = titles
         }
     }
 
@@ -115,10 +115,21 @@ extension Engine {
                 throw TickgateError(.notFound, "no send ticket \(ticket)")
             }
         }
+        if sending.deadline <= now {
+            // Its timeout passed; the timer has not fired yet, but the
+            // ticket is expired all the same.
+            state.remove(slot: slot)
+            state.recordEnd(of: ticket, .expired)
+            if state.emit(.sendFailed, key, instance: 0, remaining: .zero, duration: .zero,
+                          state: state.restingState(key)) {
+                poller.wake()
+            }
+            throw TickgateError(.expired, "ticket \(ticket) expired before it was ended; its key was freed then")
+        }
         switch outcome {
         case .failed:
             try storeWrite { (store) throws(TickgateError) in
-                try store.deleteCountdown(scope: key.scope, subject: key.subject)
+                try store.deleteCountdown(scope: key.scope.value, subject: key.subject.value)
             }
             state.recordEnd(of: ticket, .ended)
             state.remove(slot: slot)
@@ -177,11 +188,11 @@ extension Engine {
         record?.lastSend = nil
         if record?.sends.isEmpty == true { record = nil }
         try storeWrite { (store) throws(TickgateError) in
-            if cooling != nil { try store.deleteCountdown(scope: key.scope, subject: key.subject) }
+            if cooling != nil { try store.deleteCountdown(scope: key.scope.value, subject: key.subject.value) }
             if let record {
                 try store.save(row(record, for: key, at: now))
             } else {
-                try store.deleteRecord(scope: key.scope, subject: key.subject)
+                try store.deleteRecord(scope: key.scope.value, subject: key.subject.value)
             }
         }
         var cancelled: [UInt64] = []

@@ -41,7 +41,7 @@ extension Engine {
     }
 
     func row(_ countdown: Countdown, at now: Instant) -> StoredCountdown {
-        StoredCountdown(scope: countdown.key.scope, subject: countdown.key.subject,
+        StoredCountdown(scope: countdown.key.scope.value, subject: countdown.key.subject.value,
                         phase: Self.phaseCode(countdown.phase),
                         duration: countdown.duration.nanoseconds,
                         tickInterval: countdown.tickInterval.nanoseconds,
@@ -72,7 +72,7 @@ extension Engine {
     }
 
     func row(_ record: SendRecord, for key: CountdownKey, at now: Instant) -> StoredRecord {
-        StoredRecord(scope: key.scope, subject: key.subject, consecutive: Int64(record.consecutive),
+        StoredRecord(scope: key.scope.value, subject: key.subject.value, consecutive: Int64(record.consecutive),
                      hasSent: record.hasSent, lastSend: record.lastSend.map { stamp($0, at: now) },
                      sends: record.sends.map { stamp($0, at: now) })
     }
@@ -153,13 +153,13 @@ extension Engine {
     /// on the same cooldowns; lock held.
     func reconcile(_ key: CountdownKey, at now: Instant) throws(TickgateError) {
         guard let store else { return }
-        let stored = try store.countdown(scope: key.scope, subject: key.subject)
+        let stored = try store.countdown(scope: key.scope.value, subject: key.subject.value)
             .flatMap { countdown($0, at: now) }
         let memory = state.running(key, at: now)
         switch (memory, stored) {
         case let (memory?, nil):
             // Another process ended it.
-            _ = state.cancel(key)
+            _ = state.cancel(key, at: now)
             if state.emit(.cancelled, key, instance: 0, remaining: .zero, duration: memory.duration,
                           state: state.restingState(key)) {
                 poller.wake()
@@ -178,7 +178,7 @@ extension Engine {
         default:
             break
         }
-        if let row = try store.record(scope: key.scope, subject: key.subject) {
+        if let row = try store.record(scope: key.scope.value, subject: key.subject.value) {
             state.records[key] = record(row, at: now)
         } else {
             state.records.removeValue(forKey: key)
@@ -206,18 +206,23 @@ extension Engine {
                       let subject = try? KeyName(row.subject, role: "subject") else { continue }
                 state.records[CountdownKey(scope: scope, subject: subject)] = record(row, at: now)
             }
-            for (scope, policy) in try store.policies() { state.policies[scope] = policy }
-            for (scope, titles) in try store.titles() { state.titles[scope] = titles }
+            for (scope, policy) in try store.policies() {
+                if let name = try? KeyName(scope, role: "scope") { state.policies[name] = policy }
+            }
+            for (scope, titles) in try store.titles() {
+                if let name = try? KeyName(scope, role: "scope") { state.titles[name] = titles }
+            }
             for session in try store.sessions() {
+                guard let realm = try? KeyName(session.realm, role: "realm") else { continue }
                 var gate = Gate()
                 if let expiry = session.expiry {
                     let end = deadline(of: expiry, length: Limits.maximumDuration, at: now)
                     guard end > now else { continue }
                     gate.expiry = end
-                    gate.expiryTimer = state.scheduleGateTimer(.session(session.realm), at: end)
+                    gate.expiryTimer = state.scheduleGateTimer(.session(realm), at: end)
                 }
                 gate.loggedIn = true
-                state.gates[session.realm] = gate
+                state.gates[realm] = gate
             }
             try store.commit()
         } catch {

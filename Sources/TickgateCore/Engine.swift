@@ -88,7 +88,6 @@ public final class Engine: @unchecked Sendable {
         state.freeSlots.removeAll()
         state.index.removeAll()
         state.heap.removeAll()
-        state.finishing.removeAll()
         let onEngineThread = thread != 0 && thread == me
         if onEngineThread { state.detachThread = true }
         while state.dispatching && (state.runningSubscription != 0 || state.runningRequest != 0)
@@ -147,9 +146,10 @@ public final class Engine: @unchecked Sendable {
                 if detach { _ = tgshim_thread_detach(tgshim_thread_self()) }
                 return
             }
-            let target = state.passesRequested
             lock.unlock()
-            _ = try? dispatchPass()
+            // The pass reads the requests it serves after draining the
+            // wake-ups, so no request's wake-up is consumed unserved.
+            let target = (try? dispatchPass().served) ?? 0
             lock.lock()
             if state.passesCompleted < target { state.passesCompleted = target }
             lock.broadcast()

@@ -56,7 +56,7 @@ extension EngineState {
 
     /// Logs a realm out (by logout or expiry): requests that need login and
     /// have not run are cancelled with `.loggedOut`.
-    mutating func endSession(_ realm: String, kind: GateEventKind, at now: Instant) {
+    mutating func endSession(_ realm: KeyName, kind: GateEventKind, at now: Instant) {
         var gate = gates[realm] ?? Gate()
         let wasLoggedIn = gate.loggedIn
         gate.loggedIn = false
@@ -83,7 +83,7 @@ extension EngineState {
     }
 
     /// Queues a gate event for every observer of the realm.
-    mutating func emitGate(_ kind: GateEventKind, _ realm: String, at now: Instant) {
+    mutating func emitGate(_ kind: GateEventKind, _ realm: KeyName, at now: Instant) {
         guard let ids = realmObservers[realm] else { return }
         var event = gateEvent(kind, realm, at: now)
         for id in ids {
@@ -92,12 +92,12 @@ extension EngineState {
         }
     }
 
-    func gateEvent(_ kind: GateEventKind, _ realm: String, at now: Instant,
+    func gateEvent(_ kind: GateEventKind, _ realm: KeyName, at now: Instant,
                    subscription: SubscriptionID = 0) -> GateEvent {
         let gate = gates[realm] ?? Gate()
         let live = gate.isLive(at: now)
         let remaining = live ? gate.expiry.map { $0.since(now) } ?? .zero : .zero
-        return GateEvent(kind: kind, realm: realm, loggedIn: live, sessionRemaining: remaining,
+        return GateEvent(kind: kind, realm: realm.value, loggedIn: live, sessionRemaining: remaining,
                          queued: gate.queue.count, subscription: subscription)
     }
 }

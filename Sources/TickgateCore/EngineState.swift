@@ -84,15 +84,13 @@ struct EngineState {
     var index: [CountdownKey: Int32] = [:]
     var heap = TimerHeap()
     var nextInstance: UInt64 = 0
-    /// Runs whose FINISHED event is queued but not yet delivered.
-    var finishing: [CountdownKey: UInt64] = [:]
     /// The time the OS timer is armed for (system clock only).
     var armed: Instant?
 
     // The resend flow.
     var records: [CountdownKey: SendRecord] = [:]
-    var policies: [String: SendPolicy] = [:]
-    var titles: [String: TitleSet] = [:]
+    var policies: [KeyName: SendPolicy] = [:]
+    var titles: [KeyName: TitleSet] = [:]
     var tickets: [UInt64: CountdownKey] = [:]
     var nextTicket: UInt64 = 0
     /// How recent tickets ended, the oldest evicted first.
@@ -101,7 +99,7 @@ struct EngineState {
     static let endedTicketsKept = 4096
 
     // Login gates: one per realm, their requests and their timers.
-    var gates: [String: Gate] = [:]
+    var gates: [KeyName: Gate] = [:]
     var requests: [UInt64: GateRequest] = [:]
     var nextRequest: UInt64 = 0
     var gateHeap = TimerHeap()
@@ -112,8 +110,8 @@ struct EngineState {
     // Observers.
     var subscriptions: [SubscriptionID: Subscription] = [:]
     var keyObservers: [CountdownKey: [SubscriptionID]] = [:]
-    var scopeObservers: [String: [SubscriptionID]] = [:]
-    var realmObservers: [String: [SubscriptionID]] = [:]
+    var scopeObservers: [KeyName: [SubscriptionID]] = [:]
+    var realmObservers: [KeyName: [SubscriptionID]] = [:]
     var nextSubscription: SubscriptionID = 0
     var pending: [PendingEvent] = []
 
@@ -151,7 +149,7 @@ struct EngineState {
         return countdown
     }
 
-    func policy(of scope: String) -> SendPolicy { policies[scope] ?? SendPolicy() }
+    func policy(of scope: KeyName) -> SendPolicy { policies[scope] ?? SendPolicy() }
 
     /// The state of a key with nothing running.
     func restingState(_ key: CountdownKey) -> ButtonState {
@@ -220,18 +218,14 @@ struct EngineState {
         return countdown
     }
 
-    /// Cancels the key's run, whether counting or finished but not yet
-    /// announced; returns its instance and duration.
-    mutating func cancel(_ key: CountdownKey) -> (instance: UInt64, duration: Span)? {
-        if let slot = index[key], let countdown = remove(slot: slot) {
-            finishing.removeValue(forKey: key)
-            if countdown.phase == .sending { recordEnd(of: countdown.ticket, .cancelled) }
-            return (countdown.instance, countdown.duration)
-        }
-        if let instance = finishing.removeValue(forKey: key) {
-            return (instance, .zero)
-        }
-        return nil
+    /// Cancels the key's run if it still has time left at `now` (a run
+    /// whose deadline passed has finished, announced or not); returns its
+    /// instance and duration.
+    mutating func cancel(_ key: CountdownKey, at now: Instant) -> (instance: UInt64, duration: Span)? {
+        guard running(key, at: now) != nil, let slot = index[key],
+              let countdown = remove(slot: slot) else { return nil }
+        if countdown.phase == .sending { recordEnd(of: countdown.ticket, .cancelled) }
+        return (countdown.instance, countdown.duration)
     }
 
     /// Moves a countdown's timer to its next tick if it was waiting for the
@@ -275,13 +269,14 @@ struct EngineState {
             subscription: id, state: button.state, title: button.title)))
     }
 
-    /// Whether a queued countdown event may still be delivered.
+    /// Whether a queued countdown event may still be delivered: a tick of
+    /// a run that was cancelled or replaced meanwhile is dropped (every
+    /// other event reports something that did happen).
     func isDeliverable(_ event: Event, instance: UInt64) -> Bool {
         guard subscriptions[event.subscription] != nil else { return false }
-        guard instance != 0 else { return true }
-        let key = event.key
-        if let slot = index[key], slots[Int(slot)]?.instance == instance { return true }
-        return finishing[key] == instance
+        guard event.kind == .tick else { return true }
+        guard let slot = index[event.key] else { return false }
+        return slots[Int(slot)]?.instance == instance
     }
 
     /// The earliest time any timer (countdown or gate) is due.
@@ -310,7 +305,6 @@ struct EngineState {
                     kind = .finished
                 }
                 if observed {
-                    finishing[key] = countdown.instance
                     _ = emit(kind, key, instance: countdown.instance, remaining: .zero,
                              duration: countdown.duration, state: restingState(key))
                 }
@@ -335,14 +329,14 @@ struct EngineState {
             keyObservers[key]?.removeAll { $0 == id }
             if keyObservers[key]?.isEmpty == true { keyObservers.removeValue(forKey: key) }
         case .scope(let scope):
-            scopeObservers[scope.value]?.removeAll { $0 == id }
-            if scopeObservers[scope.value]?.isEmpty == true {
-                scopeObservers.removeValue(forKey: scope.value)
+            scopeObservers[scope]?.removeAll { $0 == id }
+            if scopeObservers[scope]?.isEmpty == true {
+                scopeObservers.removeValue(forKey: scope)
             }
         case .realm(let realm):
-            realmObservers[realm.value]?.removeAll { $0 == id }
-            if realmObservers[realm.value]?.isEmpty == true {
-                realmObservers.removeValue(forKey: realm.value)
+            realmObservers[realm]?.removeAll { $0 == id }
+            if realmObservers[realm]?.isEmpty == true {
+                realmObservers.removeValue(forKey: realm)
             }
         }
         return subscription

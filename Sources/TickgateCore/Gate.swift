@@ -75,7 +75,7 @@ struct GateRequest {
         case cancelling
     }
 
-    var realm: String
+    var realm: KeyName
     var needsLogin: Bool
     var coalesceKey: String?
     var handlers: GateRequestHandlers
@@ -85,6 +85,6 @@ struct GateRequest {
 
 /// What a gate timer is for.
 enum GateTimer {
-    case session(String)
+    case session(KeyName)
     case request(UInt64)
 }

@@ -73,11 +73,34 @@ final class Recorder: Sendable {
         try engine.start(key, duration: .milliseconds(5_000))
         _ = try engine.dispatch()
         _ = recorder.take()
-        try engine.advance(by: .milliseconds(5_000))
-        // The finish is due but not yet dispatched: cancelling wins.
+        try engine.advance(by: .milliseconds(1_000))
+        // The tick is due but not yet dispatched: the cancel drops it.
         try engine.cancel(key)
         _ = try engine.dispatch()
         #expect(recorder.take().map(\.0) == [.cancelled])
+    }
+
+    @Test func aRunPastItsDeadlineHasFinishedAndCannotBeCancelled() throws {
+        let engine = try manualEngine()
+        defer { engine.close() }
+        let recorder = Recorder()
+        _ = try engine.subscribe(.key(key), recorder.observer)
+        try engine.start(key, duration: .milliseconds(5_000))
+        try engine.advance(by: .milliseconds(5_000))
+        #expect(throws: TickgateError.self) { try engine.cancel(key) }
+        _ = try engine.dispatch()
+        #expect(recorder.take().map(\.0) == [.state, .started, .finished])
+    }
+
+    @Test func namesCompareAsBytes() throws {
+        let engine = try manualEngine()
+        defer { engine.close() }
+        let composed = CountdownKey(scope: try KeyName("login"), subject: try KeyName("jos\u{E9}"))
+        let decomposed = CountdownKey(scope: try KeyName("login"), subject: try KeyName("jose\u{301}"))
+        #expect(composed != decomposed)
+        try engine.start(composed, duration: .milliseconds(5_000))
+        try engine.start(decomposed, duration: .milliseconds(7_000))
+        #expect(try engine.list().count == 2)
     }
 
     @Test func coolingDownReportsTheRemainingTime() throws {

@@ -50,12 +50,19 @@ def loaded_library() -> tickgate.LoadedLibrary:
 
 @pytest.fixture(autouse=True)
 def no_leaked_slots() -> Iterator[None]:
-    """Every test must leave no callback slot behind (all engines closed or unsubscribed)."""
+    """After every test: no callback slot is still held for C (every engine
+    closed or subscription ended), and C never called a freed slot (no
+    callback after its destructor, no destructor twice)."""
     previous_hook = tickgate.get_callback_error_hook()
+    stray_before = _engine.stray_calls()
     yield
     tickgate.set_callback_error_hook(previous_hook)
     gc.collect()
-    assert _engine.live_slots() == 0, "a test left subscription slots held for C"
+    assert _engine.live_slots() == 0, "a test left callback slots held for C"
+    assert _engine.stray_calls() == stray_before, (
+        "C broke a callback promise: a callback or destructor for a freed slot, or an undersized event "
+        f"(events, destructors, undersized): before {stray_before}, after {_engine.stray_calls()}"
+    )
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = 10.0, interval: float = 0.005) -> bool:

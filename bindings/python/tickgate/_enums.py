@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-__all__ = ["Status", "Delivery", "ClockKind", "EventKind"]
+__all__ = [
+    "Status",
+    "Delivery",
+    "ClockKind",
+    "EventKind",
+    "ButtonState",
+    "SendOutcome",
+    "CancelReason",
+    "RequireResult",
+    "GateEventKind",
+]
 
 
 class Status(IntEnum):
@@ -22,6 +32,13 @@ class Status(IntEnum):
     E_BUSY = 9
     E_VERSION = 10
     E_SYSTEM = 11
+    E_IN_FLIGHT = 12
+    E_LOCKED = 13
+    E_EXPIRED = 14
+    E_INVALID_TEMPLATE = 15
+    E_STORE_CORRUPT = 16
+    E_STORE_VERSION = 17
+    E_STORE_IO = 18
 
 
 class Delivery(IntEnum):
@@ -56,3 +73,61 @@ class EventKind(IntEnum):
     FINISHED = 4
     #: The countdown was cancelled (remaining 0).
     CANCELLED = 5
+    #: A send began (:meth:`tickgate.Engine.send_begin` granted a ticket).
+    SENDING = 6
+    #: A send failed, or its ticket expired or was cancelled: the key is free.
+    SEND_FAILED = 7
+    #: :meth:`tickgate.Engine.verified` reset the key.
+    RESET = 8
+
+
+class ButtonState(IntEnum):
+    """``tg_button_state``: the state of a key's "Get code" button."""
+
+    #: Never sent (or reset): enabled, "Get code".
+    IDLE = 0
+    #: A send ticket is open: disabled, "Sending...".
+    SENDING = 1
+    #: Cooling down after a send: disabled, "Resend (42s)".
+    COOLING = 2
+    #: Cooled down after at least one send: enabled, "Resend code".
+    READY_AGAIN = 3
+    #: The window's cap of sends is reached: disabled, "Try again in 9 min".
+    LOCKED = 4
+
+
+class SendOutcome(IntEnum):
+    """``tg_send_outcome``: how a send ended."""
+
+    SUCCEEDED = 1
+    FAILED = 2
+
+
+class CancelReason(IntEnum):
+    """``tg_cancel_reason``: why a gate request was cancelled."""
+
+    LOGIN_CANCELLED = 1
+    TIMED_OUT = 2
+    LOGGED_OUT = 3
+
+
+class RequireResult(IntEnum):
+    """``tg_require_result``: what :meth:`tickgate.Gate.require` did."""
+
+    #: The action runs next (through the delivery mode).
+    RUNS_NOW = 1
+    #: Queued until login.
+    QUEUED = 2
+    #: A queued request with the same coalesce key exists: merged into it.
+    COALESCED = 3
+
+
+class GateEventKind(IntEnum):
+    """``tg_gate_event_kind``: what a realm observer is told."""
+
+    STATE = 1
+    LOGIN_REQUIRED = 2
+    LOGGED_IN = 3
+    LOGGED_OUT = 4
+    EXPIRED = 5
+    QUEUE_CHANGED = 6

@@ -22,6 +22,7 @@ from ctypes import (
     CFUNCTYPE,
     POINTER,
     Structure,
+    c_char,
     c_char_p,
     c_int,
     c_int64,
@@ -53,6 +54,13 @@ TG_TICK_INTERVAL_MAX_MS = 86400000
 TG_TICK_INTERVAL_DEFAULT_MS = 1000
 
 TG_START_RESTART = 0x1
+TG_STORE_START_FRESH_IF_CORRUPT = 0x1
+TG_STORE_FULL_SYNC = 0x2
+
+TG_POLICY_MAX_STEPS = 8
+TG_TITLE_MAX_BYTES = 128
+TG_TITLE_MAX_PLACEHOLDERS = 8
+TG_TITLE_BUFFER_BYTES = 512
 
 # ---------------------------------------------------------------------------
 # Types
@@ -60,12 +68,19 @@ TG_START_RESTART = 0x1
 
 #: ``tg_status`` (a C enum: int-sized).
 tg_status = c_int
-#: ``tg_delivery``, ``tg_clock_kind``, ``tg_event_kind``: C enums.
+#: The other C enums (int-sized).
 tg_delivery = c_int
 tg_clock_kind = c_int
 tg_event_kind = c_int
-#: ``tg_subscription``.
+tg_button_state = c_int
+tg_send_outcome = c_int
+tg_cancel_reason = c_int
+tg_require_result = c_int
+tg_gate_event_kind = c_int
+#: Ids: ``tg_subscription``, ``tg_ticket``, ``tg_request``.
 tg_subscription = c_uint64
+tg_ticket = c_uint64
+tg_request = c_uint64
 #: ``tg_engine *``: an opaque handle (an id in disguise, never dereferenced).
 tg_engine_p = c_void_p
 
@@ -78,6 +93,12 @@ class tg_engine_options(Structure):
         ("delivery", tg_delivery),
         ("clock", tg_clock_kind),
         ("tick_interval_ms", c_int64),
+        ("store_path", c_char_p),
+        ("store_commit_delay_ms", c_int64),
+        ("store_flags", c_uint32),
+        ("manual_boot_ms", c_int64),
+        ("manual_wall_ms", c_int64),
+        ("manual_boot_id", c_char_p),
     ]
 
 
@@ -93,6 +114,9 @@ class tg_event(Structure):
         ("display_seconds", c_int64),
         ("duration_ms", c_int64),
         ("subscription", tg_subscription),
+        ("state", tg_button_state),
+        ("enabled", c_int),
+        ("title", c_char_p),
     ]
 
 
@@ -109,12 +133,72 @@ class tg_countdown_info(Structure):
     ]
 
 
+class tg_policy(Structure):
+    """``struct tg_policy``."""
+
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("step_count", c_uint32),
+        ("cooldown_ms", c_int64 * TG_POLICY_MAX_STEPS),
+        ("window_max_sends", c_uint32),
+        ("window_ms", c_int64),
+        ("quiet_reset_ms", c_int64),
+        ("ticket_timeout_ms", c_int64),
+    ]
+
+
+class tg_titles(Structure):
+    """``struct tg_titles`` (NULL fields keep the English default)."""
+
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("idle", c_char_p),
+        ("sending", c_char_p),
+        ("cooling", c_char_p),
+        ("ready_again", c_char_p),
+        ("locked", c_char_p),
+    ]
+
+
+class tg_button(Structure):
+    """``struct tg_button``."""
+
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("state", tg_button_state),
+        ("enabled", c_int),
+        ("remaining_ms", c_int64),
+        ("display_seconds", c_int64),
+        ("title", c_char * TG_TITLE_BUFFER_BYTES),
+    ]
+
+
+class tg_gate_event(Structure):
+    """``struct tg_gate_event`` (valid only during the callback)."""
+
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("kind", tg_gate_event_kind),
+        ("realm", c_char_p),
+        ("logged_in", c_int),
+        ("session_remaining_ms", c_int64),
+        ("queued", c_size_t),
+        ("subscription", tg_subscription),
+    ]
+
+
 #: ``void (*tg_event_fn)(const tg_event *, void *)``
 tg_event_fn = CFUNCTYPE(None, POINTER(tg_event), c_void_p)
 #: ``void (*tg_destroy_fn)(void *)``
 tg_destroy_fn = CFUNCTYPE(None, c_void_p)
 #: ``int (*tg_countdown_visit_fn)(const tg_countdown_info *, void *)``
 tg_countdown_visit_fn = CFUNCTYPE(c_int, POINTER(tg_countdown_info), c_void_p)
+#: ``void (*tg_action_fn)(tg_request, void *)``
+tg_action_fn = CFUNCTYPE(None, tg_request, c_void_p)
+#: ``void (*tg_cancel_fn)(tg_request, tg_cancel_reason, void *)``
+tg_cancel_fn = CFUNCTYPE(None, tg_request, tg_cancel_reason, c_void_p)
+#: ``void (*tg_gate_event_fn)(const tg_gate_event *, void *)``
+tg_gate_event_fn = CFUNCTYPE(None, POINTER(tg_gate_event), c_void_p)
 
 # ---------------------------------------------------------------------------
 # Functions
@@ -133,6 +217,8 @@ FUNCTIONS: Dict[str, Tuple[Any, Sequence[Any]]] = {
     "tg_engine_dispatch": (tg_status, (tg_engine_p, POINTER(c_size_t))),
     "tg_clock_advance": (tg_status, (tg_engine_p, c_int64)),
     "tg_clock_now": (tg_status, (tg_engine_p, POINTER(c_int64))),
+    "tg_clock_set_wall": (tg_status, (tg_engine_p, c_int64)),
+    "tg_store_flush": (tg_status, (tg_engine_p,)),
     "tg_countdown_start": (
         tg_status,
         (tg_engine_p, c_char_p, c_char_p, c_int64, c_int64, c_uint32, POINTER(c_int64)),
@@ -161,7 +247,54 @@ FUNCTIONS: Dict[str, Tuple[Any, Sequence[Any]]] = {
         ),
     ),
     "tg_unsubscribe": (tg_status, (tg_engine_p, tg_subscription)),
+    "tg_policy_init": (None, (POINTER(tg_policy),)),
+    "tg_policy_set": (tg_status, (tg_engine_p, c_char_p, POINTER(tg_policy))),
+    "tg_policy_get": (tg_status, (tg_engine_p, c_char_p, POINTER(tg_policy))),
+    "tg_send_begin": (
+        tg_status,
+        (tg_engine_p, c_char_p, c_char_p, POINTER(tg_ticket), POINTER(c_int64)),
+    ),
+    "tg_send_end": (
+        tg_status,
+        (tg_engine_p, tg_ticket, tg_send_outcome, c_int64, POINTER(c_int64)),
+    ),
+    "tg_verified": (tg_status, (tg_engine_p, c_char_p, c_char_p)),
+    "tg_titles_set": (tg_status, (tg_engine_p, c_char_p, POINTER(tg_titles))),
+    "tg_button_get": (tg_status, (tg_engine_p, c_char_p, c_char_p, POINTER(tg_button))),
+    "tg_gate_require": (
+        tg_status,
+        (
+            tg_engine_p,
+            c_char_p,
+            c_int,
+            c_char_p,
+            tg_action_fn,
+            tg_cancel_fn,
+            c_void_p,
+            tg_destroy_fn,
+            POINTER(tg_request),
+            POINTER(tg_require_result),
+        ),
+    ),
+    "tg_gate_withdraw": (tg_status, (tg_engine_p, tg_request)),
+    "tg_gate_login_succeeded": (tg_status, (tg_engine_p, c_char_p, c_int64)),
+    "tg_gate_login_cancelled": (tg_status, (tg_engine_p, c_char_p)),
+    "tg_gate_logout": (tg_status, (tg_engine_p, c_char_p)),
+    "tg_gate_session": (tg_status, (tg_engine_p, c_char_p, POINTER(c_int), POINTER(c_int64))),
+    "tg_gate_set_request_timeout": (tg_status, (tg_engine_p, c_char_p, c_int64)),
+    "tg_gate_subscribe": (
+        tg_status,
+        (tg_engine_p, c_char_p, tg_gate_event_fn, c_void_p, tg_destroy_fn, POINTER(tg_subscription)),
+    ),
 }
+
+#: Functions whose failure reports a wait through an output parameter:
+#: name -> index of that argument (read for the _Waiting errors).
+WAIT_OUTPUTS: Dict[str, int] = {
+    "tg_countdown_start": 6,  # *out_remaining_ms on TG_E_COOLING_DOWN
+    "tg_send_begin": 4,  # *out_wait_ms on COOLING_DOWN, IN_FLIGHT, LOCKED
+}
+_WAIT_STATUSES = (Status.E_COOLING_DOWN, Status.E_IN_FLIGHT, Status.E_LOCKED)
 
 
 def _out_value(arg: Any) -> Optional[int]:
@@ -174,7 +307,7 @@ def _out_value(arg: Any) -> Optional[int]:
     return None if obj is None else obj.value
 
 
-def _make_errcheck(cdll: ctypes.CDLL, special: Optional[str] = None) -> Callable[..., int]:
+def _make_errcheck(cdll: ctypes.CDLL, wait_index: Optional[int] = None) -> Callable[..., int]:
     last_error = cdll.tg_last_error_message
 
     def errcheck(result: int, func: Any, args: Tuple[Any, ...]) -> int:
@@ -183,9 +316,10 @@ def _make_errcheck(cdll: ctypes.CDLL, special: Optional[str] = None) -> Callable
         # Read the detail at once, on this thread, before any other call.
         raw = last_error()
         message = raw.decode("utf-8", "replace") if raw else ""
-        if special == "start" and result == Status.E_COOLING_DOWN:
-            raise _errors.CoolingDown(message, remaining_ms=_out_value(args[6]))
-        raise _errors.error_for_status(result, message)
+        error = _errors.error_for_status(result, message)
+        if wait_index is not None and result in _WAIT_STATUSES:
+            error.remaining_ms = _out_value(args[wait_index])  # type: ignore[attr-defined]
+        raise error
 
     return errcheck
 
@@ -199,8 +333,7 @@ def declare(cdll: ctypes.CDLL) -> ctypes.CDLL:
         func.argtypes = list(argtypes)
     for name, (restype, _) in FUNCTIONS.items():
         if restype is tg_status:
-            special = "start" if name == "tg_countdown_start" else None
-            getattr(cdll, name).errcheck = _make_errcheck(cdll, special)
+            getattr(cdll, name).errcheck = _make_errcheck(cdll, WAIT_OUTPUTS.get(name))
     return cdll
 
 

@@ -29,6 +29,7 @@ __all__ = [
     "EXPECTED_MAJOR",
     "ENV_VAR",
     "PACKAGE_LIB_DIR",
+    "SONAME",
     "LibraryError",
     "LibraryNotFound",
     "LibraryVersionMismatch",
@@ -42,6 +43,8 @@ EXPECTED_MAJOR = 0
 ENV_VAR = "TICKGATE_LIBRARY"
 #: Where a copy of the library may be shipped inside the package.
 PACKAGE_LIB_DIR = Path(__file__).resolve().parent / "_lib"
+#: The name the dynamic loader's search path is asked for, last.
+SONAME = f"libtickgate.so.{EXPECTED_MAJOR}"
 
 _log = logging.getLogger("tickgate")
 
@@ -123,7 +126,7 @@ def _candidates(
         yield 'system loader (find_library("tickgate"))', found, ""
     else:
         yield 'system loader (find_library("tickgate"))', None, "found nothing"
-    yield "system loader (search path)", f"libtickgate.so.{EXPECTED_MAJOR}", ""
+    yield "system loader (search path)", SONAME, ""
 
 
 def open_library(

@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
+from typing import Optional, Tuple, Union
 
-from ._enums import EventKind
+from ._enums import ButtonState, EventKind, GateEventKind
 
-__all__ = ["Event", "Remaining", "CountdownInfo", "display_seconds_of"]
+__all__ = [
+    "Event",
+    "Remaining",
+    "CountdownInfo",
+    "Button",
+    "Policy",
+    "Titles",
+    "Session",
+    "GateEvent",
+    "display_seconds_of",
+]
 
 
 def display_seconds_of(remaining_ms: int) -> int:
@@ -36,6 +46,12 @@ class Event:
     duration_ms: int
     #: The id of the subscription this event is for.
     subscription: int
+    #: The key's button state after the event.
+    state: Union[ButtonState, int] = ButtonState.IDLE
+    #: True if the button may be tapped.
+    enabled: bool = True
+    #: The state's title, rendered ("Resend (42s)").
+    title: str = ""
 
     @property
     def remaining(self) -> float:
@@ -54,8 +70,9 @@ class Event:
 
     @property
     def ends_countdown(self) -> bool:
-        """True if the key is idle after this event: FINISHED, CANCELLED, or an idle STATE."""
-        return self.kind in (EventKind.FINISHED, EventKind.CANCELLED) or (
+        """True if the key is not counting down after this event: FINISHED,
+        CANCELLED, RESET, or a STATE with nothing remaining."""
+        return self.kind in (EventKind.FINISHED, EventKind.CANCELLED, EventKind.RESET) or (
             self.kind == EventKind.STATE and self.remaining_ms == 0
         )
 
@@ -94,3 +111,84 @@ class CountdownInfo:
     def duration(self) -> float:
         """Length of the countdown in seconds."""
         return self.duration_ms / 1000.0
+
+
+@dataclass(frozen=True)
+class Button:
+    """A key's "Get code" button, as :meth:`tickgate.Engine.button` reports it."""
+
+    state: Union[ButtonState, int]
+    #: True if the button may be tapped.
+    enabled: bool
+    #: COOLING, LOCKED: time left; else 0.
+    remaining_ms: int
+    display_seconds: int
+    #: The rendered title ("Resend (42s)").
+    title: str
+
+    @property
+    def remaining(self) -> float:
+        return self.remaining_ms / 1000.0
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The send policy of a scope (``tg_policy``); every time in integer milliseconds.
+
+    The defaults are the library's: a 60 s cooldown, no window cap,
+    escalation reset after an hour of quiet, a 30 s ticket timeout.
+    """
+
+    #: The cooldown after the 1st, 2nd, ... consecutive send (1 to 8 steps;
+    #: the last one repeats).
+    cooldowns_ms: Tuple[int, ...] = (60000,)
+    #: At most this many sends per key in any ``window_ms``; 0: no cap.
+    window_max_sends: int = 0
+    window_ms: int = 0
+    #: A send this long after the previous one restarts the schedule; 0: only
+    #: :meth:`tickgate.Engine.verified` does.
+    quiet_reset_ms: int = 3600000
+    #: A ticket not ended within this time expires and frees the key.
+    ticket_timeout_ms: int = 30000
+
+
+@dataclass(frozen=True)
+class Titles:
+    """Title templates of a scope (``tg_titles``); None keeps the English default.
+
+    Placeholders: ``{s}`` display seconds, ``{m}`` whole minutes rounded up,
+    ``{m:ss}`` minutes and seconds; ``{{`` and ``}}`` are literal braces.
+    """
+
+    idle: Optional[str] = None
+    sending: Optional[str] = None
+    cooling: Optional[str] = None
+    ready_again: Optional[str] = None
+    locked: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class Session:
+    """A realm's login session (:meth:`tickgate.Gate.session`)."""
+
+    logged_in: bool
+    #: Time to expiry; 0 for no expiry or logged out.
+    remaining_ms: int
+
+    @property
+    def remaining(self) -> float:
+        return self.remaining_ms / 1000.0
+
+
+@dataclass(frozen=True)
+class GateEvent:
+    """What a realm observer receives (a copy)."""
+
+    kind: Union[GateEventKind, int]
+    realm: str
+    logged_in: bool
+    #: Time to the session's expiry; 0 for none or logged out.
+    session_remaining_ms: int
+    #: Requests waiting for login.
+    queued: int
+    subscription: int

@@ -30,6 +30,14 @@ __all__ = [
     "Busy",
     "VersionMismatch",
     "OSFailure",
+    "InFlight",
+    "Locked",
+    "Expired",
+    "InvalidTemplate",
+    "StoreCorrupt",
+    "StoreVersion",
+    "StoreIO",
+    "RequestCancelled",
     "LibraryError",
     "LibraryNotFound",
     "LibraryVersionMismatch",
@@ -51,6 +59,13 @@ _STATUS_TEXT = {
     Status.E_BUSY: "busy",
     Status.E_VERSION: "unsupported struct version",
     Status.E_SYSTEM: "system error",
+    Status.E_IN_FLIGHT: "send in flight",
+    Status.E_LOCKED: "locked",
+    Status.E_EXPIRED: "ticket expired",
+    Status.E_INVALID_TEMPLATE: "invalid title template",
+    Status.E_STORE_CORRUPT: "store corrupt",
+    Status.E_STORE_VERSION: "store from a newer version",
+    Status.E_STORE_IO: "store I/O error",
 }
 
 
@@ -102,15 +117,10 @@ class NotFound(TickgateError, LookupError):
     STATUS = Status.E_NOT_FOUND
 
 
-class CoolingDown(TickgateError):
-    """``TG_E_COOLING_DOWN``: the key is already counting down.
-
-    ``remaining_ms`` is how long it still runs (``None`` only if the call that
-    failed does not report it), ``remaining`` the same in seconds and
-    ``display_seconds`` what a button shows.
-    """
-
-    STATUS = Status.E_COOLING_DOWN
+class _Waiting(TickgateError):
+    """An error that says how long to wait: ``remaining_ms`` (None when the
+    call that failed does not report it), ``remaining`` in seconds, and
+    ``display_seconds`` (what a button shows)."""
 
     def __init__(
         self,
@@ -124,13 +134,23 @@ class CoolingDown(TickgateError):
 
     @property
     def remaining(self) -> Optional[float]:
-        """Seconds the countdown still runs."""
+        """Seconds to wait."""
         return None if self.remaining_ms is None else self.remaining_ms / 1000.0
 
     @property
     def display_seconds(self) -> Optional[int]:
         """The ceiling of :attr:`remaining`: what a "Resend (Ns)" button shows."""
         return None if self.remaining_ms is None else -(-self.remaining_ms // 1000)
+
+
+class CoolingDown(_Waiting):
+    """``TG_E_COOLING_DOWN``: the key is already counting down.
+
+    ``remaining`` / ``remaining_ms`` say how long it still runs (from
+    :meth:`~tickgate.Engine.start` and :meth:`~tickgate.Engine.send_begin`).
+    """
+
+    STATUS = Status.E_COOLING_DOWN
 
 
 class Closed(TickgateError):
@@ -169,8 +189,64 @@ class OSFailure(TickgateError):
     STATUS = Status.E_SYSTEM
 
 
+class InFlight(_Waiting):
+    """``TG_E_IN_FLIGHT``: a send for this key is under way; ``remaining`` is
+    the time until its ticket expires."""
+
+    STATUS = Status.E_IN_FLIGHT
+
+
+class Locked(_Waiting):
+    """``TG_E_LOCKED``: the key reached its policy's cap of sends per window;
+    ``remaining`` is the time until the window frees a send."""
+
+    STATUS = Status.E_LOCKED
+
+
+class Expired(TickgateError):
+    """``TG_E_EXPIRED``: the send ticket expired before it was ended."""
+
+    STATUS = Status.E_EXPIRED
+
+
+class InvalidTemplate(TickgateError, ValueError):
+    """``TG_E_INVALID_TEMPLATE``: a title template is malformed."""
+
+    STATUS = Status.E_INVALID_TEMPLATE
+
+
+class StoreCorrupt(TickgateError):
+    """``TG_E_STORE_CORRUPT``: the store file is corrupt or not a database."""
+
+    STATUS = Status.E_STORE_CORRUPT
+
+
+class StoreVersion(TickgateError):
+    """``TG_E_STORE_VERSION``: the store was written by a newer Tickgate."""
+
+    STATUS = Status.E_STORE_VERSION
+
+
+class StoreIO(TickgateError, OSError):
+    """``TG_E_STORE_IO``: the store cannot be created, opened, read or written."""
+
+    STATUS = Status.E_STORE_IO
+
+
+class RequestCancelled(Exception):
+    """A gate request was cancelled instead of run (raised by
+    :meth:`tickgate.aio.AsyncGate.require`); ``reason`` is the
+    :class:`~tickgate.CancelReason`."""
+
+    def __init__(self, reason: object, realm: str = "") -> None:
+        name = getattr(reason, "name", str(reason))
+        super().__init__(f"request of realm {realm!r} cancelled: {name}" if realm else f"request cancelled: {name}")
+        self.reason = reason
+        self.realm = realm
+
+
 _BY_STATUS: Dict[int, Type[TickgateError]] = {
-    cls.STATUS: cls  # type: ignore[misc]
+    cls.STATUS: cls
     for cls in (
         InvalidArgument,
         InvalidKey,
@@ -183,6 +259,13 @@ _BY_STATUS: Dict[int, Type[TickgateError]] = {
         Busy,
         VersionMismatch,
         OSFailure,
+        InFlight,
+        Locked,
+        Expired,
+        InvalidTemplate,
+        StoreCorrupt,
+        StoreVersion,
+        StoreIO,
     )
 }
 

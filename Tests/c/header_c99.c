@@ -1,0 +1,251 @@
+/*
+ * header_c99.c — <tickgate.h> compiles as strict C99 (-std=c99 -pedantic
+ * -Wall -Wextra -Werror) and every type, macro and enum value of it can be
+ * used. Each function's declaration is checked against the expected
+ * signature inside sizeof (not evaluated), so only tg_version is linked.
+ * header_cxx.cpp does the same as C++.
+ */
+#include <tickgate.h>
+#include <tickgate.h> /* the include guard works */
+
+#include <stdio.h>
+
+/* Every macro, in constant expressions. */
+typedef char version_hex_ok[(TG_VERSION_HEX == ((TG_VERSION_MAJOR << 16) |
+                                                (TG_VERSION_MINOR << 8) |
+                                                TG_VERSION_PATCH)) ? 1 : -1];
+typedef char limits_ok[(TG_KEY_MAX_BYTES == 256 &&
+                        TG_DURATION_MAX_MS == INT64_C(31536000000) &&
+                        TG_TICK_INTERVAL_MIN_MS < TG_TICK_INTERVAL_DEFAULT_MS &&
+                        TG_TICK_INTERVAL_DEFAULT_MS < TG_TICK_INTERVAL_MAX_MS &&
+                        TG_START_RESTART == 1u && TG_POLICY_MAX_STEPS == 8 &&
+                        (TG_STORE_START_FRESH_IF_CORRUPT &
+                         TG_STORE_FULL_SYNC) == 0 &&
+                        TG_TITLE_MAX_BYTES <= TG_TITLE_BUFFER_BYTES &&
+                        TG_TITLE_MAX_PLACEHOLDERS > 0) ? 1 : -1];
+
+static const tg_engine_options default_options = TG_ENGINE_OPTIONS_INIT;
+static const tg_policy default_policy = TG_POLICY_INIT;
+static const tg_titles default_titles = TG_TITLES_INIT;
+static const char version_string[] = TG_VERSION_STRING;
+
+/* Every callback type. */
+static int visit(const tg_countdown_info *info, void *user_data)
+{
+    (void)user_data;
+    return info->remaining_ms > 0;
+}
+static void on_event(const tg_event *event, void *user_data)
+{
+    (void)event;
+    (void)user_data;
+}
+static void destroy(void *user_data) { (void)user_data; }
+static void action(tg_request request, void *user_data)
+{
+    (void)request;
+    (void)user_data;
+}
+static void cancel(tg_request request, tg_cancel_reason reason,
+                   void *user_data)
+{
+    (void)request;
+    (void)reason;
+    (void)user_data;
+}
+static void on_gate_event(const tg_gate_event *event, void *user_data)
+{
+    (void)event;
+    (void)user_data;
+}
+
+/* Every enum value; returns the number of values seen. */
+static int enums(void)
+{
+    tg_status statuses[] = {
+        TG_OK,          TG_E_INVALID_ARGUMENT, TG_E_INVALID_KEY,
+        TG_E_INVALID_DURATION, TG_E_NOT_FOUND, TG_E_COOLING_DOWN,
+        TG_E_CLOSED,    TG_E_INVALID_HANDLE,   TG_E_WRONG_MODE,
+        TG_E_BUSY,      TG_E_VERSION,          TG_E_SYSTEM,
+        TG_E_IN_FLIGHT, TG_E_LOCKED,           TG_E_EXPIRED,
+        TG_E_INVALID_TEMPLATE, TG_E_STORE_CORRUPT, TG_E_STORE_VERSION,
+        TG_E_STORE_IO};
+    tg_delivery deliveries[] = {TG_DELIVERY_ENGINE_THREAD,
+                                TG_DELIVERY_HOST_THREAD};
+    tg_clock_kind clocks[] = {TG_CLOCK_SYSTEM, TG_CLOCK_MANUAL};
+    tg_event_kind kinds[] = {TG_EVENT_STATE,     TG_EVENT_STARTED,
+                             TG_EVENT_TICK,      TG_EVENT_FINISHED,
+                             TG_EVENT_CANCELLED, TG_EVENT_SENDING,
+                             TG_EVENT_SEND_FAILED, TG_EVENT_RESET};
+    tg_button_state buttons[] = {TG_BUTTON_IDLE, TG_BUTTON_SENDING,
+                                 TG_BUTTON_COOLING, TG_BUTTON_READY_AGAIN,
+                                 TG_BUTTON_LOCKED};
+    tg_send_outcome outcomes[] = {TG_SEND_SUCCEEDED, TG_SEND_FAILED};
+    tg_cancel_reason reasons[] = {TG_CANCEL_LOGIN_CANCELLED,
+                                  TG_CANCEL_TIMED_OUT, TG_CANCEL_LOGGED_OUT};
+    tg_require_result results[] = {TG_REQUIRE_RUNS_NOW, TG_REQUIRE_QUEUED,
+                                   TG_REQUIRE_COALESCED};
+    tg_gate_event_kind gate_kinds[] = {
+        TG_GATE_STATE,      TG_GATE_LOGIN_REQUIRED, TG_GATE_LOGGED_IN,
+        TG_GATE_LOGGED_OUT, TG_GATE_EXPIRED,        TG_GATE_QUEUE_CHANGED};
+    return (int)(sizeof statuses / sizeof statuses[0] +
+                 sizeof deliveries / sizeof deliveries[0] +
+                 sizeof clocks / sizeof clocks[0] +
+                 sizeof kinds / sizeof kinds[0] +
+                 sizeof buttons / sizeof buttons[0] +
+                 sizeof outcomes / sizeof outcomes[0] +
+                 sizeof reasons / sizeof reasons[0] +
+                 sizeof results / sizeof results[0] +
+                 sizeof gate_kinds / sizeof gate_kinds[0]);
+}
+
+/* Every function against its expected signature (unevaluated). */
+static size_t signatures(void)
+{
+    uint32_t (*f_version)(void);
+    const char *(*f_version_string)(void);
+    const char *(*f_status_string)(tg_status);
+    const char *(*f_last_error)(void);
+    void (*f_options_init)(tg_engine_options *);
+    tg_status (*f_open)(const tg_engine_options *, tg_engine **);
+    tg_status (*f_close)(tg_engine *);
+    tg_status (*f_fd)(tg_engine *, int *);
+    tg_status (*f_dispatch)(tg_engine *, size_t *);
+    tg_status (*f_advance)(tg_engine *, int64_t);
+    tg_status (*f_now)(tg_engine *, int64_t *);
+    tg_status (*f_set_wall)(tg_engine *, int64_t);
+    tg_status (*f_store_flush)(tg_engine *);
+    tg_status (*f_start)(tg_engine *, const char *, const char *, int64_t,
+                         int64_t, uint32_t, int64_t *);
+    tg_status (*f_cancel)(tg_engine *, const char *, const char *);
+    tg_status (*f_cancel_scope)(tg_engine *, const char *, size_t *);
+    tg_status (*f_cancel_all)(tg_engine *, size_t *);
+    tg_status (*f_remaining)(tg_engine *, const char *, const char *,
+                             int64_t *, int64_t *);
+    tg_status (*f_list)(tg_engine *, const char *, tg_countdown_visit_fn,
+                        void *, size_t *);
+    tg_status (*f_subscribe)(tg_engine *, const char *, const char *,
+                             tg_event_fn, void *, tg_destroy_fn,
+                             tg_subscription *);
+    tg_status (*f_unsubscribe)(tg_engine *, tg_subscription);
+    void (*f_policy_init)(tg_policy *);
+    tg_status (*f_policy_set)(tg_engine *, const char *, const tg_policy *);
+    tg_status (*f_policy_get)(tg_engine *, const char *, tg_policy *);
+    tg_status (*f_send_begin)(tg_engine *, const char *, const char *,
+                              tg_ticket *, int64_t *);
+    tg_status (*f_send_end)(tg_engine *, tg_ticket, tg_send_outcome, int64_t,
+                            int64_t *);
+    tg_status (*f_verified)(tg_engine *, const char *, const char *);
+    tg_status (*f_titles_set)(tg_engine *, const char *, const tg_titles *);
+    tg_status (*f_button_get)(tg_engine *, const char *, const char *,
+                              tg_button *);
+    tg_status (*f_require)(tg_engine *, const char *, int, const char *,
+                           tg_action_fn, tg_cancel_fn, void *, tg_destroy_fn,
+                           tg_request *, tg_require_result *);
+    tg_status (*f_withdraw)(tg_engine *, tg_request);
+    tg_status (*f_login_ok)(tg_engine *, const char *, int64_t);
+    tg_status (*f_login_cancelled)(tg_engine *, const char *);
+    tg_status (*f_logout)(tg_engine *, const char *);
+    tg_status (*f_session)(tg_engine *, const char *, int *, int64_t *);
+    tg_status (*f_request_timeout)(tg_engine *, const char *, int64_t);
+    tg_status (*f_gate_subscribe)(tg_engine *, const char *, tg_gate_event_fn,
+                                  void *, tg_destroy_fn, tg_subscription *);
+
+    return sizeof(f_version = tg_version) +
+           sizeof(f_version_string = tg_version_string) +
+           sizeof(f_status_string = tg_status_string) +
+           sizeof(f_last_error = tg_last_error_message) +
+           sizeof(f_options_init = tg_engine_options_init) +
+           sizeof(f_open = tg_engine_open) + sizeof(f_close = tg_engine_close) +
+           sizeof(f_fd = tg_engine_fd) +
+           sizeof(f_dispatch = tg_engine_dispatch) +
+           sizeof(f_advance = tg_clock_advance) +
+           sizeof(f_now = tg_clock_now) +
+           sizeof(f_set_wall = tg_clock_set_wall) +
+           sizeof(f_store_flush = tg_store_flush) +
+           sizeof(f_start = tg_countdown_start) +
+           sizeof(f_cancel = tg_countdown_cancel) +
+           sizeof(f_cancel_scope = tg_countdown_cancel_scope) +
+           sizeof(f_cancel_all = tg_countdown_cancel_all) +
+           sizeof(f_remaining = tg_countdown_remaining) +
+           sizeof(f_list = tg_countdown_list) +
+           sizeof(f_subscribe = tg_subscribe) +
+           sizeof(f_unsubscribe = tg_unsubscribe) +
+           sizeof(f_policy_init = tg_policy_init) +
+           sizeof(f_policy_set = tg_policy_set) +
+           sizeof(f_policy_get = tg_policy_get) +
+           sizeof(f_send_begin = tg_send_begin) +
+           sizeof(f_send_end = tg_send_end) +
+           sizeof(f_verified = tg_verified) +
+           sizeof(f_titles_set = tg_titles_set) +
+           sizeof(f_button_get = tg_button_get) +
+           sizeof(f_require = tg_gate_require) +
+           sizeof(f_withdraw = tg_gate_withdraw) +
+           sizeof(f_login_ok = tg_gate_login_succeeded) +
+           sizeof(f_login_cancelled = tg_gate_login_cancelled) +
+           sizeof(f_logout = tg_gate_logout) +
+           sizeof(f_session = tg_gate_session) +
+           sizeof(f_request_timeout = tg_gate_set_request_timeout) +
+           sizeof(f_gate_subscribe = tg_gate_subscribe);
+}
+
+int main(void)
+{
+    tg_engine *engine = NULL;
+    tg_countdown_visit_fn v = visit;
+    tg_event_fn e = on_event;
+    tg_destroy_fn d = destroy;
+    tg_action_fn a = action;
+    tg_cancel_fn c = cancel;
+    tg_gate_event_fn g = on_gate_event;
+    tg_countdown_info info = {sizeof(tg_countdown_info), "login", "alice",
+                              1, 1, 1};
+    tg_event event;
+    tg_gate_event gate_event;
+    tg_button button;
+    tg_subscription sub = 0;
+    tg_ticket ticket = 0;
+    tg_request request = 0;
+    int failures = 0;
+
+    event.struct_size = sizeof event;
+    event.kind = TG_EVENT_STATE;
+    event.scope = event.subject = event.title = "x";
+    event.remaining_ms = event.display_seconds = event.duration_ms = 0;
+    event.subscription = sub;
+    event.state = TG_BUTTON_IDLE;
+    event.enabled = 1;
+    gate_event.struct_size = sizeof gate_event;
+    gate_event.kind = TG_GATE_STATE;
+    gate_event.realm = "account";
+    gate_event.logged_in = 0;
+    gate_event.session_remaining_ms = 0;
+    gate_event.queued = 0;
+    gate_event.subscription = sub;
+    button.struct_size = sizeof button;
+    button.title[0] = '\0';
+
+    e(&event, NULL);
+    g(&gate_event, NULL);
+    a(request, NULL);
+    c(request, TG_CANCEL_TIMED_OUT, NULL);
+    d(NULL);
+    failures += v(&info, NULL) != 1;
+    failures += enums() != 19 + 2 + 2 + 8 + 5 + 2 + 3 + 3 + 6;
+    failures += signatures() == 0;
+    failures += default_options.struct_size != sizeof(tg_engine_options);
+    failures += default_options.store_path != NULL ||
+                default_options.manual_boot_id != NULL ||
+                default_options.store_flags != 0 ||
+                default_options.store_commit_delay_ms != 0 ||
+                default_options.manual_boot_ms != 0 ||
+                default_options.manual_wall_ms != 0;
+    failures += default_policy.struct_size != sizeof(tg_policy);
+    failures += default_titles.struct_size != sizeof(tg_titles);
+    failures += sizeof version_string < 6;
+    failures += engine != NULL || ticket != 0;
+    /* the loaded library has this header's major version */
+    failures += (tg_version() >> 16) != TG_VERSION_MAJOR;
+    printf("%d passed, %d failed\n", failures ? 0 : 1, failures ? 1 : 0);
+    return failures ? 1 : 0;
+}

@@ -1,0 +1,326 @@
+"""Every tg_status maps to its exception, with the library's message; real calls raise them."""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+
+import tickgate
+from tickgate import Status, _ffi
+from tickgate.errors import error_for_status
+from conftest import BINDINGS, LIBRARY
+
+EXPECTED = {
+    Status.E_INVALID_ARGUMENT: tickgate.InvalidArgument,
+    Status.E_INVALID_KEY: tickgate.InvalidKey,
+    Status.E_INVALID_DURATION: tickgate.InvalidDuration,
+    Status.E_NOT_FOUND: tickgate.NotFound,
+    Status.E_COOLING_DOWN: tickgate.CoolingDown,
+    Status.E_CLOSED: tickgate.Closed,
+    Status.E_INVALID_HANDLE: tickgate.InvalidHandle,
+    Status.E_WRONG_MODE: tickgate.WrongMode,
+    Status.E_BUSY: tickgate.Busy,
+    Status.E_VERSION: tickgate.VersionMismatch,
+    Status.E_SYSTEM: tickgate.OSFailure,
+    Status.E_IN_FLIGHT: tickgate.InFlight,
+    Status.E_LOCKED: tickgate.Locked,
+    Status.E_EXPIRED: tickgate.Expired,
+    Status.E_INVALID_TEMPLATE: tickgate.InvalidTemplate,
+    Status.E_STORE_CORRUPT: tickgate.StoreCorrupt,
+    Status.E_STORE_VERSION: tickgate.StoreVersion,
+    Status.E_STORE_IO: tickgate.StoreIO,
+}
+
+
+def test_every_error_status_has_its_class() -> None:
+    # Adding a status to the enum without an exception class fails here.
+    assert set(EXPECTED) == set(Status) - {Status.OK}
+    assert len(set(EXPECTED.values())) == len(EXPECTED)
+
+
+@pytest.mark.parametrize("status", sorted(EXPECTED), ids=lambda s: s.name)
+def test_status_maps_to_exception(status: Status) -> None:
+    err = error_for_status(int(status), "detail text")
+    cls = EXPECTED[status]
+    assert type(err) is cls
+    assert isinstance(err, tickgate.TickgateError)
+    assert err.status == status and isinstance(err.status, Status)
+    assert err.message == "detail text"
+    assert cls.STATUS == status
+    # The text is the library's tg_status_string, then the detail.
+    assert str(err) == f"{tickgate.status_string(status)}: detail text"
+
+
+def test_unknown_status_gives_the_base_class() -> None:
+    err = error_for_status(99, "what")
+    assert type(err) is tickgate.TickgateError
+    assert err.status == 99 and err.message == "what"
+    assert tickgate.status_string(99) == "unknown status"
+
+
+def test_pythonic_bases() -> None:
+    assert issubclass(tickgate.InvalidKey, ValueError)
+    assert issubclass(tickgate.InvalidDuration, ValueError)
+    assert issubclass(tickgate.InvalidArgument, ValueError)
+    assert issubclass(tickgate.NotFound, LookupError)
+    assert issubclass(tickgate.StoreIO, OSError)
+    assert issubclass(tickgate.LibraryNotFound, ImportError)
+
+
+# ---------------------------------------------------------------------------
+# The real library raises each of them, with its own message
+# ---------------------------------------------------------------------------
+
+
+def _message_is_from_library(err: tickgate.TickgateError) -> None:
+    assert err.message, f"{type(err).__name__} without tg_last_error_message"
+
+
+def test_invalid_argument() -> None:
+    with pytest.raises(tickgate.InvalidArgument) as info:
+        tickgate.Engine(delivery=7)
+    _message_is_from_library(info.value)
+    with pytest.raises(tickgate.InvalidArgument):
+        _ffi.library().tg_engine_open(None, None)
+
+
+def test_invalid_key(host_engine: tickgate.Engine) -> None:
+    with pytest.raises(tickgate.InvalidKey) as info:
+        host_engine.start("", "alice", 60)
+    assert "scope" in info.value.message
+    with pytest.raises(tickgate.InvalidKey) as info:
+        host_engine.start("login", "k" * 257, 60)
+    assert "subject" in info.value.message
+    with pytest.raises(tickgate.InvalidKey):
+        host_engine.start("login", b"\xff\xfe", 60)  # not UTF-8
+
+
+def test_invalid_duration(host_engine: tickgate.Engine) -> None:
+    with pytest.raises(tickgate.InvalidDuration) as info:
+        host_engine.start("login", "alice", 0)
+    _message_is_from_library(info.value)
+    with pytest.raises(tickgate.InvalidDuration):
+        host_engine.start("login", "alice", 1, tick_interval_ms=5)
+    with pytest.raises(tickgate.InvalidDuration):
+        host_engine.advance(ms=-1)
+
+
+def test_not_found(host_engine: tickgate.Engine) -> None:
+    with pytest.raises(tickgate.NotFound) as info:
+        host_engine.cancel("login", "nobody")
+    _message_is_from_library(info.value)
+    with pytest.raises(tickgate.NotFound):
+        host_engine.remaining("login", "nobody")
+    with pytest.raises(tickgate.NotFound):
+        host_engine.unsubscribe(12345)
+
+
+def test_cooling_down_carries_remaining(host_engine: tickgate.Engine) -> None:
+    host_engine.start("login", "alice", 60)
+    host_engine.advance(ms=1500)
+    with pytest.raises(tickgate.CoolingDown) as info:
+        host_engine.start("login", "alice", 60)
+    err = info.value
+    assert err.remaining_ms == 58500
+    assert err.remaining == pytest.approx(58.5)
+    assert err.display_seconds == 59
+    assert "58500" in err.message
+
+
+def test_closed() -> None:
+    engine = tickgate.Engine(clock="manual")
+    engine.close()
+    with pytest.raises(tickgate.Closed) as info:
+        engine.start("login", "alice", 1)
+    _message_is_from_library(info.value)
+
+
+def test_invalid_handle() -> None:
+    lib = _ffi.library()
+    with pytest.raises(tickgate.InvalidHandle) as info:
+        lib.tg_countdown_cancel_all(0x1234, None)  # not a handle's tag
+    _message_is_from_library(info.value)
+    with pytest.raises(tickgate.InvalidHandle):
+        lib.tg_countdown_cancel_all((1 << 40) << 4 | 0x8, None)  # the tag, but never issued
+
+
+def test_wrong_mode() -> None:
+    with tickgate.Engine() as engine:  # engine thread, system clock
+        with pytest.raises(tickgate.WrongMode) as info:
+            engine.fileno()
+        _message_is_from_library(info.value)
+        with pytest.raises(tickgate.WrongMode):
+            engine.dispatch()
+        with pytest.raises(tickgate.WrongMode):
+            engine.advance(1)
+
+
+def test_busy_from_inside_a_callback(host_engine: tickgate.Engine) -> None:
+    seen = []
+
+    def callback(event: tickgate.Event) -> None:
+        try:
+            host_engine.dispatch()
+        except tickgate.TickgateError as exc:
+            seen.append(exc)
+
+    with host_engine.subscribe("login", "alice", callback):
+        host_engine.dispatch()
+    assert len(seen) == 1 and type(seen[0]) is tickgate.Busy
+    _message_is_from_library(seen[0])
+
+
+def test_busy_from_another_thread(host_engine: tickgate.Engine) -> None:
+    inside, release, errors = threading.Event(), threading.Event(), []
+
+    def callback(event: tickgate.Event) -> None:
+        inside.set()
+        release.wait(10)
+
+    with host_engine.subscribe("login", "alice", callback):
+        worker = threading.Thread(target=host_engine.dispatch)
+        worker.start()
+        assert inside.wait(10)
+        try:
+            host_engine.dispatch()
+        except tickgate.Busy as exc:
+            errors.append(exc)
+        release.set()
+        worker.join(10)
+    assert len(errors) == 1
+
+
+def test_version_mismatch_of_options_struct() -> None:
+    lib = _ffi.library()
+    options = _ffi.tg_engine_options()
+    lib.tg_engine_options_init(ctypes.byref(options))
+    options.struct_size = 1
+    with pytest.raises(tickgate.VersionMismatch) as info:
+        lib.tg_engine_open(ctypes.byref(options), ctypes.byref(_ffi.tg_engine_p()))
+    _message_is_from_library(info.value)
+
+
+def test_system_failure_when_out_of_descriptors(tmp_path: Path) -> None:
+    # In a child process: lower RLIMIT_NOFILE and use up every descriptor,
+    # so that the engine's epoll/timerfd/eventfd cannot be created.
+    code = textwrap.dedent(
+        """
+        import os, resource, tickgate
+        tickgate.load_library()
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))
+        held = []
+        try:
+            while True:
+                held.append(os.open("/dev/null", os.O_RDONLY))
+        except OSError:
+            pass
+        try:
+            tickgate.Engine(delivery="host")
+            print("opened")
+        except tickgate.OSFailure as e:
+            print(type(e).__name__, e.status.name, e.message)
+        """
+    )
+    env = {"PYTHONPATH": str(BINDINGS), "TICKGATE_LIBRARY": LIBRARY, "PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert result.returncode == 0, result.stderr
+    words = result.stdout.split()
+    assert words[:2] == ["OSFailure", "E_SYSTEM"], result.stdout
+    assert len(words) > 2  # the message names the call and its errno
+
+
+def test_in_flight_and_expired(host_engine: tickgate.Engine) -> None:
+    ticket = host_engine.send_begin("login", "alice")
+    with pytest.raises(tickgate.InFlight) as info:
+        host_engine.send_begin("login", "alice")
+    assert info.value.remaining_ms == 30000  # the default ticket timeout
+    host_engine.advance(30)
+    host_engine.dispatch()  # host mode: the ticket's timer fires in dispatch
+    with pytest.raises(tickgate.Expired) as expired:
+        ticket.succeeded()
+    _message_is_from_library(expired.value)
+
+
+def test_locked(host_engine: tickgate.Engine) -> None:
+    host_engine.set_policy("login", tickgate.Policy(cooldowns_ms=(1000,), window_max_sends=2, window_ms=600_000))
+    for _ in range(2):
+        host_engine.send_begin("login", "alice").succeeded()
+        host_engine.advance(ms=1000)
+    with pytest.raises(tickgate.Locked) as info:
+        host_engine.send_begin("login", "alice")
+    assert info.value.remaining_ms is not None and 0 < info.value.remaining_ms <= 600_000
+
+
+def test_invalid_template(host_engine: tickgate.Engine) -> None:
+    with pytest.raises(tickgate.InvalidTemplate) as info:
+        host_engine.set_titles("login", cooling="Resend ({x}s)")
+    assert "{x}" in info.value.message
+    with pytest.raises(tickgate.InvalidTemplate):
+        host_engine.set_titles("login", cooling="Resend ({s")
+
+
+def test_store_errors(tmp_path: Path) -> None:
+    with pytest.raises(tickgate.StoreIO) as info:
+        tickgate.Engine(clock="manual", store_path=tmp_path / "no-such-dir" / "s.db")
+    _message_is_from_library(info.value)
+    corrupt = tmp_path / "corrupt.db"
+    corrupt.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(tickgate.StoreCorrupt):
+        tickgate.Engine(clock="manual", store_path=corrupt)
+    newer = tmp_path / "newer.db"
+    with sqlite3.connect(newer) as db:
+        db.execute("PRAGMA user_version=99")
+    with pytest.raises(tickgate.StoreVersion):
+        tickgate.Engine(clock="manual", store_path=newer)
+
+
+# ---------------------------------------------------------------------------
+# Errors the bindings raise before calling C
+# ---------------------------------------------------------------------------
+
+
+def test_python_side_argument_errors(host_engine: tickgate.Engine) -> None:
+    with pytest.raises(tickgate.InvalidKey, match="NUL"):
+        host_engine.start("log\0in", "alice", 1)
+    with pytest.raises(tickgate.InvalidDuration):
+        host_engine.start("login", "alice", math.nan)
+    with pytest.raises(tickgate.InvalidDuration):
+        host_engine.start("login", "alice", math.inf)
+    with pytest.raises(TypeError):
+        host_engine.start("login", 42, 1)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        host_engine.start("login", "alice", "60")  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        host_engine.start("login", "alice", 1, duration_ms=1000)
+    with pytest.raises(TypeError):
+        host_engine.start("login", "alice")
+    with pytest.raises(TypeError):
+        host_engine.subscribe("login", "alice", "not callable")  # type: ignore[arg-type]
+    assert not host_engine.is_counting("login", "alice")
+
+
+def test_error_message_is_per_thread(host_engine: tickgate.Engine) -> None:
+    # A failure on another thread does not change this thread's message.
+    with pytest.raises(tickgate.InvalidKey) as mine:
+        host_engine.start("", "alice", 1)
+
+    def other() -> None:
+        try:
+            host_engine.start("login", "alice", 0)
+        except tickgate.InvalidDuration:
+            pass
+
+    t = threading.Thread(target=other)
+    t.start()
+    t.join()
+    raw = _ffi.library().tg_last_error_message().decode()
+    assert raw == mine.value.message

@@ -1,0 +1,323 @@
+"""asyncio integration: host-thread delivery driven by the running event loop.
+
+:class:`AsyncEngine` is an :class:`tickgate.Engine` opened with
+``Delivery.HOST_THREAD``. It registers its descriptor with
+``loop.add_reader(engine.fileno(), ...)``, so every callback runs on the
+loop's thread inside ``engine.dispatch()``, and removes the reader before the
+engine closes. On top of that it offers awaitables::
+
+    async with AsyncEngine() as engine:
+        engine.start("login", phone, 60)
+        async with engine.events("login", phone, until_idle=True) as events:
+            async for event in events:
+                button.text = f"Resend ({event.display_seconds}s)" if event.counting else "Get code"
+        await engine.wait_ready("login", phone)   # returns at once if idle
+
+The login gate has an awaitable too: ``await engine.gate("account").require()``
+returns when the action may run (at once if no login is needed or the
+session is live, else after the login succeeds) and raises
+:class:`tickgate.RequestCancelled` if the login is cancelled, times out or
+the user logs out.
+
+Use an AsyncEngine from its loop's thread (the synchronous methods of
+Engine, such as ``start`` and ``cancel``, are fine to call from there).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import weakref
+from typing import Any, AsyncIterator, Callable, Optional, Union
+
+from ._engine import Engine, Key, Seconds, Subscription
+from ._enums import CancelReason, ClockKind, Delivery, EventKind, RequireResult
+from ._gate import Gate, GateRequest
+from ._types import Event
+from .errors import Busy, Closed, RequestCancelled
+
+__all__ = ["AsyncEngine", "AsyncGate", "EventStream", "open_engine"]
+
+
+def _call_on_loop(loop: asyncio.AbstractEventLoop, owner: int, fn: Callable[[], Any]) -> None:
+    """Run fn now if this is the loop's thread, else schedule it there."""
+    if threading.get_ident() == owner:
+        fn()
+    elif not loop.is_closed():
+        loop.call_soon_threadsafe(fn)
+
+
+class AsyncEngine(Engine):
+    """An Engine whose callbacks run on an asyncio event loop.
+
+    Create it while the loop runs (inside a coroutine), or pass ``loop`` and
+    create it on the loop's thread. Options are those of
+    :class:`tickgate.Engine` except ``delivery``, which is always
+    ``HOST_THREAD``. ``close()`` (or ``async with``) removes the
+    reader, then closes the engine.
+    """
+
+    def __init__(
+        self,
+        *,
+        clock: Union[ClockKind, int, str] = ClockKind.SYSTEM,
+        tick_interval: Optional[Seconds] = None,
+        tick_interval_ms: Optional[int] = None,
+        loop: Optional[asyncio.AbstractEventLoop] = None,
+        **options: Any,
+    ) -> None:
+        if "delivery" in options:
+            raise TypeError("an AsyncEngine always uses Delivery.HOST_THREAD")
+        self._loop = loop if loop is not None else asyncio.get_running_loop()
+        self._owner = threading.get_ident()
+        self._fd = -1
+        super().__init__(
+            delivery=Delivery.HOST_THREAD,
+            clock=clock,
+            tick_interval=tick_interval,
+            tick_interval_ms=tick_interval_ms,
+            **options,
+        )
+        self._fd = self.fileno()
+        #: Futures of AsyncGate.require by request id (for coalesced requests).
+        self._gate_waiting: "dict[int, asyncio.Future[None]]" = {}
+        # The reader holds only a weak reference, so that an engine nobody
+        # holds can still be collected (and closed by its finalizer).
+        ref = weakref.ref(self)
+        self._loop.add_reader(self._fd, _on_readable, ref)
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        return self._loop
+
+    def _delete(self, handle: int) -> None:
+        # Stop polling the descriptor before the engine closes it.
+        if self._fd >= 0:
+            fd, self._fd = self._fd, -1
+            try:
+                if not self._loop.is_closed():
+                    self._loop.remove_reader(fd)
+            except Exception:  # noqa: BLE001 - a closing loop, or another thread
+                pass
+        super()._delete(handle)
+
+    async def aclose(self) -> None:
+        """Close the engine (same as :meth:`close`; for ``async with``)."""
+        self.close()
+
+    async def __aenter__(self) -> "AsyncEngine":
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _run_pending(self) -> int:
+        try:
+            return self.dispatch()
+        except (Busy, Closed):
+            return 0
+
+    # -- awaitables ----------------------------------------------------------
+
+    async def wait_ready(self, scope: Key, subject: Key) -> Optional[Event]:
+        """Wait until (scope, subject) is not counting down.
+
+        Returns None at once if the key is idle, else the event that ended the
+        countdown (FINISHED or CANCELLED). A restart while waiting keeps
+        waiting for the new countdown. Raises :class:`tickgate.Closed` if the
+        engine closes first.
+        """
+        if not self.is_counting(scope, subject):
+            return None
+        future: "asyncio.Future[Optional[Event]]" = self._loop.create_future()
+
+        def on_event(event: Event) -> None:
+            if event.ends_countdown and not future.done():
+                future.set_result(None if event.kind == EventKind.STATE else event)
+
+        def on_end() -> None:
+            def settle() -> None:
+                if not future.done():
+                    future.set_exception(Closed("the engine closed while waiting"))
+
+            _call_on_loop(self._loop, self._owner, settle)
+
+        subscription = self._subscribe(scope, subject, on_event, on_end)
+        try:
+            return await future
+        finally:
+            subscription.close()
+
+    def events(
+        self, scope: Key, subject: Optional[Key], *, until_idle: bool = False
+    ) -> "EventStream":
+        """An async iterator of the events of (scope, subject), or of every key
+        of ``scope`` when ``subject`` is None.
+
+        The first event is the current state (STATE). With ``until_idle=True``
+        the iteration ends after the event that leaves the key idle (FINISHED,
+        CANCELLED, or an idle STATE); otherwise it ends when the stream or the
+        engine is closed. Use it with ``async with`` so that the subscription
+        ends when the block does, even after ``break``.
+        """
+        return EventStream(
+            self, lambda cb, end: self._subscribe(scope, subject, cb, end), until_idle
+        )
+
+    def gate(self, realm: Key) -> "AsyncGate":
+        """The login gate of ``realm``, with an awaitable :meth:`AsyncGate.require`."""
+        return AsyncGate(self, realm)
+
+
+def _on_readable(ref: "weakref.ref[AsyncEngine]") -> None:
+    engine = ref()
+    if engine is not None:
+        engine._run_pending()
+
+
+_END = object()
+
+
+class EventStream:
+    """Events of one subscription as an async iterator (see :meth:`AsyncEngine.events`)."""
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        subscribe: Callable[[Callable[[Any], None], Callable[[], None]], Subscription],
+        until_idle: bool = False,
+    ) -> None:
+        self._queue: "asyncio.Queue[Any]" = asyncio.Queue()
+        self._until_idle = until_idle
+        self._finished = False
+        queue = self._queue  # the callbacks must not hold the stream itself
+        loop, owner = engine.loop, engine._owner
+
+        def on_event(event: Any) -> None:
+            queue.put_nowait(event)
+
+        def on_end() -> None:
+            _call_on_loop(loop, owner, lambda: queue.put_nowait(_END))
+
+        self._subscription: Subscription = subscribe(on_event, on_end)
+
+    @property
+    def subscription(self) -> Subscription:
+        return self._subscription
+
+    def __aiter__(self) -> AsyncIterator[Event]:
+        return self
+
+    async def __anext__(self) -> Any:
+        if self._finished:
+            raise StopAsyncIteration
+        item = await self._queue.get()
+        if item is _END:
+            self._finished = True
+            raise StopAsyncIteration
+        if self._until_idle and getattr(item, "ends_countdown", False):
+            self._finished = True
+            self.close()
+        return item
+
+    def close(self) -> None:
+        """End the subscription (idempotent); iteration stops after queued events."""
+        self._subscription.close()
+
+    async def aclose(self) -> None:
+        self.close()
+
+    async def __aenter__(self) -> "EventStream":
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self._subscription.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+class AsyncGate(Gate):
+    """A :class:`tickgate.Gate` of an :class:`AsyncEngine`, with awaitables."""
+
+    engine: AsyncEngine
+
+    async def require(  # type: ignore[override]
+        self,
+        action: Optional[Callable[[], Any]] = None,
+        *,
+        needs_login: bool = True,
+        coalesce_key: Optional[Key] = None,
+    ) -> GateRequest:
+        """Wait until the action may run; returns the :class:`tickgate.GateRequest`.
+
+        Returns at once (after one pass of the loop) if no login is needed
+        or the session is live; otherwise after the login succeeds. Raises
+        :class:`tickgate.RequestCancelled` (with ``reason``) if the login is
+        cancelled, times out or the user logs out, and
+        :class:`tickgate.Closed` if the engine closes first. ``action``
+        (optional) runs on the loop thread just before the await returns.
+        A request that joins a queued one of the same ``coalesce_key``
+        resolves with it. Cancelling the awaiting task withdraws the request.
+        """
+        engine = self.engine
+        loop = engine.loop
+        future: "asyncio.Future[None]" = loop.create_future()
+        state = {"coalesced": False}
+
+        def on_action() -> None:
+            if action is not None:
+                action()
+            if not future.done():
+                future.set_result(None)
+
+        def on_cancel(reason: CancelReason) -> None:
+            if not future.done():
+                future.set_exception(RequestCancelled(reason, self.realm))
+
+        def on_end() -> None:
+            # Deferred, so that a coalesced request (whose destructor runs
+            # inside tg_gate_require) is known as such first.
+            def settle() -> None:
+                if not state["coalesced"] and not future.done():
+                    future.set_exception(Closed("the engine closed before the request ran"))
+
+            _call_on_loop(loop, engine._owner, lambda: loop.call_soon(settle))
+
+        request = Gate.require(
+            self, on_action, needs_login=needs_login, coalesce_key=coalesce_key,
+            on_cancel=on_cancel, _on_end=on_end,
+        )
+        waiting = engine._gate_waiting
+        if request.result == RequireResult.COALESCED:
+            state["coalesced"] = True
+            joined = waiting.get(request.id)
+            if joined is None:
+                raise RuntimeError(
+                    "this request was coalesced into one that was not made with "
+                    "AsyncGate.require; await that one instead"
+                )
+            await asyncio.shield(joined)
+            return request
+        waiting[request.id] = future
+        try:
+            await future
+        except asyncio.CancelledError:
+            request.withdraw()
+            raise
+        finally:
+            waiting.pop(request.id, None)
+        return request
+
+    def events(self) -> EventStream:
+        """An async iterator of the realm's :class:`tickgate.GateEvent` s (STATE first)."""
+        return EventStream(self.engine, lambda cb, end: self.subscribe(cb, end))
+
+
+def open_engine(**options: Any) -> AsyncEngine:
+    """Open an :class:`AsyncEngine` on the running loop (same options)."""
+    return AsyncEngine(**options)
+

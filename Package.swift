@@ -13,7 +13,8 @@ let package = Package(
         // CLOCK_BOOTTIME), plus the public header for @c @implementation.
         .target(name: "CTickgateShim"),
         // The engine: plain Swift, no C API types.
-        .target(name: "TickgateCore", dependencies: ["CTickgateShim"]),
+        .target(name: "TickgateCore", dependencies: ["CTickgateShim"],
+                swiftSettings: [.unsafeFlags(["-enforce-exclusivity=unchecked"])]),
         // The C boundary: one @c function per header declaration.
         .target(
             name: "Tickgate",

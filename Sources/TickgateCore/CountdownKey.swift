@@ -1,3 +1,5 @@
+import Glibc
+
 /// The identity of a countdown: a scope (a business scenario such as
 /// "login") and a subject (a phone number, an e-mail address).
 public struct CountdownKey: Hashable, Comparable, Sendable {
@@ -33,10 +35,10 @@ public struct KeyName: Hashable, Comparable, Sendable {
         if bytes.count > Limits.maximumKeyBytes {
             throw TickgateError(.invalidKey, "\(role) is longer than \(Limits.maximumKeyBytes) bytes")
         }
-        guard let text = String(validating: bytes, as: UTF8.self) else {
+        guard UTF8Check.isValid(bytes) else {
             throw TickgateError(.invalidKey, "\(role) is not valid UTF-8")
         }
-        value = text
+        value = String(decoding: bytes, as: UTF8.self)
     }
 
     /// Validates a Swift string (already valid Unicode) for length.
@@ -50,15 +52,71 @@ public struct KeyName: Hashable, Comparable, Sendable {
     }
 
     public static func == (a: KeyName, b: KeyName) -> Bool {
-        a.value.utf8.elementsEqual(b.value.utf8)
+        var left = a.value
+        var right = b.value
+        return left.withUTF8 { l in
+            right.withUTF8 { r in
+                guard l.count == r.count else { return false }
+                guard let lb = l.baseAddress, let rb = r.baseAddress else { return true }
+                return memcmp(lb, rb, l.count) == 0
+            }
+        }
     }
 
     public static func < (a: KeyName, b: KeyName) -> Bool {
-        a.value.utf8.lexicographicallyPrecedes(b.value.utf8)
+        var left = a.value
+        var right = b.value
+        return left.withUTF8 { l in
+            right.withUTF8 { r in
+                guard let lb = l.baseAddress, let rb = r.baseAddress else { return l.count < r.count }
+                let order = memcmp(lb, rb, min(l.count, r.count))
+                return order != 0 ? order < 0 : l.count < r.count
+            }
+        }
     }
 
     public func hash(into hasher: inout Hasher) {
         var text = value
         text.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
+    }
+}
+
+/// A strict UTF-8 check (no overlong forms, no surrogates, nothing past
+/// U+10FFFF), with a fast path for ASCII.
+enum UTF8Check {
+    static func isValid(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        var index = 0
+        let count = bytes.count
+        while index < count {
+            let lead = bytes[index]
+            if lead < 0x80 {
+                index += 1
+                continue
+            }
+            let length: Int
+            var lower: UInt8 = 0x80
+            var upper: UInt8 = 0xBF
+            switch lead {
+            case 0xC2...0xDF: length = 2
+            case 0xE0: length = 3; lower = 0xA0
+            case 0xE1...0xEC, 0xEE...0xEF: length = 3
+            case 0xED: length = 3; upper = 0x9F
+            case 0xF0: length = 4; lower = 0x90
+            case 0xF1...0xF3: length = 4
+            case 0xF4: length = 4; upper = 0x8F
+            default: return false
+            }
+            guard count - index >= length else { return false }
+            let second = bytes[index + 1]
+            guard second >= lower && second <= upper else { return false }
+            var offset = 2
+            while offset < length {
+                let next = bytes[index + offset]
+                guard next >= 0x80 && next <= 0xBF else { return false }
+                offset += 1
+            }
+            index += length
+        }
+        return true
     }
 }

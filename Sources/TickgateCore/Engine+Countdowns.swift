@@ -16,7 +16,8 @@ extension Engine {
         defer { storeAbandon() }
         let now = state.now()
         try reconcile(key, at: now)
-        if !restart, let running = state.running(key, at: now) {
+        let slot = state.index[key]
+        if !restart, let slot, let running = state.running(slot: slot, at: now) {
             throw Self.busyError(running, at: now)
         }
         state.nextInstance &+= 1
@@ -24,7 +25,7 @@ extension Engine {
                                   deadline: now.advanced(by: duration),
                                   duration: duration, tickInterval: interval)
         try storeWrite { (store) throws(TickgateError) in try store.save(row(countdown, at: now)) }
-        replace(with: countdown, at: now)
+        replace(with: countdown, at: now, known: slot)
         if state.emit(.started, key, instance: countdown.instance,
                       remaining: duration, duration: duration, state: .cooling) {
             poller.wake()
@@ -52,12 +53,13 @@ extension Engine {
 
     /// Puts `countdown` in its key's slot, ending whatever ran there (an
     /// open ticket becomes cancelled); call with the lock held.
-    func replace(with countdown: Countdown, at now: Instant) {
-        if let slot = state.index[countdown.key], let old = state.slots[Int(slot)],
+    func replace(with countdown: Countdown, at now: Instant, known: Int32?? = .none) {
+        let slot = known ?? state.index[countdown.key]
+        if let slot, let old = state.slots[Int(slot)],
            old.phase == .sending, old.ticket != countdown.ticket {
             state.recordEnd(of: old.ticket, old.deadline <= now ? .expired : .cancelled)
         }
-        state.insert(countdown, at: now)
+        state.insert(countdown, at: now, known: .some(slot))
         armIfEarlier()
     }
 
@@ -71,13 +73,13 @@ extension Engine {
         defer { storeAbandon() }
         let now = state.now()
         try reconcile(key, at: now)
-        guard state.running(key, at: now) != nil else {
+        guard let slot = state.index[key], state.running(slot: slot, at: now) != nil else {
             throw TickgateError(.notFound, "no countdown is running for \(key.description)")
         }
         try storeWrite { (store) throws(TickgateError) in
             try store.deleteCountdown(scope: key.scope.value, subject: key.subject.value)
         }
-        guard let run = state.cancel(key, at: now) else { return }
+        guard let run = state.cancel(slot: slot, at: now) else { return }
         if state.emit(.cancelled, key, instance: 0, remaining: .zero, duration: run.duration,
                       state: state.restingState(key)) {
             poller.wake()

@@ -77,7 +77,8 @@ extension Engine {
         try changeGate { (now) throws(TickgateError) in
             let expiry = sessionTTL.map { now.advanced(by: $0) }
             try storeWrite { (store) throws(TickgateError) in
-                try store.save(StoredSession(realm: realm.value, expiry: expiry.map { stamp($0, at: now) }),
+                try store.save(StoredSession(realm: realm.value, expiry: expiry.map { stamp($0, at: now) },
+                                             ttl: sessionTTL?.nanoseconds ?? 0),
                                realm: realm.value)
             }
             var gate = state.gates[realm] ?? Gate()

@@ -216,7 +216,9 @@ extension Engine {
                 guard let realm = try? KeyName(session.realm, role: "realm") else { continue }
                 var gate = Gate()
                 if let expiry = session.expiry {
-                    let end = deadline(of: expiry, length: Limits.maximumDuration, at: now)
+                    let ttl = session.ttl > 0 ? Span(nanoseconds: min(session.ttl, Limits.maximumDuration.nanoseconds))
+                        : Limits.maximumDuration
+                    let end = deadline(of: expiry, length: ttl, at: now)
                     guard end > now else { continue }
                     gate.expiry = end
                     gate.expiryTimer = state.scheduleGateTimer(.session(realm), at: end)

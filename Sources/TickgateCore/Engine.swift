@@ -8,7 +8,7 @@ import CTickgateShim
 /// always run with the lock released.
 public final class Engine: @unchecked Sendable {
     let lock = ConditionLock()
-    var state = EngineState()
+    let state = EngineState()
     let poller: Poller
     public let delivery: Delivery
     public let clock: ClockKind

@@ -1,7 +1,7 @@
 extension EngineState {
     // MARK: Gate timers
 
-    mutating func scheduleGateTimer(_ timer: GateTimer, at time: Instant) -> Int32 {
+    func scheduleGateTimer(_ timer: GateTimer, at time: Instant) -> Int32 {
         let slot: Int32
         if let free = freeGateTimers.popLast() {
             slot = free
@@ -14,7 +14,7 @@ extension EngineState {
         return slot
     }
 
-    mutating func cancelGateTimer(_ slot: Int32?) {
+    func cancelGateTimer(_ slot: Int32?) {
         guard let slot, gateTimers[Int(slot)] != nil else { return }
         gateHeap.remove(slot)
         gateTimers[Int(slot)] = nil
@@ -22,7 +22,7 @@ extension EngineState {
     }
 
     /// Ends sessions whose TTL passed and cancels requests that waited too long.
-    mutating func fireGateTimers(at now: Instant) {
+    func fireGateTimers(at now: Instant) {
         while let entry = gateHeap.first, entry.time <= now {
             let timer = gateTimers[Int(entry.slot)]
             cancelGateTimer(entry.slot)
@@ -56,7 +56,7 @@ extension EngineState {
 
     /// Logs a realm out (by logout or expiry): requests that need login and
     /// have not run are cancelled with `.loggedOut`.
-    mutating func endSession(_ realm: KeyName, kind: GateEventKind, at now: Instant) {
+    func endSession(_ realm: KeyName, kind: GateEventKind, at now: Instant) {
         var gate = gates[realm] ?? Gate()
         let wasLoggedIn = gate.loggedIn
         gate.loggedIn = false
@@ -83,7 +83,7 @@ extension EngineState {
     }
 
     /// Queues a gate event for every observer of the realm.
-    mutating func emitGate(_ kind: GateEventKind, _ realm: KeyName, at now: Instant) {
+    func emitGate(_ kind: GateEventKind, _ realm: KeyName, at now: Instant) {
         guard let ids = realmObservers[realm] else { return }
         var event = gateEvent(kind, realm, at: now)
         for id in ids {

@@ -67,7 +67,7 @@ struct Subscription {
 }
 
 /// Everything an engine knows, guarded by the engine's lock.
-struct EngineState {
+final class EngineState {
     var closed = false
     /// The manual clock's reading; nil for the system clock.
     var manualNow: Instant?
@@ -133,13 +133,20 @@ struct EngineState {
     func wallNow() -> Int64 { manualNow == nil ? tgshim_walltime_ns() : manualWall }
 
     func isObserved(_ key: CountdownKey) -> Bool {
-        keyObservers[key] != nil || scopeObservers[key.scope] != nil
+        // Most engines of a backend have no observers at all: skip hashing.
+        if keyObservers.isEmpty && scopeObservers.isEmpty { return false }
+        return keyObservers[key] != nil || scopeObservers[key.scope] != nil
     }
 
     /// The running countdown of a key (any phase), if it has time left.
     func running(_ key: CountdownKey, at now: Instant) -> Countdown? {
-        guard let slot = index[key], let countdown = slots[Int(slot)],
-              countdown.deadline > now else { return nil }
+        guard let slot = index[key] else { return nil }
+        return running(slot: slot, at: now)
+    }
+
+    /// The countdown in a slot, if it has time left at `now`.
+    func running(slot: Int32, at now: Instant) -> Countdown? {
+        guard let countdown = slots[Int(slot)], countdown.deadline > now else { return nil }
         return countdown
     }
 
@@ -165,7 +172,7 @@ struct EngineState {
                       title: (titles[key.scope] ?? .english).render(state, remaining))
     }
 
-    mutating func recordEnd(of ticket: UInt64, _ end: TicketEnd) {
+    func recordEnd(of ticket: UInt64, _ end: TicketEnd) {
         tickets.removeValue(forKey: ticket)
         endedTickets[ticket] = end
         endedOrder.append(ticket)
@@ -191,25 +198,29 @@ struct EngineState {
 
     // MARK: Countdown slots
 
-    mutating func insert(_ countdown: Countdown, at now: Instant) {
+    /// Puts a countdown in its key's slot; `known` is the key's slot if
+    /// the caller looked it up already (saves hashing the key again).
+    func insert(_ countdown: Countdown, at now: Instant, known: Int32?? = .none) {
         let slot: Int32
-        if let existing = index[countdown.key] {
+        if let existing = known ?? index[countdown.key] {
             slot = existing
             slots[Int(slot)] = countdown
-        } else if let free = freeSlots.popLast() {
-            slot = free
-            slots[Int(slot)] = countdown
         } else {
-            slot = Int32(truncatingIfNeeded: slots.count)
-            slots.append(countdown)
+            if let free = freeSlots.popLast() {
+                slot = free
+                slots[Int(slot)] = countdown
+            } else {
+                slot = Int32(truncatingIfNeeded: slots.count)
+                slots.append(countdown)
+            }
+            index[countdown.key] = slot
         }
-        index[countdown.key] = slot
         heap.schedule(slot, at: Self.nextFireTime(of: countdown, at: now,
                                                   observed: isObserved(countdown.key)))
     }
 
     @discardableResult
-    mutating func remove(slot: Int32) -> Countdown? {
+    func remove(slot: Int32) -> Countdown? {
         guard let countdown = slots[Int(slot)] else { return nil }
         heap.remove(slot)
         index.removeValue(forKey: countdown.key)
@@ -221,16 +232,20 @@ struct EngineState {
     /// Cancels the key's run if it still has time left at `now` (a run
     /// whose deadline passed has finished, announced or not); returns its
     /// instance and duration.
-    mutating func cancel(_ key: CountdownKey, at now: Instant) -> (instance: UInt64, duration: Span)? {
-        guard running(key, at: now) != nil, let slot = index[key],
-              let countdown = remove(slot: slot) else { return nil }
+    func cancel(_ key: CountdownKey, at now: Instant) -> (instance: UInt64, duration: Span)? {
+        guard let slot = index[key] else { return nil }
+        return cancel(slot: slot, at: now)
+    }
+
+    func cancel(slot: Int32, at now: Instant) -> (instance: UInt64, duration: Span)? {
+        guard running(slot: slot, at: now) != nil, let countdown = remove(slot: slot) else { return nil }
         if countdown.phase == .sending { recordEnd(of: countdown.ticket, .cancelled) }
         return (countdown.instance, countdown.duration)
     }
 
     /// Moves a countdown's timer to its next tick if it was waiting for the
     /// deadline only (it just gained an observer).
-    mutating func rescheduleForTicks(_ key: CountdownKey, at now: Instant) {
+    func rescheduleForTicks(_ key: CountdownKey, at now: Instant) {
         guard let slot = index[key], let countdown = slots[Int(slot)],
               let current = heap.time(of: slot) else { return }
         let next = Self.nextFireTime(of: countdown, at: now, observed: true)
@@ -242,8 +257,9 @@ struct EngineState {
     /// Queues an event for every observer of the key, with the button
     /// state `state` and its title; returns whether the queue went from
     /// empty to non-empty (the caller wakes the dispatcher).
-    mutating func emit(_ kind: EventKind, _ key: CountdownKey, instance: UInt64,
+    func emit(_ kind: EventKind, _ key: CountdownKey, instance: UInt64,
                        remaining: Span, duration: Span, state: ButtonState) -> Bool {
+        if keyObservers.isEmpty && scopeObservers.isEmpty { return false }
         let keyIDs = keyObservers[key]
         let scopeIDs = scopeObservers[key.scope]
         guard keyIDs != nil || scopeIDs != nil else { return false }
@@ -261,7 +277,7 @@ struct EngineState {
     }
 
     /// The current state of a key as one event for one new subscription.
-    mutating func queueState(of key: CountdownKey, for id: SubscriptionID, at now: Instant) {
+    func queueState(of key: CountdownKey, for id: SubscriptionID, at now: Instant) {
         let button = button(key, at: now)
         let duration = running(key, at: now).map { $0.phase == .sending ? .zero : $0.duration } ?? .zero
         pending.append(PendingEvent(instance: 0, event: Event(
@@ -287,7 +303,7 @@ struct EngineState {
     /// Fires every timer due at `now`: one tick (with the true remaining
     /// time, so a late wake-up gives one catch-up tick), the finish of a
     /// cooldown or lock, or the expiry of a send ticket.
-    mutating func fireDueTimers(at now: Instant) {
+    func fireDueTimers(at now: Instant) {
         while let entry = heap.first, entry.time <= now {
             guard let countdown = slots[Int(entry.slot)] else {
                 heap.remove(entry.slot)
@@ -322,7 +338,7 @@ struct EngineState {
     }
 
     /// Ends a subscription's registration; returns it.
-    mutating func unregister(_ id: SubscriptionID) -> Subscription? {
+    func unregister(_ id: SubscriptionID) -> Subscription? {
         guard let subscription = subscriptions.removeValue(forKey: id) else { return nil }
         switch subscription.target {
         case .key(let key):

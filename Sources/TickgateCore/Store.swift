@@ -34,6 +34,8 @@ struct StoredRecord {
 struct StoredSession {
     var realm: String
     var expiry: Stamp?
+    /// The session's length, which caps it across a reboot.
+    var ttl: Int64
 }
 
 /// The engine's SQLite store: one file, WAL mode, shared safely by several
@@ -66,7 +68,7 @@ final class Store {
             """,
             """
             CREATE TABLE sessions(realm TEXT PRIMARY KEY NOT NULL, logged_in INTEGER NOT NULL,
-                expiry TEXT) WITHOUT ROWID
+                expiry TEXT, ttl_ns INTEGER) WITHOUT ROWID
             """,
         ],
     ]
@@ -148,6 +150,13 @@ final class Store {
     }
 
     private func configure(fullSync: Bool) throws(TickgateError) {
+        // Refuse a newer store before changing anything in it (even its
+        // journal mode).
+        let version = try scalarInt("PRAGMA user_version") ?? 0
+        if version > Store.schemaVersion {
+            throw TickgateError(.storeVersion,
+                "the store \(path) has schema version \(version); this library knows up to \(Store.schemaVersion)")
+        }
         try execute("PRAGMA journal_mode=WAL")
         try execute(fullSync ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL")
         let check = try scalarText("PRAGMA quick_check")
@@ -341,16 +350,17 @@ final class Store {
     }
 
     func save(_ session: StoredSession?, realm: String) throws(TickgateError) {
-        try run("INSERT OR REPLACE INTO sessions(realm, logged_in, expiry) VALUES(?, ?, ?)",
+        try run("INSERT OR REPLACE INTO sessions(realm, logged_in, expiry, ttl_ns) VALUES(?, ?, ?, ?)",
                 [.text(realm), .int(session == nil ? 0 : 1),
-                 session?.expiry.map { .text(Store.encode($0)) } ?? .null])
+                 session?.expiry.map { .text(Store.encode($0)) } ?? .null, .int(session?.ttl ?? 0)])
     }
 
     func sessions() throws(TickgateError) -> [StoredSession] {
         var rows: [StoredSession] = []
-        try query("SELECT realm, expiry FROM sessions WHERE logged_in = 1", []) { row in
+        try query("SELECT realm, expiry, ttl_ns FROM sessions WHERE logged_in = 1", []) { row in
             rows.append(StoredSession(realm: row.text(0),
-                                      expiry: row.isNull(1) ? nil : Store.decode(row.text(1))))
+                                      expiry: row.isNull(1) ? nil : Store.decode(row.text(1)),
+                                      ttl: row.int(2)))
         }
         return rows
     }
@@ -394,7 +404,16 @@ final class Store {
     }
 
     private func execute(_ sql: String) throws(TickgateError) {
-        let rc = sqlite3_exec(db, sql, nil, nil, nil)
+        var rc = sqlite3_exec(db, sql, nil, nil, nil)
+        // Some statements (switching the journal mode while another process
+        // creates the store) report BUSY without consulting the busy
+        // handler: wait for them the same 5 s.
+        var waited = 0
+        while rc & 0xFF == SQLITE_BUSY && waited < 5_000 {
+            usleep(10_000)
+            waited += 10
+            rc = sqlite3_exec(db, sql, nil, nil, nil)
+        }
         guard rc == SQLITE_OK else { throw error(rc, sql.split(separator: " ").first.map(String.init) ?? sql) }
     }
 

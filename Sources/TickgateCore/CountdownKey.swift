@@ -25,6 +25,9 @@ public struct CountdownKey: Hashable, Comparable, Sendable {
 /// although Swift's `String` would call them equal.
 public struct KeyName: Hashable, Comparable, Sendable {
     public let value: String
+    /// A hash of the bytes, computed once: keys are hashed and compared on
+    /// every call, names are made once per call.
+    private let digest: Int
 
     /// Validates raw bytes; `role` ("scope", "subject") names the field in the
     /// error message.
@@ -39,6 +42,7 @@ public struct KeyName: Hashable, Comparable, Sendable {
             throw TickgateError(.invalidKey, "\(role) is not valid UTF-8")
         }
         value = String(decoding: bytes, as: UTF8.self)
+        digest = KeyName.digest(of: UnsafeRawBufferPointer(bytes))
     }
 
     /// Validates a Swift string (already valid Unicode) for length.
@@ -48,10 +52,19 @@ public struct KeyName: Hashable, Comparable, Sendable {
         if count > Limits.maximumKeyBytes {
             throw TickgateError(.invalidKey, "\(role) is longer than \(Limits.maximumKeyBytes) bytes")
         }
-        value = text
+        var copy = text
+        digest = copy.withUTF8 { KeyName.digest(of: UnsafeRawBufferPointer($0)) }
+        value = copy
+    }
+
+    private static func digest(of bytes: UnsafeRawBufferPointer) -> Int {
+        var hasher = Hasher()
+        hasher.combine(bytes: bytes)
+        return hasher.finalize()
     }
 
     public static func == (a: KeyName, b: KeyName) -> Bool {
+        guard a.digest == b.digest else { return false }
         var left = a.value
         var right = b.value
         return left.withUTF8 { l in
@@ -76,8 +89,7 @@ public struct KeyName: Hashable, Comparable, Sendable {
     }
 
     public func hash(into hasher: inout Hasher) {
-        var text = value
-        text.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
+        hasher.combine(digest)
     }
 }
 

@@ -1,75 +1,1016 @@
 /*
- * tickgate-demo: a real 5-second "Resend" countdown on the engine thread.
+ * tickgate-demo: a sign-in screen in the terminal, driven by Tickgate.
  *
- * The engine runs the countdown on CLOCK_BOOTTIME and calls on_event from
- * its own thread once per displayed second; main waits for the finish.
+ *   s  send the sign-in code          (scope "login")
+ *   r  send the reset-password code   (scope "reset", counts on its own)
+ *   l  open the account settings      (behind the login gate, realm "account")
+ *   y / n  answer the login prompt,   o  log out,   q  quit
+ *
+ * Every button label, its enabled flag and its state come from the engine's
+ * events (tg_event.title, .enabled, .state): the program never formats
+ * "Resend (42s)" itself. Callbacks run on this thread: the engine is opened
+ * with TG_DELIVERY_HOST_THREAD and one poll() loop waits on tg_engine_fd(),
+ * on stdin and on the fake SMS service's timers.
+ *
+ * The fake SMS service takes 300-800 ms per request and fails now and then;
+ * a failed send starts no cooldown. State lives in a store file
+ * ($XDG_STATE_HOME/tickgate/demo.db, else ~/.local/state/tickgate/demo.db),
+ * so quitting and running the demo again shows the countdown still running.
+ *
+ * When stdin or stdout is not a terminal (or with --script) it plays a
+ * scripted session on its own, on a fresh temporary store, and exits 0.
+ *
+ * Usage: tickgate-demo [--lang zh|en] [--state FILE] [--phone NUMBER]
+ *                      [--fast] [--script]
  */
-#include <pthread.h>
+#define _POSIX_C_SOURCE 200809L
+
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <tickgate.h>
 
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t finished = PTHREAD_COND_INITIALIZER;
-static int done = 0;
+#ifndef PATH_MAX
+#define PATH_MAX 4096
+#endif
 
-static void on_event(const tg_event *event, void *user_data) {
-    (void)user_data;
-    switch (event->kind) {
-    case TG_EVENT_STATE:
-        printf("[%s %s] button: Get code\n", event->scope, event->subject);
-        break;
-    case TG_EVENT_STARTED:
-    case TG_EVENT_TICK:
-        printf("[%s %s] button: Resend (%llds)   remaining %lld ms\n",
-               event->scope, event->subject,
-               (long long)event->display_seconds,
-               (long long)event->remaining_ms);
-        break;
-    case TG_EVENT_FINISHED:
-    case TG_EVENT_CANCELLED:
-        printf("[%s %s] button: Resend code\n", event->scope, event->subject);
-        pthread_mutex_lock(&lock);
-        done = 1;
-        pthread_cond_signal(&finished);
-        pthread_mutex_unlock(&lock);
-        break;
-    default: /* the resend flow's events: this demo does not send */
-        break;
+/* ------------------------------------------------------------------------ */
+/* Texts                                                                     */
+/* ------------------------------------------------------------------------ */
+
+typedef struct texts {
+    /* Title templates handed to the engine (tg_titles_set). NULL: the
+     * library's English defaults. */
+    tg_titles titles;
+    /* The screen around the buttons. */
+    const char *heading, *phone, *login_code, *reset_code, *account;
+    const char *logged_in_fmt, *logged_in_forever, *logged_out, *waiting;
+    const char *prompt, *keys, *recent, *store, *bye;
+    const char *feature_opened, *feature_cancelled, *coalesced;
+    const char *sms_sent, *sms_failed, *refused, *finished, *logout_note;
+    const char *reason[4]; /* by tg_cancel_reason */
+} texts;
+
+static const texts zh = {
+    { sizeof(tg_titles), "获取验证码", "发送中…", "重新发送({s}s)", "重新获取",
+      "请{m}分钟后再试" },
+    "Tickgate 演示 · 登录", "手机号", "登录验证码", "重置密码", "账户设置",
+    "已登录 (会话剩余 %lld:%02lld)", "已登录", "未登录", "%zu 个请求等待登录",
+    "打开「账户设置」需要先登录。现在登录？(y/n)",
+    "s 登录验证码   r 重置密码验证码   l 账户设置   o 退出登录   q 退出",
+    "最近", "存储", "状态已保存在 %s ，再次运行可看到倒计时继续。\n",
+    "「账户设置」已打开 (第 %d 次)", "「账户设置」未打开：%s",
+    "已在等待登录，这次点击合并到同一个请求",
+    "%s：短信已发送到 %s，冷却 %lld 秒", "%s：短信服务失败 (%s)，没有开始冷却，可立即重试",
+    "%s：按钮不可用，引擎拒绝 (%s，还需 %lld ms)",
+    "%s：冷却结束，按钮变为「%s」", "已退出登录",
+    { "?", "取消了登录", "等待登录超时", "已退出登录" },
+};
+
+static const texts en = {
+    { sizeof(tg_titles), NULL, NULL, NULL, NULL, NULL },
+    "Tickgate demo · Sign in", "Phone", "Sign-in code", "Reset password",
+    "Account settings",
+    "logged in (session %lld:%02lld left)", "logged in", "logged out",
+    "%zu request(s) waiting for login",
+    "Opening \"Account settings\" needs a login. Log in now? (y/n)",
+    "s sign-in code   r reset code   l account settings   o log out   q quit",
+    "Recent", "Store", "State kept in %s; run the demo again to see the countdown resume.\n",
+    "\"Account settings\" opened (run #%d)",
+    "\"Account settings\" not opened: %s",
+    "already waiting for the login: this tap joined the same request",
+    "%s: SMS sent to %s, cooldown %lld s",
+    "%s: the SMS service failed (%s): no cooldown started, try again now",
+    "%s: button disabled, the engine refused (%s, %lld ms to wait)",
+    "%s: cooled down, the button says \"%s\"", "logged out",
+    { "?", "login cancelled", "timed out waiting for login", "logged out" },
+};
+
+/* ------------------------------------------------------------------------ */
+/* State                                                                     */
+/* ------------------------------------------------------------------------ */
+
+/* One "Get code" button: what the engine's last event said, plus the fake
+ * SMS request in flight for it. */
+typedef struct button_view {
+    const char *scope;
+    const char *name;          /* for the script's lines */
+    int known;                 /* an event has arrived */
+    char title[TG_TITLE_BUFFER_BYTES];
+    int enabled;
+    tg_button_state state;
+    int64_t remaining_ms;
+    int64_t display_seconds;
+    tg_subscription subscription;
+    /* The fake SMS request. */
+    int in_flight;
+    tg_ticket ticket;
+    int64_t due_ms;            /* on our CLOCK_MONOTONIC */
+    int will_fail;
+} button_view;
+
+#define LOG_LINES 7
+
+static struct demo {
+    const texts *t;
+    int script;                /* play the scripted session */
+    int fast;                  /* short policies in interactive mode */
+    const char *phone;
+    char store_path[PATH_MAX];
+    char temp_dir[PATH_MAX - 64]; /* script mode's fresh store, removed at exit */
+
+    tg_engine *engine;
+    int fd;
+
+    button_view login, reset;
+
+    tg_subscription gate_subscription;
+    int logged_in;
+    int64_t session_remaining_ms;
+    size_t queued;
+    int login_prompt;          /* waiting for y/n */
+    int feature_runs;
+    int feature_cancels;
+
+    unsigned sms_requests;     /* how many requests the fake service got */
+    int64_t t0;                /* script: start time for the line stamps */
+
+    char log[LOG_LINES][320];
+    int log_count;
+    const button_view *log_tag[LOG_LINES]; /* whose refusal a line is, or NULL */
+    const button_view *tag_next;           /* the tag of the next note */
+    int dirty;
+} D;
+
+static volatile sig_atomic_t interrupted = 0;
+static volatile sig_atomic_t resized = 0;
+
+static struct termios saved_termios;
+static int termios_saved = 0;
+static int screen_active = 0;
+
+/* ------------------------------------------------------------------------ */
+/* Small helpers                                                             */
+/* ------------------------------------------------------------------------ */
+
+static int64_t now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static const char *event_name(tg_event_kind kind) {
+    switch (kind) {
+    case TG_EVENT_STATE: return "STATE";
+    case TG_EVENT_STARTED: return "STARTED";
+    case TG_EVENT_TICK: return "TICK";
+    case TG_EVENT_FINISHED: return "FINISHED";
+    case TG_EVENT_CANCELLED: return "CANCELLED";
+    case TG_EVENT_SENDING: return "SENDING";
+    case TG_EVENT_SEND_FAILED: return "SEND_FAILED";
+    case TG_EVENT_RESET: return "RESET";
     }
+    return "?";
+}
+
+static const char *state_name(tg_button_state state) {
+    switch (state) {
+    case TG_BUTTON_IDLE: return "IDLE";
+    case TG_BUTTON_SENDING: return "SENDING";
+    case TG_BUTTON_COOLING: return "COOLING";
+    case TG_BUTTON_READY_AGAIN: return "READY_AGAIN";
+    case TG_BUTTON_LOCKED: return "LOCKED";
+    }
+    return "?";
+}
+
+static const char *gate_event_name(tg_gate_event_kind kind) {
+    switch (kind) {
+    case TG_GATE_STATE: return "STATE";
+    case TG_GATE_LOGIN_REQUIRED: return "LOGIN_REQUIRED";
+    case TG_GATE_LOGGED_IN: return "LOGGED_IN";
+    case TG_GATE_LOGGED_OUT: return "LOGGED_OUT";
+    case TG_GATE_EXPIRED: return "EXPIRED";
+    case TG_GATE_QUEUE_CHANGED: return "QUEUE_CHANGED";
+    }
+    return "?";
+}
+
+/* Why the engine refused a send, in the demo's language. */
+static const char *status_text(tg_status status) {
+    if (D.t == &zh) {
+        switch (status) {
+        case TG_E_COOLING_DOWN: return "冷却中";
+        case TG_E_IN_FLIGHT: return "正在发送";
+        case TG_E_LOCKED: return "发送次数已达上限";
+        default: break;
+        }
+    }
+    return tg_status_string(status);
+}
+
+/* A line of the script's transcript, stamped with the seconds since start. */
+static void say(const char *fmt, ...) {
+    va_list ap;
+    int64_t t = now_ms() - D.t0;
+    printf("[%3lld.%03llds] ", (long long)(t / 1000), (long long)(t % 1000));
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    putchar('\n');
     fflush(stdout);
 }
 
+static void step(const char *fmt, ...) {
+    va_list ap;
+    printf("\n== ");
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    printf(" ==\n");
+    fflush(stdout);
+}
+
+/* A line of the interactive screen's "Recent" list (or of the script). */
+static void note(const char *fmt, ...) {
+    char line[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (D.script) {
+        say("  -> %s", line);
+        return;
+    }
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    const button_view *tag = D.tag_next;
+    D.tag_next = NULL;
+    for (int i = 0; i < D.log_count; i++) {
+        /* A button's new refusal replaces its previous one; and the oldest
+         * line goes when the list is full. */
+        if ((tag && D.log_tag[i] == tag) || (i == 0 && D.log_count == LOG_LINES)) {
+            memmove(D.log[i], D.log[i + 1], sizeof D.log[0] * (size_t)(D.log_count - i - 1));
+            memmove(&D.log_tag[i], &D.log_tag[i + 1],
+                    sizeof D.log_tag[0] * (size_t)(D.log_count - i - 1));
+            D.log_count--;
+            i--;
+        }
+    }
+    D.log_tag[D.log_count] = tag;
+    snprintf(D.log[D.log_count++], sizeof D.log[0], "%02d:%02d:%02d  %s",
+             tm.tm_hour, tm.tm_min, tm.tm_sec, line);
+    D.dirty = 1;
+}
+
 static int check(tg_status status, const char *what) {
-    if (status != TG_OK) {
-        fprintf(stderr, "%s: %s (%s)\n", what, tg_status_string(status),
-                tg_last_error_message());
+    if (status == TG_OK) return 1;
+    fprintf(stderr, "tickgate-demo: %s: %s (%s)\n", what,
+            tg_status_string(status), tg_last_error_message());
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Engine callbacks: the only source of the buttons' titles and states       */
+/* ------------------------------------------------------------------------ */
+
+static void on_button_event(const tg_event *event, void *user_data) {
+    button_view *b = user_data;
+    b->known = 1;
+    snprintf(b->title, sizeof b->title, "%s", event->title);
+    b->enabled = event->enabled;
+    b->state = event->state;
+    b->remaining_ms = event->remaining_ms;
+    b->display_seconds = event->display_seconds;
+    D.dirty = 1;
+    if (D.script) {
+        say("  event %-11s %-6s button \"%s\" %s  state %s, remaining %lld ms "
+            "(%lld s)", event_name(event->kind), b->name, event->title,
+            event->enabled ? "enabled " : "disabled", state_name(event->state),
+            (long long)event->remaining_ms,
+            (long long)event->display_seconds);
+    } else if (event->kind == TG_EVENT_FINISHED) {
+        note(D.t->finished, b->name, event->title);
+    }
+}
+
+static void on_gate_event(const tg_gate_event *event, void *user_data) {
+    (void)user_data;
+    D.logged_in = event->logged_in;
+    D.session_remaining_ms = event->session_remaining_ms;
+    D.queued = event->queued;
+    D.dirty = 1;
+    if (event->kind == TG_GATE_LOGIN_REQUIRED) D.login_prompt = 1;
+    if (event->kind == TG_GATE_EXPIRED) note("account: session expired");
+    if (D.script)
+        say("  gate  %-14s realm %s: %s, %zu queued", gate_event_name(event->kind),
+            event->realm, event->logged_in ? "logged in" : "logged out",
+            event->queued);
+}
+
+static void on_feature(tg_request request, void *user_data) {
+    (void)request;
+    (void)user_data;
+    D.feature_runs++;
+    note(D.t->feature_opened, D.feature_runs);
+}
+
+static void on_feature_cancelled(tg_request request, tg_cancel_reason reason,
+                                 void *user_data) {
+    (void)request;
+    (void)user_data;
+    D.feature_cancels++;
+    note(D.t->feature_cancelled,
+         reason >= 1 && reason <= 3 ? D.t->reason[reason] : "?");
+}
+
+/* ------------------------------------------------------------------------ */
+/* The engine                                                                */
+/* ------------------------------------------------------------------------ */
+
+static int configure(void) {
+    tg_policy login = TG_POLICY_INIT, reset = TG_POLICY_INIT;
+    if (D.script) {
+        /* Short enough for an unattended run. */
+        login.cooldown_ms[0] = 5000;
+        reset.cooldown_ms[0] = 6000;
+    } else if (D.fast) {
+        login.step_count = 3;
+        login.cooldown_ms[0] = 10000;
+        login.cooldown_ms[1] = 15000;
+        login.cooldown_ms[2] = 20000;
+        login.window_max_sends = 3;
+        login.window_ms = 120000;
+        reset.cooldown_ms[0] = 10000;
+    } else {
+        /* A typical SMS rule: 60 s, then 90 s, then 120 s between sends,
+         * and at most 3 sends in 10 minutes (then "try again in N min"). */
+        login.step_count = 3;
+        login.cooldown_ms[0] = 60000;
+        login.cooldown_ms[1] = 90000;
+        login.cooldown_ms[2] = 120000;
+        login.window_max_sends = 3;
+        login.window_ms = 600000;
+        reset.cooldown_ms[0] = 60000;
+    }
+    login.ticket_timeout_ms = reset.ticket_timeout_ms = 10000;
+    return check(tg_policy_set(D.engine, "login", &login), "tg_policy_set") &&
+           check(tg_policy_set(D.engine, "reset", &reset), "tg_policy_set") &&
+           check(tg_titles_set(D.engine, "login", &D.t->titles), "tg_titles_set") &&
+           check(tg_titles_set(D.engine, "reset", &D.t->titles), "tg_titles_set");
+}
+
+/* Open the engine on the store and observe both buttons and the gate.
+ * with_config 0 relies on the policies and titles the store kept. */
+static int open_engine(int with_config) {
+    tg_engine_options options = TG_ENGINE_OPTIONS_INIT;
+    options.delivery = TG_DELIVERY_HOST_THREAD;
+    options.store_path = D.store_path;
+    options.store_flags = TG_STORE_START_FRESH_IF_CORRUPT;
+    tg_status status = tg_engine_open(&options, &D.engine);
+    if (!check(status, "tg_engine_open")) {
+        if (status == TG_E_STORE_IO || status == TG_E_STORE_VERSION ||
+            status == TG_E_STORE_CORRUPT)
+            fprintf(stderr, "tickgate-demo: the store %s cannot be used; remove it "
+                            "or pass --state another file\n", D.store_path);
+        return 0;
+    }
+    if (!check(tg_engine_fd(D.engine, &D.fd), "tg_engine_fd") ||
+        (with_config && !configure()) ||
+        !check(tg_subscribe(D.engine, "login", D.phone, on_button_event,
+                            &D.login, NULL, &D.login.subscription),
+               "tg_subscribe") ||
+        !check(tg_subscribe(D.engine, "reset", D.phone, on_button_event,
+                            &D.reset, NULL, &D.reset.subscription),
+               "tg_subscribe") ||
+        !check(tg_gate_subscribe(D.engine, "account", on_gate_event, NULL, NULL,
+                                 &D.gate_subscription),
+               "tg_gate_subscribe")) {
+        tg_engine_close(D.engine);
+        D.engine = NULL;
         return 0;
     }
     return 1;
 }
 
-int main(void) {
-    tg_engine *engine = NULL;
-    tg_subscription subscription;
-    const char *scope = "login", *phone = "+8613800000000";
+/* Close the engine. An SMS request still in flight is ended as failed first,
+ * so that the store does not keep the key "sending" until its ticket
+ * times out. */
+static void close_engine(void) {
+    button_view *buttons[2] = { &D.login, &D.reset };
+    if (!D.engine) return;
+    for (int i = 0; i < 2; i++) {
+        if (buttons[i]->in_flight) {
+            tg_send_end(D.engine, buttons[i]->ticket, TG_SEND_FAILED, 0, NULL);
+            buttons[i]->in_flight = 0;
+        }
+        buttons[i]->known = 0;
+    }
+    check(tg_engine_close(D.engine), "tg_engine_close");
+    D.engine = NULL;
+    D.fd = -1;
+}
 
-    printf("Tickgate %s: a 5 s countdown on the engine thread\n",
-           tg_version_string());
-    if (!check(tg_engine_open(NULL, &engine), "tg_engine_open")) return 1;
-    if (!check(tg_subscribe(engine, scope, phone, on_event, NULL, NULL,
-                            &subscription), "tg_subscribe") ||
-        !check(tg_countdown_start(engine, scope, phone, 5000, 0, 0, NULL),
-               "tg_countdown_start")) {
-        tg_engine_close(engine);
+/* ------------------------------------------------------------------------ */
+/* The fake SMS service                                                      */
+/* ------------------------------------------------------------------------ */
+
+/* The user tapped a button: ask the engine, then "call" the SMS service,
+ * whose answer arrives 300-800 ms later through the poll loop. */
+static void tap(button_view *b) {
+    int64_t wait_ms = 0;
+    tg_ticket ticket;
+    tg_status status = tg_send_begin(D.engine, b->scope, D.phone, &ticket, &wait_ms);
+    if (status != TG_OK) {
+        /* Repeated taps on a disabled button update one line. */
+        D.tag_next = b;
+        note(D.t->refused, b->name, status_text(status), (long long)wait_ms);
+        return;
+    }
+    b->in_flight = 1;
+    b->ticket = ticket;
+    D.sms_requests++;
+    if (D.script) {
+        /* Deterministic: the very first request fails. */
+        b->will_fail = D.sms_requests == 1;
+        b->due_ms = now_ms() + 400;
+        say("  tg_send_begin(%s, %s) -> ticket %llu; SMS request under way "
+            "(400 ms, will %s)", b->scope, D.phone, (unsigned long long)ticket,
+            b->will_fail ? "fail" : "succeed");
+    } else {
+        b->will_fail = rand() % 3 == 0; /* about one request in three */
+        b->due_ms = now_ms() + 300 + rand() % 501;
+    }
+}
+
+/* The SMS service answers: end the ticket. */
+static void sms_answer(button_view *b) {
+    int64_t cooldown_ms = 0;
+    tg_status status;
+    b->in_flight = 0;
+    status = tg_send_end(D.engine, b->ticket,
+                         b->will_fail ? TG_SEND_FAILED : TG_SEND_SUCCEEDED, 0,
+                         &cooldown_ms);
+    if (status != TG_OK) {
+        note("tg_send_end: %s", tg_status_string(status));
+        return;
+    }
+    if (D.script)
+        say("  tg_send_end(%s) -> cooldown %lld ms", b->will_fail ? "FAILED" : "SUCCEEDED",
+            (long long)cooldown_ms);
+    if (b->will_fail)
+        note(D.t->sms_failed, b->name, "HTTP 503");
+    else
+        note(D.t->sms_sent, b->name, D.phone, (long long)((cooldown_ms + 999) / 1000));
+}
+
+/* ------------------------------------------------------------------------ */
+/* The terminal                                                              */
+/* ------------------------------------------------------------------------ */
+
+static void on_signal(int sig) {
+    if (sig == SIGWINCH) resized = 1;
+    else interrupted = 1;
+}
+
+static void install_signals(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = 0; /* no SA_RESTART: poll() returns EINTR */
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    sigaction(SIGPIPE, &sa, NULL); /* stdout closed: stop and clean up */
+    sigaction(SIGWINCH, &sa, NULL);
+}
+
+static void restore_terminal(void) {
+    if (screen_active) {
+        /* Show the cursor, leave the alternate screen. */
+        fputs("\033[?25h\033[?1049l", stdout);
+        fflush(stdout);
+        screen_active = 0;
+    }
+    if (termios_saved) {
+        tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved_termios);
+        termios_saved = 0;
+    }
+}
+
+static int enter_raw_mode(void) {
+    struct termios raw;
+    if (tcgetattr(STDIN_FILENO, &saved_termios) != 0) return 0;
+    termios_saved = 1;
+    atexit(restore_terminal);
+    raw = saved_termios;
+    /* Keys arrive one at a time, unechoed; Ctrl-C still raises SIGINT. */
+    raw.c_lflag &= ~(tcflag_t)(ICANON | ECHO);
+    raw.c_iflag &= ~(tcflag_t)(IXON | ICRNL);
+    raw.c_cc[VMIN] = 1;
+    raw.c_cc[VTIME] = 0;
+    if (tcsetattr(STDIN_FILENO, TCSAFLUSH, &raw) != 0) return 0;
+    /* Alternate screen, hidden cursor. */
+    fputs("\033[?1049h\033[?25l", stdout);
+    fflush(stdout);
+    screen_active = 1;
+    return 1;
+}
+
+typedef struct sbuf {
+    char data[16384];
+    size_t len;
+} sbuf;
+
+static void put(sbuf *s, const char *fmt, ...) {
+    va_list ap;
+    int n;
+    if (s->len >= sizeof s->data) return;
+    va_start(ap, fmt);
+    n = vsnprintf(s->data + s->len, sizeof s->data - s->len, fmt, ap);
+    va_end(ap);
+    if (n > 0) s->len += (size_t)n;
+    if (s->len > sizeof s->data) s->len = sizeof s->data;
+}
+
+/* One line of the screen: clear to its end, then a newline. */
+#define LINE(s, ...) do { put(s, __VA_ARGS__); put(s, "\033[K\r\n"); } while (0)
+
+/* Columns a UTF-8 string takes on a terminal (wide for CJK and up). */
+static int text_width(const char *text) {
+    int width = 0;
+    for (const unsigned char *p = (const unsigned char *)text; *p;) {
+        unsigned cp = *p;
+        int len = cp < 0x80 ? 1 : cp < 0xE0 ? 2 : cp < 0xF0 ? 3 : 4;
+        if (len == 3) cp = (cp & 0x0F) << 12 | (p[1] & 0x3Fu) << 6 | (p[2] & 0x3Fu);
+        width += (len >= 3 && cp >= 0x1100 && !(cp >= 0x2000 && cp < 0x2E80)) ? 2 : 1;
+        for (int i = 0; i < len && *p; i++) p++;
+    }
+    return width;
+}
+
+/* label, padded with spaces to cols columns. */
+static void put_label(sbuf *s, const char *label, int cols) {
+    put(s, "  %s", label);
+    for (int w = text_width(label); w < cols; w++) put(s, " ");
+}
+
+#define LABEL_COLS 18
+
+static void put_button(sbuf *s, const char *label, const button_view *b) {
+    put_label(s, label, LABEL_COLS);
+    if (!b->known) {
+        LINE(s, "…");
+        return;
+    }
+    /* Enabled: bold, reverse video. Disabled: dim. */
+    if (b->enabled)
+        put(s, "\033[1;7m[ %s ]\033[0m", b->title);
+    else
+        put(s, "\033[2m[ %s ]\033[0m", b->title);
+    for (int w = text_width(b->title); w < 18; w++) put(s, " ");
+    LINE(s, " \033[2m%s%s\033[0m", state_name(b->state),
+         b->in_flight ? " · SMS …" : "");
+}
+
+/* Redraw the whole screen in place: home, each line cleared to its end,
+ * then clear what is below. */
+static void render(void) {
+    static sbuf s;
+    s.len = 0;
+    put(&s, "\033[H");
+    LINE(&s, "  \033[1m%s\033[0m   \033[2mTickgate %s\033[0m", D.t->heading,
+         tg_version_string());
+    LINE(&s, "  ──────────────────────────────────────────────");
+    put_label(&s, D.t->phone, LABEL_COLS);
+    LINE(&s, "%s", D.phone);
+    LINE(&s, "%s", "");
+    put_button(&s, D.t->login_code, &D.login);
+    put_button(&s, D.t->reset_code, &D.reset);
+    LINE(&s, "%s", "");
+    if (D.logged_in) {
+        int64_t left = 0;
+        tg_gate_session(D.engine, "account", NULL, &left);
+        put_label(&s, D.t->account, LABEL_COLS);
+        if (left > 0) {
+            int64_t sec = (left + 999) / 1000;
+            put(&s, D.t->logged_in_fmt, (long long)(sec / 60), (long long)(sec % 60));
+            LINE(&s, "%s", "");
+        } else {
+            LINE(&s, "%s", D.t->logged_in_forever);
+        }
+    } else {
+        put_label(&s, D.t->account, LABEL_COLS);
+        LINE(&s, "%s", D.t->logged_out);
+    }
+    if (D.queued > 0) {
+        put_label(&s, "", LABEL_COLS);
+        put(&s, D.t->waiting, D.queued);
+        LINE(&s, "%s", "");
+    }
+    LINE(&s, "%s", "");
+    if (D.login_prompt)
+        LINE(&s, "  \033[1;33m> %s\033[0m", D.t->prompt);
+    else
+        LINE(&s, "%s", "");
+    LINE(&s, "%s", "");
+    LINE(&s, "  \033[36m%s\033[0m", D.t->keys);
+    LINE(&s, "%s", "");
+    LINE(&s, "  %s:", D.t->recent);
+    for (int i = 0; i < D.log_count; i++) LINE(&s, "   %s", D.log[i]);
+    for (int i = D.log_count; i < LOG_LINES; i++) LINE(&s, "%s", "");
+    LINE(&s, "%s", "");
+    put(&s, "  \033[2m%s: %s\033[0m\033[K\033[J", D.t->store, D.store_path);
+    (void)!write(STDOUT_FILENO, s.data, s.len);
+    D.dirty = 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The loop                                                                  */
+/* ------------------------------------------------------------------------ */
+
+static void request_feature(void) {
+    tg_request request;
+    tg_require_result result;
+    if (!check(tg_gate_require(D.engine, "account", 1, "account-settings",
+                               on_feature, on_feature_cancelled, NULL, NULL,
+                               &request, &result),
+               "tg_gate_require"))
+        return;
+    if (D.script)
+        say("  tg_gate_require(account) -> %s",
+            result == TG_REQUIRE_RUNS_NOW ? "RUNS_NOW"
+            : result == TG_REQUIRE_QUEUED ? "QUEUED (login required)"
+                                          : "COALESCED");
+    else if (result == TG_REQUIRE_COALESCED)
+        note("%s", D.t->coalesced);
+}
+
+static void answer_login(int yes) {
+    D.login_prompt = 0;
+    D.dirty = 1;
+    if (yes) {
+        /* A 10-minute session (kept in the store too). */
+        check(tg_gate_login_succeeded(D.engine, "account", 600000),
+              "tg_gate_login_succeeded");
+        if (D.script) say("  tg_gate_login_succeeded(account, session 600 s)");
+    } else {
+        check(tg_gate_login_cancelled(D.engine, "account"), "tg_gate_login_cancelled");
+    }
+}
+
+static int handle_key(int c) {
+    if (D.login_prompt) {
+        if (c == 'y' || c == 'Y') answer_login(1);
+        else if (c == 'n' || c == 'N' || c == 27) answer_login(0);
+        else if (c == 'q' || c == 'Q') return 0;
+        return 1;
+    }
+    switch (c) {
+    case 's': case 'S': tap(&D.login); break;
+    case 'r': case 'R': tap(&D.reset); break;
+    case 'l': case 'L': request_feature(); break;
+    case 'o': case 'O':
+        if (check(tg_gate_logout(D.engine, "account"), "tg_gate_logout") && D.logged_in)
+            note("%s", D.t->logout_note);
+        break;
+    case 'q': case 'Q': case 4 /* Ctrl-D */: return 0;
+    default: break;
+    }
+    D.dirty = 1;
+    return 1;
+}
+
+/* One pass: wait for the engine, stdin (interactive) or an SMS answer, at
+ * most until deadline_ms (-1: no limit), and handle what is ready.
+ * Returns 0 when the user quit or a signal asked to stop. */
+static int service(int64_t deadline_ms) {
+    struct pollfd fds[2];
+    nfds_t n = 0;
+    int64_t now = now_ms(), timeout = deadline_ms < 0 ? -1 : deadline_ms - now;
+    button_view *buttons[2] = { &D.login, &D.reset };
+
+    for (int i = 0; i < 2; i++)
+        if (buttons[i]->in_flight) {
+            int64_t left = buttons[i]->due_ms - now;
+            if (timeout < 0 || left < timeout) timeout = left;
+        }
+    /* Redraw the session countdown once a second while logged in. */
+    if (!D.script && D.logged_in && (timeout < 0 || timeout > 1000)) timeout = 1000;
+    if (timeout < 0 && deadline_ms >= 0) timeout = 0;
+
+    fds[n].fd = D.fd;
+    fds[n].events = POLLIN;
+    n++;
+    if (!D.script) {
+        fds[n].fd = STDIN_FILENO;
+        fds[n].events = POLLIN;
+        n++;
+    }
+    int ready = poll(fds, n, timeout < 0 ? -1 : (int)(timeout > INT_MAX ? INT_MAX : timeout));
+    if (interrupted) return 0;
+    if (ready < 0 && errno != EINTR) {
+        perror("tickgate-demo: poll");
+        return 0;
+    }
+    if (ready > 0 && (fds[0].revents & POLLIN))
+        check(tg_engine_dispatch(D.engine, NULL), "tg_engine_dispatch");
+    if (ready > 0 && n > 1 && (fds[1].revents & (POLLIN | POLLHUP))) {
+        unsigned char keys[32];
+        ssize_t got = read(STDIN_FILENO, keys, sizeof keys);
+        if (got <= 0) return 0;
+        for (ssize_t i = 0; i < got; i++)
+            if (!handle_key(keys[i])) return 0;
+    }
+    now = now_ms();
+    for (int i = 0; i < 2; i++)
+        if (buttons[i]->in_flight && buttons[i]->due_ms <= now) sms_answer(buttons[i]);
+    if (!D.script && D.logged_in) D.dirty = 1;
+    return 1;
+}
+
+/* Script: run the loop for ms milliseconds. */
+static int run_for(int64_t ms) {
+    int64_t deadline = now_ms() + ms;
+    do {
+        if (!service(deadline)) return 0;
+    } while (now_ms() < deadline);
+    return 1;
+}
+
+/* Script: deliver what is due now (the events of the call just made). */
+static int pump(void) { return run_for(0); }
+
+/* Script: run the loop until the SMS request of b is answered. */
+static int run_until_answered(button_view *b) {
+    while (b->in_flight)
+        if (!service(now_ms() + 2000)) return 0;
+    return pump();
+}
+
+/* Script: run the loop until b is not counting down (at most limit_ms). */
+static int run_until_ready(button_view *b, int64_t limit_ms) {
+    int64_t deadline = now_ms() + limit_ms;
+    while ((b->state == TG_BUTTON_COOLING || b->state == TG_BUTTON_SENDING) &&
+           now_ms() < deadline)
+        if (!service(deadline)) return 0;
+    return 1;
+}
+
+static void print_remaining(const char *scope) {
+    int64_t remaining_ms = 0, display = 0;
+    tg_status status = tg_countdown_remaining(D.engine, scope, D.phone,
+                                              &remaining_ms, &display);
+    if (status == TG_OK)
+        say("  tg_countdown_remaining(%s) -> %lld ms (%lld s)", scope,
+            (long long)remaining_ms, (long long)display);
+    else
+        say("  tg_countdown_remaining(%s) -> %s", scope, tg_status_string(status));
+}
+
+/* The unattended session. */
+static int play_script(void) {
+    D.t0 = now_ms();
+    printf("Tickgate %s demo, scripted session (%s)\n", tg_version_string(),
+           isatty(STDIN_FILENO) && isatty(STDOUT_FILENO) ? "--script"
+                                                         : "no terminal");
+    printf("store: %s\n", D.store_path);
+    printf("policy: sign-in code 5 s cooldown, reset-password code 6 s; "
+           "the fake SMS service takes 400 ms and its first request fails\n");
+
+    step("1. Open the engine (host-thread delivery) and observe the buttons");
+    if (!open_engine(1) || !pump()) return 1;
+    if (!D.temp_dir[0]) {
+        /* --state: a store that may hold an earlier session. Start over. */
+        say("  a store of its own (--state): tg_verified on both keys, tg_gate_logout");
+        check(tg_verified(D.engine, "login", D.phone), "tg_verified");
+        check(tg_verified(D.engine, "reset", D.phone), "tg_verified");
+        check(tg_gate_logout(D.engine, "account"), "tg_gate_logout");
+        if (!pump()) return 1;
+    }
+
+    step("2. Tap \"%s\": the SMS service fails, so no cooldown starts",
+         D.login.title);
+    tap(&D.login);
+    if (!pump() || !run_until_answered(&D.login)) return 1;
+    print_remaining("login");
+
+    step("3. Tap \"%s\" again: the SMS goes out and the cooldown starts",
+         D.login.title);
+    tap(&D.login);
+    if (!pump() || !run_until_answered(&D.login)) return 1;
+    say("  a second tap while it cools down:");
+    tap(&D.login);
+
+    step("4. Let it tick for 2.5 s");
+    if (!run_for(2500)) return 1;
+
+    step("5. Close the engine and reopen it from its store");
+    say("  tg_engine_close");
+    close_engine();
+    say("  tg_engine_open(store_path = %s); titles and policies come from the store",
+        D.store_path);
+    if (!open_engine(0) || !pump()) return 1;
+    print_remaining("login");
+    if (D.login.state != TG_BUTTON_COOLING) {
+        fprintf(stderr, "tickgate-demo: the countdown did not resume\n");
         return 1;
     }
 
-    pthread_mutex_lock(&lock);
-    while (!done) pthread_cond_wait(&finished, &lock);
-    pthread_mutex_unlock(&lock);
+    step("6. Tap the reset-password button: scope \"reset\" counts on its own");
+    tap(&D.reset);
+    if (!pump() || !run_until_answered(&D.reset)) return 1;
+    print_remaining("login");
+    print_remaining("reset");
 
-    check(tg_engine_close(engine), "tg_engine_close");
-    return 0;
+    step("7. Open \"%s\" (realm \"account\") while logged out", D.t->account);
+    request_feature();
+    if (!pump()) return 1;
+    if (D.login_prompt) {
+        say("  login screen: \"%s\" -> y", D.t->prompt);
+        answer_login(1);
+        if (!pump()) return 1;
+    }
+    say("  again, now that the session is live:");
+    request_feature();
+    if (!pump()) return 1;
+
+    step("8. Wait for both countdowns to finish");
+    if (!run_until_ready(&D.login, 8000) || !run_until_ready(&D.reset, 8000))
+        return 1;
+
+    step("Done");
+    say("sign-in button \"%s\", reset button \"%s\", the feature ran %d time(s)",
+        D.login.title, D.reset.title, D.feature_runs);
+    close_engine();
+    return D.feature_runs == 2 && D.login.state == TG_BUTTON_READY_AGAIN &&
+                   D.reset.state == TG_BUTTON_READY_AGAIN
+               ? 0
+               : 1;
+}
+
+static int play_interactive(void) {
+    srand((unsigned)time(NULL) ^ (unsigned)getpid());
+    if (!open_engine(1)) return 1;
+    if (!enter_raw_mode()) {
+        perror("tickgate-demo: terminal");
+        close_engine();
+        return 1;
+    }
+    tg_engine_dispatch(D.engine, NULL); /* the STATE events */
+    render();
+    while (service(-1)) {
+        if (resized) {
+            resized = 0;
+            fputs("\033[2J", stdout);
+            fflush(stdout);
+            D.dirty = 1;
+        }
+        if (D.dirty) render();
+    }
+    close_engine();
+    restore_terminal();
+    printf(D.t->bye, D.store_path);
+    return interrupted ? 130 : 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Files                                                                     */
+/* ------------------------------------------------------------------------ */
+
+/* mkdir -p with mode 0700 for every folder it creates. */
+static int make_dirs(char *path) {
+    for (char *p = path + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (mkdir(path, 0700) != 0 && errno != EEXIST) {
+            *p = '/';
+            return 0;
+        }
+        *p = '/';
+    }
+    return mkdir(path, 0700) == 0 || errno == EEXIST;
+}
+
+/* $XDG_STATE_HOME/tickgate/demo.db, else ~/.local/state/tickgate/demo.db. */
+static int default_store_path(char *out, size_t size) {
+    char dir[PATH_MAX];
+    const char *xdg = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
+    if (xdg && xdg[0] == '/')
+        snprintf(dir, sizeof dir, "%s/tickgate", xdg);
+    else if (home && home[0])
+        snprintf(dir, sizeof dir, "%s/.local/state/tickgate", home);
+    else
+        return 0;
+    if (!make_dirs(dir)) {
+        fprintf(stderr, "tickgate-demo: cannot create %s: %s\n", dir, strerror(errno));
+        return 0;
+    }
+    return snprintf(out, size, "%s/demo.db", dir) < (int)size;
+}
+
+static void remove_temp_dir(void) {
+    DIR *dir;
+    struct dirent *entry;
+    char path[PATH_MAX + 256];
+    if (!D.temp_dir[0] || !(dir = opendir(D.temp_dir))) return;
+    while ((entry = readdir(dir)) != NULL) {
+        if (strcmp(entry->d_name, ".") == 0 || strcmp(entry->d_name, "..") == 0) continue;
+        snprintf(path, sizeof path, "%s/%s", D.temp_dir, entry->d_name);
+        unlink(path);
+    }
+    closedir(dir);
+    rmdir(D.temp_dir);
+    D.temp_dir[0] = '\0';
+}
+
+static void usage(FILE *out) {
+    fputs("usage: tickgate-demo [--lang zh|en] [--state FILE] [--phone NUMBER] "
+          "[--fast] [--script]\n"
+          "  --lang en      English titles (default: Chinese)\n"
+          "  --state FILE   the store file (default: $XDG_STATE_HOME/tickgate/demo.db,\n"
+          "                 else ~/.local/state/tickgate/demo.db; the script uses a\n"
+          "                 fresh temporary store unless --state is given)\n"
+          "  --phone NUMBER the subject (default +8613800000000)\n"
+          "  --fast         10/15/20 s cooldowns, 3 sends per 2 min (else 60/90/120 s,\n"
+          "                 3 per 10 min)\n"
+          "  --script       play the scripted session even on a terminal\n"
+          "keys: s sign-in code, r reset-password code, l account settings (y/n to\n"
+          "      log in), o log out, q quit\n", out);
+}
+
+int main(int argc, char **argv) {
+    const char *state = NULL;
+    int force_script = 0, status;
+
+    D.t = &zh;
+    D.phone = "+8613800000000";
+    D.fd = -1;
+    D.login.scope = "login";
+    D.login.name = "login";
+    D.reset.scope = "reset";
+    D.reset.name = "reset";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--lang") == 0 && i + 1 < argc) {
+            a = argv[++i];
+            if (strcmp(a, "en") == 0) D.t = &en;
+            else if (strcmp(a, "zh") == 0) D.t = &zh;
+            else { usage(stderr); return 2; }
+        } else if (strcmp(a, "--state") == 0 && i + 1 < argc) {
+            state = argv[++i];
+        } else if (strcmp(a, "--phone") == 0 && i + 1 < argc) {
+            D.phone = argv[++i];
+        } else if (strcmp(a, "--fast") == 0) {
+            D.fast = 1;
+        } else if (strcmp(a, "--script") == 0) {
+            force_script = 1;
+        } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            return 0;
+        } else {
+            usage(stderr);
+            return 2;
+        }
+    }
+    D.login.name = D.t->login_code;
+    D.reset.name = D.t->reset_code;
+    D.script = force_script || !isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO);
+
+    if (state) {
+        snprintf(D.store_path, sizeof D.store_path, "%s", state);
+    } else if (D.script) {
+        const char *tmp = getenv("TMPDIR");
+        snprintf(D.temp_dir, sizeof D.temp_dir, "%s/tickgate-demo-XXXXXX",
+                 tmp && tmp[0] ? tmp : "/tmp");
+        if (!mkdtemp(D.temp_dir)) {
+            perror("tickgate-demo: mkdtemp");
+            return 1;
+        }
+        snprintf(D.store_path, sizeof D.store_path, "%s/demo.db", D.temp_dir);
+    } else if (!default_store_path(D.store_path, sizeof D.store_path)) {
+        fprintf(stderr, "tickgate-demo: no state folder (set HOME or XDG_STATE_HOME, "
+                        "or pass --state FILE)\n");
+        return 1;
+    }
+
+    install_signals();
+    status = D.script ? play_script() : play_interactive();
+    close_engine();
+    remove_temp_dir();
+    if (interrupted) status = 130;
+    return status;
 }

@@ -41,7 +41,7 @@ struct StoredSession {
 /// The engine's SQLite store: one file, WAL mode, shared safely by several
 /// processes. Used only under the engine's lock.
 final class Store {
-    static let schemaVersion: Int64 = 1
+    static let schemaVersion: Int64 = 2
     /// Schema steps: entry i takes a store from version i to i + 1.
     static let migrations: [[String]] = [
         [
@@ -68,8 +68,12 @@ final class Store {
             """,
             """
             CREATE TABLE sessions(realm TEXT PRIMARY KEY NOT NULL, logged_in INTEGER NOT NULL,
-                expiry TEXT, ttl_ns INTEGER) WITHOUT ROWID
+                expiry TEXT) WITHOUT ROWID
             """,
+        ],
+        // 2: a session's TTL, which caps it across a reboot (0: unknown).
+        [
+            "ALTER TABLE sessions ADD COLUMN ttl_ns INTEGER NOT NULL DEFAULT 0",
         ],
     ]
 

@@ -564,7 +564,7 @@ static void test_restore_same_boot(void)
     dispatch(e);
     ASSERT_STATUS(tg_engine_close(e), TG_OK);
     ASSERT_EQ_INT(db_int_path(path, "SELECT count(*) FROM countdowns"), 3);
-    ASSERT_EQ_INT(db_int_path(path, "PRAGMA user_version"), 1);
+    ASSERT_EQ_INT(db_int_path(path, "PRAGMA user_version"), 2);
 
     /* --- same boot, 10 s later --- */
     e = open_manual(path, "boot-A", BOOT0 + 10000, WALL0 + 10000);
@@ -1021,7 +1021,7 @@ static void test_bad_garbage_start_fresh(void)
         /* a new, working store in its place */
         ASSERT_STATUS(tg_countdown_start(e, "otp", "u", 60000, 0, 0, NULL), TG_OK);
         ASSERT_STATUS(tg_engine_close(e), TG_OK);
-        ASSERT_EQ_INT(db_int_path(path, "PRAGMA user_version"), 1);
+        ASSERT_EQ_INT(db_int_path(path, "PRAGMA user_version"), 2);
         ASSERT(stat(path, &st) == 0 && (st.st_mode & 0777) == 0600);
         e = open_manual(path, "boot-A", BOOT0 + 1000, WALL0);
         if (e) {
@@ -1091,6 +1091,63 @@ static void test_bad_newer_version_wal(void) { check_newer(1); }
  * says a newer store "is left untouched", so not even its journal mode may
  * change. */
 static void test_bad_newer_version_rollback(void) { check_newer(0); }
+
+/* A store of schema version 1 (as the first release wrote it: sessions had
+ * no TTL column) is migrated to the current version on open, keeping its
+ * data: the cooldown runs on, the session is still logged in. */
+static void test_migrate_from_version_1(void)
+{
+    char dir[PATH_MAX], path[PATH_MAX + 32];
+    sqlite3 *db = NULL;
+    tg_engine *e;
+    int64_t rem = 0, disp = 0, left = 0;
+    int logged_in = 0;
+    int rc;
+    if (!new_dir(dir, path, sizeof path))
+        return;
+    rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(db,
+            "PRAGMA journal_mode=WAL;"
+            "CREATE TABLE countdowns(scope TEXT NOT NULL, subject TEXT NOT NULL,"
+            " phase INTEGER NOT NULL, duration_ns INTEGER NOT NULL, tick_ns INTEGER NOT NULL,"
+            " boot_id TEXT NOT NULL, boot_deadline_ns INTEGER NOT NULL,"
+            " wall_deadline_ns INTEGER NOT NULL, PRIMARY KEY(scope, subject)) WITHOUT ROWID;"
+            "CREATE TABLE send_records(scope TEXT NOT NULL, subject TEXT NOT NULL,"
+            " consecutive INTEGER NOT NULL, has_sent INTEGER NOT NULL,"
+            " last_send TEXT, sends TEXT NOT NULL, PRIMARY KEY(scope, subject)) WITHOUT ROWID;"
+            "CREATE TABLE policies(scope TEXT PRIMARY KEY NOT NULL, cooldowns_ms TEXT NOT NULL,"
+            " window_max_sends INTEGER NOT NULL, window_ms INTEGER NOT NULL,"
+            " quiet_reset_ms INTEGER NOT NULL, ticket_timeout_ms INTEGER NOT NULL) WITHOUT ROWID;"
+            "CREATE TABLE titles(scope TEXT PRIMARY KEY NOT NULL, idle TEXT NOT NULL,"
+            " sending TEXT NOT NULL, cooling TEXT NOT NULL, ready_again TEXT NOT NULL,"
+            " locked TEXT NOT NULL) WITHOUT ROWID;"
+            "CREATE TABLE sessions(realm TEXT PRIMARY KEY NOT NULL, logged_in INTEGER NOT NULL,"
+            " expiry TEXT) WITHOUT ROWID;"
+            /* a 60 s cooldown that ends at boot time 61 s of boot "b1" */
+            "INSERT INTO countdowns VALUES('login', 'alice', 1, 60000000000, 1000000000,"
+            " 'b1', 61000000000, 1700000061000000000);"
+            "INSERT INTO sessions VALUES('account', 1, NULL);"
+            "PRAGMA user_version=1;",
+            NULL, NULL, NULL);
+    ASSERT_EQ_INT(rc, SQLITE_OK);
+    sqlite3_close(db);
+
+    e = open_manual(path, "b1", 11000, 1700000011000);
+    if (e) {
+        ASSERT_STATUS(tg_countdown_remaining(e, "login", "alice", &rem, &disp), TG_OK);
+        ASSERT_EQ_INT(rem, 50000);
+        ASSERT_STATUS(tg_gate_session(e, "account", &logged_in, &left), TG_OK);
+        ASSERT_EQ_INT(logged_in, 1);
+        ASSERT_EQ_INT(left, 0);
+        ASSERT_STATUS(tg_gate_login_succeeded(e, "account", 60000), TG_OK);
+        ASSERT_STATUS(tg_engine_close(e), TG_OK);
+    }
+    ASSERT_EQ_INT(db_int_path(path, "PRAGMA user_version"), 2);
+    ASSERT_EQ_INT(db_int_path(path, "SELECT ttl_ns FROM sessions WHERE realm = 'account'"),
+                  INT64_C(60000000000));
+    remove_dir(dir);
+}
 
 static void test_bad_symlink(void)
 {
@@ -1962,7 +2019,7 @@ static void test_open_while_other_creates(void)
     if (s == TG_OK) {
         ASSERT_STATUS(tg_countdown_start(e, "otp", "u", 60000, 0, 0, NULL), TG_OK);
         ASSERT_STATUS(tg_engine_close(e), TG_OK);
-        ASSERT_EQ_INT(db_int_path(path, "PRAGMA user_version"), 1);
+        ASSERT_EQ_INT(db_int_path(path, "PRAGMA user_version"), 2);
     }
     if (pid > 0)
         waitpid(pid, &status, 0);
@@ -2056,7 +2113,7 @@ static void test_two_processes_first_open(void)
                 waitpid(pid[i], &status[i], 0);
             ASSERT(pid[i] > 0 && WIFEXITED(status[i]) && WEXITSTATUS(status[i]) == 0);
         }
-        ASSERT_EQ_INT(db_int_path(sub, "PRAGMA user_version"), 1);
+        ASSERT_EQ_INT(db_int_path(sub, "PRAGMA user_version"), 2);
     }
     printf("  %d of %d opens of a new store failed\n", failed_opens, procs * rounds);
     ASSERT_EQ_INT(failed_opens, 0);
@@ -2770,6 +2827,7 @@ int main(int argc, char **argv)
         RUN_TEST(test_bad_garbage_start_fresh);
         RUN_TEST(test_bad_newer_version_wal);
         RUN_TEST(test_bad_newer_version_rollback);
+        RUN_TEST(test_migrate_from_version_1);
         RUN_TEST(test_bad_symlink);
         RUN_TEST(test_bad_missing_dir);
         RUN_TEST(test_bad_permissions);

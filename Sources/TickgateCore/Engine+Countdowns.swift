@@ -10,11 +10,8 @@ extension Engine {
         let duration = try duration.validatedDuration()
         let interval = try tickInterval?.validatedTickInterval() ?? defaultTickInterval
         lock.lock()
-        defer { lock.unlock() }
-        try checkOpen()
-        try storeBegin()
-        defer { storeAbandon() }
-        let now = state.now()
+        defer { endChange() }
+        let now = try beginChange()
         try reconcile(key, at: now)
         let slot = state.index[key]
         if !restart, let slot, let running = state.running(slot: slot, at: now) {
@@ -67,11 +64,8 @@ extension Engine {
     /// countdown's own callback), no tick or finish of it runs.
     public func cancel(_ key: CountdownKey) throws(TickgateError) {
         lock.lock()
-        defer { lock.unlock() }
-        try checkOpen()
-        try storeBegin()
-        defer { storeAbandon() }
-        let now = state.now()
+        defer { endChange() }
+        let now = try beginChange()
         try reconcile(key, at: now)
         guard let slot = state.index[key], state.running(slot: slot, at: now) != nil else {
             throw TickgateError(.notFound, "no countdown is running for \(key.description)")
@@ -92,12 +86,9 @@ extension Engine {
     @discardableResult
     public func cancelAll(scope: KeyName? = nil) throws(TickgateError) -> Int {
         lock.lock()
-        defer { lock.unlock() }
-        try checkOpen()
-        try storeBegin()
-        defer { storeAbandon() }
+        defer { endChange() }
+        let now = try beginChange()
         try storeWrite { (store) throws(TickgateError) in try store.deleteCountdowns(scope: scope?.value) }
-        let now = state.now()
         var keys = state.index.keys.filter { state.running($0, at: now) != nil }
         if let scope { keys = keys.filter { $0.scope == scope } }
         var instances: [UInt64] = []

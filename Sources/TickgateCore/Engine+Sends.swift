@@ -48,11 +48,8 @@ extension Engine {
     /// throws `.coolingDown`, `.inFlight` or `.locked` with the wait.
     public func sendBegin(_ key: CountdownKey) throws(TickgateError) -> UInt64 {
         lock.lock()
-        defer { lock.unlock() }
-        try checkOpen()
-        try storeBegin()
-        defer { storeAbandon() }
-        let now = state.now()
+        defer { endChange() }
+        let now = try beginChange()
         try reconcile(key, at: now)
         if let running = state.running(key, at: now) {
             throw Self.busyError(running, at: now)
@@ -96,11 +93,8 @@ extension Engine {
             throw TickgateError(.invalidDuration, "server retry-after is outside 0 ... 365 days")
         }
         lock.lock()
-        defer { lock.unlock() }
-        try checkOpen()
-        try storeBegin()
-        defer { storeAbandon() }
-        let now = state.now()
+        defer { endChange() }
+        let now = try beginChange()
         if let key = state.tickets[ticket] { try reconcile(key, at: now) }
         guard let key = state.tickets[ticket], let slot = state.index[key],
               let sending = state.slots[Int(slot)], sending.ticket == ticket else {
@@ -174,11 +168,8 @@ extension Engine {
     /// cancelled and the key is IDLE (a lock of the window stays).
     public func verified(_ key: CountdownKey) throws(TickgateError) {
         lock.lock()
-        defer { lock.unlock() }
-        try checkOpen()
-        try storeBegin()
-        defer { storeAbandon() }
-        let now = state.now()
+        defer { endChange() }
+        let now = try beginChange()
         try reconcile(key, at: now)
         let cooling = state.running(key, at: now).flatMap { $0.phase == .cooling ? $0 : nil }
         var record = state.records[key]

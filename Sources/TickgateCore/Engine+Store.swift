@@ -85,6 +85,22 @@ extension Engine {
 
     // MARK: Transactions
 
+    /// Starts one change of the engine's state: checks the engine is open,
+    /// opens its store transaction, and reads the clock. Call with the lock
+    /// held, and pair with `endChange()` in a defer.
+    func beginChange() throws(TickgateError) -> Instant {
+        try checkOpen()
+        try storeBegin()
+        return state.now()
+    }
+
+    /// Ends a change: drops its store transaction if it wrote nothing, and
+    /// releases the lock.
+    func endChange() {
+        storeAbandon()
+        lock.unlock()
+    }
+
     /// Starts a store transaction for one operation (group commit: joins
     /// the open one). Pair with `storeAbandon()` in a defer; lock held.
     func storeBegin() throws(TickgateError) {

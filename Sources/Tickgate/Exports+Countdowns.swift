@@ -21,7 +21,7 @@ public func tg_countdown_start(_ engine: OpaquePointer?, _ scope: UnsafePointer<
                              restart: flags & TG_START_RESTART != 0)
             out_remaining_ms?.pointee = duration_ms
         } catch {
-            if error.status == .coolingDown {
+            if error.status == .coolingDown || error.status == .inFlight || error.status == .locked {
                 out_remaining_ms?.pointee = error.remaining.millisecondsRoundedUp
             }
             throw error

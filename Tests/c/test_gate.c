@@ -7,6 +7,8 @@
 #define _GNU_SOURCE
 #include "tg_recorder.h"
 
+#include <sched.h>
+
 /* ---- a request's record ---- */
 
 typedef struct req_rec {
@@ -663,6 +665,355 @@ static void test_withdraw_ended(void)
     ASSERT_STATUS(tg_engine_close(e), TG_OK);
 }
 
+/* ---- require from inside an action callback ---- */
+
+typedef struct nest_ctx {
+    tg_engine *e;
+    req_rec inner_now, inner_queued;
+    tg_require_result now_result, queued_result;
+    tg_status now_status, queued_status;
+    int inner_ran_inside; /* an inner callback ran while the outer one ran */
+    int outer_running;
+} nest_ctx;
+
+static nest_ctx *g_nest;
+
+static void nest_inner_action(tg_request request, void *ud)
+{
+    pthread_mutex_lock(&req_mu);
+    if (g_nest->outer_running)
+        g_nest->inner_ran_inside++;
+    pthread_mutex_unlock(&req_mu);
+    req_action(request, ud);
+}
+
+static void nest_outer_action(tg_request request, void *ud)
+{
+    nest_ctx *n = g_nest;
+    tg_request id = 0;
+    req_action(request, ud);
+    pthread_mutex_lock(&req_mu);
+    n->outer_running = 1;
+    pthread_mutex_unlock(&req_mu);
+    /* needs no login: runs, but after this callback returns */
+    n->now_status = tg_gate_require(n->e, "account", 0, NULL,
+                                    nest_inner_action, req_cancel,
+                                    &n->inner_now, req_destroy, &id,
+                                    &n->now_result);
+    /* needs login while logged out: queued (login screen asked for) */
+    n->queued_status = tg_gate_require(n->e, "account", 1, NULL,
+                                       nest_inner_action, req_cancel,
+                                       &n->inner_queued, req_destroy, &id,
+                                       &n->queued_result);
+    pthread_mutex_lock(&req_mu);
+    n->outer_running = 0;
+    pthread_mutex_unlock(&req_mu);
+}
+
+/* tg_gate_require from inside an action callback (not expressible in the
+ * scenario format): the inner request is defined like any other: RUNS_NOW
+ * runs it after the outer callback returned, QUEUED waits for login; each
+ * runs once, each destructor once. Both delivery modes. */
+static void test_require_inside_action(void)
+{
+    int mode;
+    for (mode = 0; mode < 2; mode++) {
+        tg_delivery d = mode ? TG_DELIVERY_ENGINE_THREAD : TG_DELIVERY_HOST_THREAD;
+        tg_engine *e = open_engine(d);
+        nest_ctx n;
+        req_rec outer;
+        gate_rec g;
+        int64_t end;
+
+        memset(&n, 0, sizeof n);
+        memset(&outer, 0, sizeof outer);
+        memset(&g, 0, sizeof g);
+        n.e = e;
+        n.now_status = n.queued_status = (tg_status)-1;
+        g_nest = &n;
+        gate_subscribe(e, "account", &g);
+        {
+            tg_request id = 0;
+            tg_require_result res = (tg_require_result)0;
+            ASSERT_STATUS(tg_gate_require(e, "account", 0, NULL,
+                                          nest_outer_action, req_cancel,
+                                          &outer, req_destroy, &id, &res),
+                          TG_OK);
+            ASSERT_EQ_INT(res, TG_REQUIRE_RUNS_NOW);
+        }
+        /* deliver until the inner RUNS_NOW request has ended */
+        end = tg_test_boottime_ns() + 5000000000LL;
+        while (snapshot(&n.inner_now).destroys == 0 &&
+               tg_test_boottime_ns() < end) {
+            if (mode == 0)
+                dispatch(e);
+            else
+                ASSERT_STATUS(tg_clock_advance(e, 0), TG_OK);
+        }
+        ASSERT_STATUS(n.now_status, TG_OK);
+        ASSERT_EQ_INT(n.now_result, TG_REQUIRE_RUNS_NOW);
+        ASSERT_STATUS(n.queued_status, TG_OK);
+        ASSERT_EQ_INT(n.queued_result, TG_REQUIRE_QUEUED);
+        ASSERT_REQ(&outer, 1, 0, 1);
+        ASSERT_REQ(&n.inner_now, 1, 0, 1);
+        ASSERT_REQ(&n.inner_queued, 0, 0, 0);
+        ASSERT(snapshot(&outer).order < snapshot(&n.inner_now).order);
+        ASSERT_EQ_INT(n.inner_ran_inside, 0);
+        if (mode == 0)
+            dispatch(e);
+        else
+            ASSERT_STATUS(tg_clock_advance(e, 0), TG_OK);
+        pthread_mutex_lock(&req_mu);
+        ASSERT_EQ_INT(gate_count(&g, 0, TG_GATE_LOGIN_REQUIRED), 1);
+        pthread_mutex_unlock(&req_mu);
+        /* login runs the request queued from inside the callback, once */
+        ASSERT_STATUS(tg_gate_login_succeeded(e, "account", 0), TG_OK);
+        end = tg_test_boottime_ns() + 5000000000LL;
+        while (snapshot(&n.inner_queued).destroys == 0 &&
+               tg_test_boottime_ns() < end) {
+            if (mode == 0)
+                dispatch(e);
+            else
+                ASSERT_STATUS(tg_clock_advance(e, 0), TG_OK);
+        }
+        ASSERT_REQ(&n.inner_queued, 1, 0, 1);
+        ASSERT_STATUS(tg_engine_close(e), TG_OK);
+        ASSERT_REQ(&outer, 1, 0, 1);
+        ASSERT_REQ(&n.inner_now, 1, 0, 1);
+        ASSERT_REQ(&n.inner_queued, 1, 0, 1);
+        ASSERT_EQ_INT(g.destroys, 1);
+        ASSERT_EQ_INT(g.bad, 0);
+        g_nest = NULL;
+    }
+}
+
+/* ---- threads: require while another thread logs in and out ---- */
+
+#define GT_REQUESTERS 4
+#define GT_ITERATIONS 20000
+
+/* One request of the thread test; counters changed with atomics. */
+typedef struct gt_req {
+    int actions, cancels, destroys;
+    int bad;            /* a callback after the destructor, or a second one */
+    tg_request id;      /* from tg_gate_require */
+    tg_request id_seen; /* from the callback */
+    int required;       /* tg_gate_require returned TG_OK */
+    int coalesced;      /* ... COALESCED: its destructor ran, no callback */
+    int withdrawn;      /* tg_gate_withdraw returned TG_OK */
+    int destroyed_at_return; /* destroys when require/withdraw returned */
+} gt_req;
+
+static int gt_load(int *p) { return __atomic_load_n(p, __ATOMIC_SEQ_CST); }
+static int gt_add(int *p) { return __atomic_add_fetch(p, 1, __ATOMIC_SEQ_CST); }
+
+static void gt_callback(gt_req *q, tg_request request, int cancel)
+{
+    if (gt_load(&q->destroys) || gt_load(&q->actions) || gt_load(&q->cancels))
+        gt_add(&q->bad);
+    __atomic_store_n(&q->id_seen, request, __ATOMIC_SEQ_CST);
+    gt_add(cancel ? &q->cancels : &q->actions);
+}
+
+static void gt_action(tg_request request, void *ud)
+{
+    gt_callback((gt_req *)ud, request, 0);
+}
+
+static void gt_cancel(tg_request request, tg_cancel_reason reason, void *ud)
+{
+    (void)reason;
+    gt_callback((gt_req *)ud, request, 1);
+}
+
+static void gt_destroy(void *ud)
+{
+    gt_add(&((gt_req *)ud)->destroys);
+}
+
+typedef struct gt_ctx {
+    tg_engine *e;
+    gt_req *reqs; /* [GT_REQUESTERS][GT_ITERATIONS] */
+    int running;  /* requesters still running */
+    int failures; /* unexpected statuses */
+    int rounds;   /* login/logout rounds done */
+} gt_ctx;
+
+typedef struct gt_arg {
+    gt_ctx *c;
+    int index;
+} gt_arg;
+
+/* Requester i: thread 0 and 1 require with needs_login 1 only; thread 2
+ * also requires without login and withdraws every 5th request it made;
+ * thread 3 uses a coalesce key. */
+static void *gt_requester(void *p)
+{
+    gt_arg *a = (gt_arg *)p;
+    gt_ctx *c = a->c;
+    int i;
+    char key[16];
+    snprintf(key, sizeof key, "key-%d", a->index);
+    for (i = 0; i < GT_ITERATIONS; i++) {
+        gt_req *q = &c->reqs[a->index * GT_ITERATIONS + i];
+        tg_request id = 0;
+        tg_require_result res = (tg_require_result)0;
+        int needs = a->index == 2 ? (i % 3 != 0) : 1;
+        tg_status s = tg_gate_require(c->e, "account", needs,
+                                      a->index == 3 ? key : NULL, gt_action,
+                                      gt_cancel, q, gt_destroy, &id, &res);
+        if (s != TG_OK) {
+            gt_add(&c->failures);
+            continue;
+        }
+        q->id = id;
+        q->required = 1;
+        if (res == TG_REQUIRE_COALESCED) {
+            q->coalesced = 1;
+            q->destroyed_at_return = gt_load(&q->destroys);
+        }
+        if (a->index == 2 && i % 5 == 4) {
+            gt_req *w = &c->reqs[a->index * GT_ITERATIONS + i - 1];
+            if (w->required && !w->coalesced) {
+                s = tg_gate_withdraw(c->e, w->id);
+                if (s == TG_OK) {
+                    w->withdrawn = 1;
+                    w->destroyed_at_return = gt_load(&w->destroys);
+                } else if (s != TG_E_NOT_FOUND) {
+                    gt_add(&c->failures);
+                }
+            }
+        }
+        if (i % 64 == 0)
+            sched_yield();
+    }
+    __atomic_sub_fetch(&c->running, 1, __ATOMIC_SEQ_CST);
+    return NULL;
+}
+
+/* Logs in and out (with and without a TTL), cancels the login, and moves
+ * the clock (expiring sessions and queued requests) until the requesters
+ * are done. */
+static void *gt_login_loop(void *p)
+{
+    gt_ctx *c = (gt_ctx *)p;
+    int round = 0;
+    while (gt_load(&c->running) > 0) {
+        round++;
+        if (tg_gate_login_succeeded(c->e, "account",
+                                    round % 3 == 0 ? 1500 : 0) != TG_OK)
+            gt_add(&c->failures);
+        if (round % 2)
+            sched_yield();
+        else
+            tg_test_sleep_ms(0);
+        if (tg_gate_logout(c->e, "account") != TG_OK)
+            gt_add(&c->failures);
+        if (round % 4 == 0 &&
+            tg_gate_login_cancelled(c->e, "account") != TG_OK)
+            gt_add(&c->failures);
+        if (round % 8 == 0 && tg_clock_advance(c->e, 1000) != TG_OK)
+            gt_add(&c->failures);
+    }
+    c->rounds = round;
+    return NULL;
+}
+
+static void gt_gate_event(const tg_gate_event *e, void *ud)
+{
+    int *bad = (int *)ud;
+    if (e->struct_size < sizeof(tg_gate_event) || !e->realm ||
+        strcmp(e->realm, "account") != 0)
+        gt_add(bad);
+}
+
+static void gt_gate_destroy(void *ud)
+{
+    gt_add((int *)ud + 1);
+}
+
+/* Several threads require (needs login) while another logs in and out,
+ * cancels logins and moves the clock, on an engine-thread engine: every
+ * request ends in exactly one way (action or cancel exactly once, or
+ * withdrawn or coalesced with no callback), every destructor runs exactly
+ * once, nothing deadlocks (the watchdog of RUN_TEST). */
+static void test_gate_threads(void)
+{
+    tg_engine *e = open_engine(TG_DELIVERY_ENGINE_THREAD);
+    gt_ctx c;
+    gt_arg args[GT_REQUESTERS];
+    pthread_t req_threads[GT_REQUESTERS], login_thread;
+    int i, observer[2] = {0, 0};
+    int ran = 0, cancelled = 0, withdrawn = 0, coalesced = 0;
+    int wrong_count = 0, wrong_destroy = 0, bad = 0, wrong_id = 0;
+    int early_destroy = 0;
+    tg_subscription sub = 0;
+
+    memset(&c, 0, sizeof c);
+    c.e = e;
+    c.reqs = (gt_req *)calloc(GT_REQUESTERS * GT_ITERATIONS, sizeof *c.reqs);
+    ASSERT(c.reqs != NULL);
+    if (!c.reqs)
+        return;
+    ASSERT_STATUS(tg_gate_set_request_timeout(e, "account", 3000), TG_OK);
+    ASSERT_STATUS(tg_gate_subscribe(e, "account", gt_gate_event, observer,
+                                    gt_gate_destroy, &sub),
+                  TG_OK);
+    c.running = GT_REQUESTERS;
+    for (i = 0; i < GT_REQUESTERS; i++) {
+        args[i].c = &c;
+        args[i].index = i;
+        ASSERT_EQ_INT(pthread_create(&req_threads[i], NULL, gt_requester,
+                                     &args[i]),
+                      0);
+    }
+    ASSERT_EQ_INT(pthread_create(&login_thread, NULL, gt_login_loop, &c), 0);
+    for (i = 0; i < GT_REQUESTERS; i++)
+        pthread_join(req_threads[i], NULL);
+    pthread_join(login_thread, NULL);
+
+    /* whatever still waits runs now; then deliver everything */
+    ASSERT_STATUS(tg_gate_login_succeeded(e, "account", 0), TG_OK);
+    ASSERT_STATUS(tg_clock_advance(e, 0), TG_OK);
+    ASSERT_STATUS(tg_clock_advance(e, 0), TG_OK);
+    ASSERT_STATUS(tg_engine_close(e), TG_OK);
+
+    for (i = 0; i < GT_REQUESTERS * GT_ITERATIONS; i++) {
+        gt_req *q = &c.reqs[i];
+        int a = gt_load(&q->actions), k = gt_load(&q->cancels);
+        int d = gt_load(&q->destroys);
+        if (!q->required)
+            continue;
+        bad += gt_load(&q->bad) != 0;
+        wrong_destroy += d != 1;
+        if (q->coalesced || q->withdrawn) {
+            wrong_count += a + k != 0;
+            early_destroy += q->destroyed_at_return != 1;
+            coalesced += q->coalesced;
+            withdrawn += q->withdrawn;
+        } else {
+            wrong_count += a + k != 1;
+            wrong_id += q->id_seen != q->id;
+            ran += a;
+            cancelled += k;
+        }
+    }
+    printf("    gate threads: %d login rounds; %d ran, %d cancelled, %d "
+           "withdrawn, %d coalesced\n",
+           c.rounds, ran, cancelled, withdrawn, coalesced);
+    ASSERT_EQ_INT(c.failures, 0);
+    ASSERT_EQ_INT(wrong_count, 0);   /* action or cancel exactly once */
+    ASSERT_EQ_INT(wrong_destroy, 0); /* every destructor exactly once */
+    ASSERT_EQ_INT(early_destroy, 0); /* before withdraw / require returned */
+    ASSERT_EQ_INT(bad, 0);           /* never a callback after destroy */
+    ASSERT_EQ_INT(wrong_id, 0);      /* the callback got its own id */
+    ASSERT(ran > 0);
+    ASSERT(cancelled > 0);
+    ASSERT_EQ_INT(observer[0], 0);
+    ASSERT_EQ_INT(observer[1], 1);
+    free(c.reqs);
+}
+
 int main(void)
 {
     RUN_TEST(test_runs_now);
@@ -675,6 +1026,8 @@ int main(void)
     RUN_TEST(test_request_timeout);
     RUN_TEST(test_gate_bad_input);
     RUN_TEST(test_gate_engine_thread);
+    RUN_TEST(test_require_inside_action);
+    RUN_TEST(test_gate_threads);
     RUN_TEST(test_withdraw_ended);
     return TG_TEST_SUMMARY();
 }

@@ -231,9 +231,10 @@ void tg_engine_options_init(tg_engine_options *options);
  * which the caller closes with tg_engine_close().
  *
  * Errors: TG_E_INVALID_ARGUMENT (out_engine NULL, unknown delivery or clock),
- * TG_E_VERSION (struct_size too small, or larger with non-zero bytes past the
- * fields this library knows), TG_E_INVALID_DURATION (tick_interval_ms out of
- * range), TG_E_SYSTEM (no descriptors or thread).
+ * TG_E_VERSION (struct_size is not the size of any version of this struct,
+ * or is larger with non-zero bytes past the fields this library knows),
+ * TG_E_INVALID_DURATION (tick_interval_ms out of range), TG_E_SYSTEM (no
+ * descriptors or thread).
  */
 tg_status tg_engine_open(const tg_engine_options *options,
                          tg_engine **out_engine);

@@ -111,6 +111,13 @@ enum EngineOptionsReader {
             throw TickgateError(.version,
                 "options.struct_size is \(declared); this library needs at least \(firstSize)")
         }
+        // Only sizes some header had: the first layout, this one, or a
+        // later (larger) one. A size in between would cut a field (a
+        // pointer) in half.
+        guard declared == firstSize || declared >= size else {
+            throw TickgateError(.version,
+                "options.struct_size \(declared) matches no version of tg_engine_options (\(firstSize) or \(size))")
+        }
         guard declared <= largestAccepted else {
             throw TickgateError(.version, "options.struct_size \(declared) is implausibly large")
         }

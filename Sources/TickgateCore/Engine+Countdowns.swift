@@ -52,9 +52,19 @@ extension Engine {
     /// open ticket becomes cancelled); call with the lock held.
     func replace(with countdown: Countdown, at now: Instant, known: Int32?? = .none) {
         let slot = known ?? state.index[countdown.key]
-        if let slot, let old = state.slots[Int(slot)],
-           old.phase == .sending, old.ticket != countdown.ticket {
-            state.recordEnd(of: old.ticket, old.deadline <= now ? .expired : .cancelled)
+        if let slot, let old = state.slots[Int(slot)] {
+            if old.phase == .sending, old.ticket != countdown.ticket {
+                state.recordEnd(of: old.ticket, old.deadline <= now ? .expired : .cancelled)
+            }
+            if old.deadline <= now {
+                // The run in the slot reached its deadline but its timer has
+                // not fired yet: announce its end before the new run starts.
+                if state.emit(old.phase == .sending ? .sendFailed : .finished, old.key,
+                              instance: old.instance, remaining: .zero, duration: old.duration,
+                              state: state.restingState(old.key)) {
+                    poller.wake()
+                }
+            }
         }
         state.insert(countdown, at: now, known: .some(slot))
         armIfEarlier()

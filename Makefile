@@ -47,3 +47,30 @@ install: build
 
 clean:
 	rm -rf $(BUILD_DIR) .build
+
+# ---------------------------------------------------------------------------
+# make bench: the benchmark suite (benchmarks/README.md), Tickgate side by
+# side with libuv and libevent. Builds the library, installs the peers'
+# headers and gnuplot with apt-get when they are missing and we are root,
+# then benchmarks/run builds benchmarks/, runs them (about 4-5 minutes) and
+# writes build/bench.txt, build/bench.csv and build/bench.png.
+# BENCH_ARGS passes options to the driver (e.g. BENCH_ARGS=--quick).
+.PHONY: bench bench-deps
+bench-deps:
+	@missing=""; \
+	command -v pkg-config >/dev/null 2>&1 || missing="$$missing pkg-config"; \
+	pkg-config --exists libuv 2>/dev/null || missing="$$missing libuv1-dev"; \
+	pkg-config --exists libevent 2>/dev/null || missing="$$missing libevent-dev"; \
+	command -v gnuplot >/dev/null 2>&1 || missing="$$missing gnuplot-nox"; \
+	if [ -n "$$missing" ]; then \
+	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	    echo "Installing$$missing with apt-get"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  else \
+	    echo "make bench needs:$$missing. Install them (e.g. 'sudo apt-get install$$missing') or run make bench as root." >&2; \
+	    exit 1; \
+	  fi; \
+	fi
+
+bench: build bench-deps
+	TG_BENCH_LIBRARY_BUILT=1 BUILD_DIR=$(BUILD_DIR) benchmarks/run $(BENCH_ARGS)

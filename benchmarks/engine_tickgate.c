@@ -64,7 +64,9 @@ static void tg_cancel_list(void *ctx, const uint32_t *keys, size_t n) {
     const bench_data *d = c->d;
     for (size_t j = 0; j < n; j++) {
         tg_status s = tg_countdown_cancel(engine, BENCH_SCOPE, bench_subject(d, keys[j]));
-        if (s != TG_OK) check(s, "tg_countdown_cancel");
+        /* Over already (see bench_expired_seen): the lookup was done. */
+        if (s == TG_E_NOT_FOUND) bench_expired_seen[BENCH_OP_CANCEL]++;
+        else if (s != TG_OK) check(s, "tg_countdown_cancel");
     }
 }
 
@@ -77,7 +79,8 @@ static uint64_t tg_query_list(void *ctx, const uint32_t *keys, size_t n) {
         int64_t remaining = 0;
         tg_status s = tg_countdown_remaining(engine, BENCH_SCOPE, bench_subject(d, keys[j]),
                                              &remaining, NULL);
-        if (s != TG_OK) check(s, "tg_countdown_remaining");
+        if (s == TG_E_NOT_FOUND) bench_expired_seen[BENCH_OP_QUERY]++;
+        else if (s != TG_OK) check(s, "tg_countdown_remaining");
         sum += (uint64_t)remaining;
     }
     return sum;
@@ -91,7 +94,8 @@ static void tg_churn(void *ctx, const uint32_t *slots, size_t n, size_t fresh) {
         uint32_t slot = slots[j];
         tg_status s = tg_countdown_cancel(engine, BENCH_SCOPE,
                                           bench_subject(d, c->slot_subject[slot]));
-        if (s != TG_OK) check(s, "tg_countdown_cancel");
+        if (s == TG_E_NOT_FOUND) bench_expired_seen[BENCH_OP_CHURN]++;
+        else if (s != TG_OK) check(s, "tg_countdown_cancel");
         s = tg_countdown_start(engine, BENCH_SCOPE, bench_subject(d, fresh + j),
                                d->duration_ms[fresh + j], 0, 0, NULL);
         if (s != TG_OK) check(s, "tg_countdown_start");
@@ -117,10 +121,10 @@ static void tg_expiry_setup(void *ctx, size_t n, int64_t base_ns, int window_ms)
         check(tg_countdown_start(c->engine, BENCH_SCOPE, bench_subject(d, i), ms, 0, 0, NULL),
               "tg_countdown_start");
     }
-    /* Deliver the STATE/STARTED events now, so the timed part holds only
-     * expiries. (The driver checks that nothing was due yet.) */
+    /* Deliver the STARTED events now, so the timed part holds only
+     * expiries. If this setup took so long that some were due already, the
+     * driver sees its clock past base_ns and starts over. */
     check(tg_engine_dispatch(c->engine, NULL), "tg_engine_dispatch");
-    if (c->finished != 0) bench_die("tickgate: countdowns finished during expiry setup");
 }
 
 static size_t tg_expiry_run(void *ctx) {

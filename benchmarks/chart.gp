@@ -21,8 +21,14 @@ w = 1.0 / 4 # bar width: 3 bars and a gap of one bar per group
 # value labels on log axes.
 max(a, b) = a > b ? a : b
 num(x) = x == x ? x : 0 # missing (NaN) -> 0
-stats dir."/ops.dat" using (max(max(num($2), num($3)), num($4))) nooutput
-ops_top = STATS_max * 6
+# (column by column: a row with "-" for the peers is skipped by a stats
+# over all three columns at once)
+stats dir."/ops.dat" using 2 nooutput
+ops_top = STATS_max
+stats dir."/ops.dat" using 3 nooutput
+ops_top = max(ops_top, STATS_max)
+stats dir."/ops.dat" using 4 nooutput
+ops_top = max(ops_top, STATS_max) * 6
 stats dir."/memory.dat" using (max(max(num($2), num($3)), num($4))) nooutput
 mem_top = STATS_max * 4
 stats dir."/lateness.dat" using (max($2, $3)) nooutput

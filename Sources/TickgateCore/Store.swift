@@ -122,8 +122,16 @@ final class Store {
     }
 
     deinit {
+        let moved = hasMoved
         for statement in statements.values { sqlite3_finalize(statement) }
         sqlite3_close_v2(db)
+        if moved {
+            // Our WAL and shared-memory files still sit next to whatever is
+            // at the path now; left there, the next open would replay our
+            // pages over that file.
+            unlink(path + "-wal")
+            unlink(path + "-shm")
+        }
     }
 
     /// Moves a corrupt store (and its WAL and SHM files) aside under a
@@ -199,8 +207,20 @@ final class Store {
 
     func begin() throws(TickgateError) {
         guard !inTransaction else { return }
+        if hasMoved {
+            throw TickgateError(.storeIO,
+                "the store file \(path) was deleted or replaced while open; nothing more is written to it")
+        }
         try execute("BEGIN IMMEDIATE")
         inTransaction = true
+    }
+
+    /// Whether the file at `path` is no longer the one this connection has
+    /// open (deleted, or replaced by a rename).
+    var hasMoved: Bool {
+        var moved: Int32 = 0
+        let rc = sqlite3_file_control(db, "main", SQLITE_FCNTL_HAS_MOVED, &moved)
+        return rc == SQLITE_OK && moved != 0
     }
 
     func commit() throws(TickgateError) {

@@ -88,7 +88,7 @@ extension Engine {
                       state: state.restingState(key)) {
             poller.wake()
         }
-        waitUntilNotRunning([run.instance])
+        waitUntilNotRunning([key])
     }
 
     /// Cancels every countdown of `scope` (or of every scope when nil);
@@ -101,17 +101,17 @@ extension Engine {
         try storeWrite { (store) throws(TickgateError) in try store.deleteCountdowns(scope: scope?.value) }
         var keys = state.index.keys.filter { state.running($0, at: now) != nil }
         if let scope { keys = keys.filter { $0.scope == scope } }
-        var instances: [UInt64] = []
+        var cancelled: Set<CountdownKey> = []
         var wake = false
         for key in keys.sorted() {
             guard let run = state.cancel(key, at: now) else { continue }
-            instances.append(run.instance)
+            cancelled.insert(key)
             wake = state.emit(.cancelled, key, instance: 0, remaining: .zero,
                               duration: run.duration, state: state.restingState(key)) || wake
         }
         if wake { poller.wake() }
-        waitUntilNotRunning(instances)
-        return instances.count
+        waitUntilNotRunning(cancelled)
+        return cancelled.count
     }
 
     /// The time the key's countdown still runs; throws `.notFound` if it is
@@ -145,13 +145,13 @@ extension Engine {
         return result
     }
 
-    /// Waits while a callback of one of these countdown runs is running on
-    /// another thread; call with the lock held.
-    func waitUntilNotRunning(_ instances: [UInt64]) {
-        guard !instances.isEmpty else { return }
+    /// Waits while a callback for an event of one of these keys runs on
+    /// another thread (any run of the key: a host cannot tell runs apart,
+    /// so a tick of a replaced run counts too); call with the lock held.
+    func waitUntilNotRunning(_ keys: Set<CountdownKey>) {
+        guard !keys.isEmpty else { return }
         let me = tgshim_thread_self()
-        while state.runningInstance != 0, state.dispatcher != me,
-              instances.contains(state.runningInstance) {
+        while let running = state.runningKey, state.dispatcher != me, keys.contains(running) {
             lock.wait()
         }
     }

@@ -128,7 +128,7 @@ extension Engine {
 
             lock.lock()
             state.runningSubscription = 0
-            state.runningInstance = 0
+            state.runningKey = nil
             state.runningRequest = 0
             lock.broadcast()
             lock.unlock()
@@ -160,7 +160,7 @@ extension Engine {
             guard state.isDeliverable(event, instance: item.instance),
                   let subscription = state.subscriptions[event.subscription] else { return nil }
             state.runningSubscription = event.subscription
-            state.runningInstance = item.instance
+            state.runningKey = event.key
             return Call(run: { subscription.observer.deliver(event) })
         case .gate(let event):
             guard let subscription = state.subscriptions[event.subscription] else { return nil }

@@ -131,7 +131,7 @@ extension Engine {
                           state: state.restingState(key)) {
                 poller.wake()
             }
-            waitUntilNotRunning([sending.instance])
+            waitUntilNotRunning([key])
             return .zero
         case .succeeded:
             let policy = state.policy(of: key.scope)
@@ -186,10 +186,10 @@ extension Engine {
                 try store.deleteRecord(scope: key.scope.value, subject: key.subject.value)
             }
         }
-        var cancelled: [UInt64] = []
-        if let cooling, let slot = state.index[key] {
+        var cancelled: Set<CountdownKey> = []
+        if cooling != nil, let slot = state.index[key] {
             state.remove(slot: slot)
-            cancelled.append(cooling.instance)
+            cancelled.insert(key)
         }
         state.records[key] = record
         let button = state.button(key, at: now)

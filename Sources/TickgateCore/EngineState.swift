@@ -119,7 +119,8 @@ final class EngineState {
     var dispatching = false
     var dispatcher: UInt = 0
     var runningSubscription: SubscriptionID = 0
-    var runningInstance: UInt64 = 0
+    /// The key whose event callback is running, if one is.
+    var runningKey: CountdownKey?
     /// Releases of subscriptions that ended inside their own callback.
     var deferredReleases: [Observer] = []
     /// Engine-thread mode: passes asked for by `advance` and passes done.

@@ -74,3 +74,16 @@ bench-deps:
 
 bench: build bench-deps
 	TG_BENCH_LIBRARY_BUILT=1 BUILD_DIR=$(BUILD_DIR) benchmarks/run $(BENCH_ARGS)
+
+# ---------------------------------------------------------------------------
+# The stress proof beyond `make test` (Tests/stress, Tests/fuzz): the C
+# harness under ThreadSanitizer and AddressSanitizer + LeakSanitizer against
+# sanitizer builds of the library, and libFuzzer on the C API and the store
+# (FUZZ_SECONDS per target, default 60).
+.PHONY: sanitize fuzz
+sanitize: build
+	Tests/stress/run-tsan
+	Tests/stress/run-asan
+
+fuzz: build
+	Tests/fuzz/run

@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import sysconfig
 import zipfile
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
@@ -77,7 +78,21 @@ def _metadata(project: Dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-_WHEEL = "Wheel-Version: 1.0\nGenerator: tickgate_build\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+def _bundles_library() -> bool:
+    return any(p.is_file() for p in (ROOT / "tickgate" / "_lib").glob("libtickgate.so*"))
+
+
+def _tag() -> str:
+    """py3-none-any, or the platform's tag when the wheel carries the library."""
+    if not _bundles_library():
+        return "py3-none-any"
+    platform = sysconfig.get_platform().replace("-", "_").replace(".", "_")
+    return f"py3-none-{platform}"
+
+
+def _wheel_file() -> str:
+    purelib = "true" if not _bundles_library() else "false"
+    return f"Wheel-Version: 1.0\nGenerator: tickgate_build\nRoot-Is-Purelib: {purelib}\nTag: {_tag()}\n"
 
 
 def _package_files() -> List[Tuple[str, Path]]:
@@ -95,14 +110,14 @@ def _record_line(name: str, data: bytes) -> str:
 def prepare_metadata_for_build_wheel(
     metadata_directory: str, config_settings: Optional[Dict[str, Any]] = None
 ) -> str:
-    if _setuptools_can_build_wheels():
+    if _setuptools_can_build_wheels() and not _bundles_library():
         return _setuptools.prepare_metadata_for_build_wheel(metadata_directory, config_settings)
     project = _project()
     dist_info = f"{_dist_name(project)}.dist-info"
     target = Path(metadata_directory) / dist_info
     target.mkdir(parents=True, exist_ok=True)
     (target / "METADATA").write_text(_metadata(project), encoding="utf-8")
-    (target / "WHEEL").write_text(_WHEEL, encoding="utf-8")
+    (target / "WHEEL").write_text(_wheel_file(), encoding="utf-8")
     return dist_info
 
 
@@ -111,15 +126,15 @@ def build_wheel(
     config_settings: Optional[Dict[str, Any]] = None,
     metadata_directory: Optional[str] = None,
 ) -> str:
-    if _setuptools_can_build_wheels():
+    if _setuptools_can_build_wheels() and not _bundles_library():
         return _setuptools.build_wheel(wheel_directory, config_settings, metadata_directory)
     project = _project()
     name = _dist_name(project)
     dist_info = f"{name}.dist-info"
-    wheel_name = f"{name}-py3-none-any.whl"
+    wheel_name = f"{name}-{_tag()}.whl"
     entries: List[Tuple[str, bytes]] = [(arc, path.read_bytes()) for arc, path in _package_files()]
     entries.append((f"{dist_info}/METADATA", _metadata(project).encode("utf-8")))
-    entries.append((f"{dist_info}/WHEEL", _WHEEL.encode("utf-8")))
+    entries.append((f"{dist_info}/WHEEL", _wheel_file().encode("utf-8")))
     record = [_record_line(arc, data) for arc, data in entries] + [f"{dist_info}/RECORD,,"]
     os.makedirs(wheel_directory, exist_ok=True)
     with zipfile.ZipFile(Path(wheel_directory) / wheel_name, "w", zipfile.ZIP_DEFLATED) as zf:

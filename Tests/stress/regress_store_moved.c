@@ -1,6 +1,8 @@
 /*
- * repro_store_moved.c — found by store_faults.c: a store file deleted or
- * replaced while an engine has it open.
+ * regress_store_moved.c — found by store_faults.c: a store file deleted or
+ * replaced while an engine has it open. Fixed in 508d516 (writes fail with
+ * TG_E_STORE_IO once the file moved, and the stale WAL is not left); this
+ * is now its regression test. What it showed before:
  *
  * 1. Deleted: open an engine on DIR/store.db, start a countdown (TG_OK),
  *    unlink store.db (and its -wal/-shm), start another: TG_OK. Close:
@@ -20,7 +22,7 @@
  *   engine leaves the new file at the path alone. (SQLite can tell:
  *   sqlite3_file_control(db, "main", SQLITE_FCNTL_HAS_MOVED, &moved)
  *   before a write transaction.)
- * Got: TG_OK for every call, and the losses above.
+ * Got before the fix: TG_OK for every call, and the losses above.
  *
  * Exit status 0 when the library behaves as expected.
  */

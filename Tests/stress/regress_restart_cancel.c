@@ -1,14 +1,16 @@
 /*
- * repro_restart_cancel.c — found by race_stress.c (host-thread rounds, about
- * once in 1400 rounds; "TICK of race/s2 after a cancel returned and no start
+ * regress_restart_cancel.c — found by race_stress.c (host-thread rounds,
+ * about once in 1400 rounds; "TICK of race/s2 after a cancel returned and no start
  * since ... TICK remaining 30 of 31 ms; cancelled by a worker 0.102 ms ago;
  * last worker start 0.168 ms ago, 40 ms").
  *
- * tg_countdown_cancel waits for a running callback only if it belongs to
- * the run it cancels (Engine.waitUntilNotRunning([run.instance])). A TICK
- * of the previous run of the same key, already claimed by the dispatcher
- * when a TG_START_RESTART replaced that run, is neither waited for nor
- * dropped: it runs while, or after, cancel returns.
+ * Fixed in 6717418 (cancel waits for a running callback of any run of its
+ * key); this is now its regression test. Before: tg_countdown_cancel waited
+ * for a running callback only if it belonged to the run it cancelled
+ * (Engine.waitUntilNotRunning([run.instance])), so a TICK of the previous
+ * run of the same key, already claimed by the dispatcher when a
+ * TG_START_RESTART replaced that run, was neither waited for nor dropped: it
+ * ran while, or after, cancel returned.
  *
  * Steps (engine-thread delivery, manual clock, all deterministic):
  *   1. subscribe to login/alice with a callback that, on its first TICK,
@@ -22,9 +24,10 @@
  *   FINISHED of the cancelled countdown runs or will run"; the host cannot
  *   tell runs apart: events carry no run id), i.e. after the callback
  *   returned.
- * Got: cancel returns TG_OK at once, with the TICK callback still running
- *   (and, in race_stress, a TICK callback that starts after cancel returned,
- *   when the dispatcher had claimed it but not yet called it).
+ * Got before the fix: cancel returned TG_OK at once, with the TICK callback
+ *   still running (and, in race_stress, a TICK callback that started after
+ *   cancel returned, when the dispatcher had claimed it but not yet called
+ *   it).
  *
  * The same holds for tg_countdown_cancel_scope / _cancel_all, which wait for
  * the instances they cancel only. REPRO_NO_RESTART=1 is the control (cancel

@@ -118,6 +118,13 @@ static tg_status open_store(tg_engine **e, uint8_t how)
     return tg_engine_open(&o, e);
 }
 
+/* At exit: the work folder goes (a crash leaves it, for inspection). */
+static void remove_work_dir(void)
+{
+    clean_dir();
+    rmdir(g_dir);
+}
+
 /* The template: a store with something in every table. */
 static void make_template(void)
 {
@@ -138,6 +145,7 @@ static void make_template(void)
     snprintf(g_dir, sizeof g_dir, "%s/tg-fuzz-store-XXXXXX", base);
     if (!mkdtemp(g_dir))
         die("mkdtemp");
+    atexit(remove_work_dir);
     snprintf(g_path, sizeof g_path, "%s/store.db", g_dir);
     snprintf(g_wal, sizeof g_wal, "%s-wal", g_path);
 
@@ -365,8 +373,6 @@ int main(int argc, char **argv)
         fclose(f);
         LLVMFuzzerTestOneInput(buf, n);
     }
-    clean_dir();
-    rmdir(g_dir);
     printf("replayed %d inputs\n", argc - 1);
     return 0;
 }

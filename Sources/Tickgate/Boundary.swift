@@ -29,6 +29,29 @@ enum Boundary {
         return try KeyName(bytes: bytes, role: role)
     }
 
+    /// A scope or subject from C, checked but not copied (valid for the
+    /// call only).
+    @inline(__always)
+    static func bytes(_ text: UnsafePointer<CChar>?, _ role: String) throws(TickgateError) -> UnsafeRawBufferPointer {
+        guard let text else { throw TickgateError(.invalidKey, "\(role) is NULL") }
+        let count = strnlen(text, Limits.maximumKeyBytes + 1)
+        let bytes = UnsafeBufferPointer(
+            start: UnsafeRawPointer(text).assumingMemoryBound(to: UInt8.self), count: count)
+        // Short ASCII (phone numbers, most e-mail addresses) is valid as it
+        // is; anything else gets the full check and its message.
+        if count == 0 || count > 32 || !UTF8Check.isShortASCII(bytes) {
+            try KeyName.validate(bytes, role: role)
+        }
+        return UnsafeRawBufferPointer(bytes)
+    }
+
+    /// A key from C as the caller's bytes, for the engine's fast paths.
+    @inline(__always)
+    static func rawKey(_ scope: UnsafePointer<CChar>?,
+                       _ subject: UnsafePointer<CChar>?) throws(TickgateError) -> RawKey {
+        RawKey(scope: try bytes(scope, "scope"), subject: try bytes(subject, "subject"))
+    }
+
     static func key(_ scope: UnsafePointer<CChar>?,
                     _ subject: UnsafePointer<CChar>?) throws(TickgateError) -> CountdownKey {
         CountdownKey(scope: try name(scope, "scope"), subject: try name(subject, "subject"))

@@ -10,7 +10,7 @@ public func tg_countdown_start(_ engine: OpaquePointer?, _ scope: UnsafePointer<
                                _ out_remaining_ms: UnsafeMutablePointer<Int64>?) -> tg_status {
     Boundary.call { () throws(TickgateError) in
         let engine = try Handles.lookup(engine)
-        let key = try Boundary.key(scope, subject)
+        let key = try Boundary.rawKey(scope, subject)
         let duration = try Boundary.duration(duration_ms)
         let interval = try Boundary.tickInterval(tick_interval_ms)
         guard flags & ~TG_START_RESTART == 0 else {
@@ -34,7 +34,7 @@ public func tg_countdown_cancel(_ engine: OpaquePointer?, _ scope: UnsafePointer
                                 _ subject: UnsafePointer<CChar>?) -> tg_status {
     Boundary.call { () throws(TickgateError) in
         let engine = try Handles.lookup(engine)
-        try engine.cancel(try Boundary.key(scope, subject))
+        try engine.cancel(try Boundary.rawKey(scope, subject))
     }
 }
 
@@ -64,7 +64,7 @@ public func tg_countdown_remaining(_ engine: OpaquePointer?, _ scope: UnsafePoin
                                    _ out_display_seconds: UnsafeMutablePointer<Int64>?) -> tg_status {
     Boundary.call { () throws(TickgateError) in
         let engine = try Handles.lookup(engine)
-        let key = try Boundary.key(scope, subject)
+        let key = try Boundary.rawKey(scope, subject)
         do throws(TickgateError) {
             let remaining = try engine.remaining(key)
             out_remaining_ms?.pointee = remaining.millisecondsRoundedUp

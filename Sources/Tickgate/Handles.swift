@@ -7,8 +7,11 @@ import TickgateCore
 /// library never returned finds nothing (`TG_E_INVALID_HANDLE`).
 enum Handles {
     private struct Table {
-        var engines: [UInt: Engine] = [:]
-        var nextID: UInt = 1
+        /// Indexed by id; a closed engine's entry is nil (its tombstone).
+        /// Ids are never reused, so this grows by one word per engine ever
+        /// opened.
+        var engines: [Engine?] = [nil]
+        var nextID: UInt { UInt(engines.count) }
     }
 
     private static let table = Mutex(Table())
@@ -17,8 +20,7 @@ enum Handles {
     static func register(_ engine: Engine) -> OpaquePointer? {
         let id = table.withLock { table in
             let id = table.nextID
-            table.nextID &+= 1
-            table.engines[id] = engine
+            table.engines.append(engine)
             return id
         }
         return OpaquePointer(bitPattern: id << 4 | tag)
@@ -26,7 +28,7 @@ enum Handles {
 
     static func lookup(_ handle: OpaquePointer?) throws(TickgateError) -> Engine {
         let id = try decode(handle)
-        let engine = table.withLock { $0.engines[id] }
+        let engine = table.withLock { id < $0.nextID ? $0.engines[Int(id)] : nil }
         if let engine { return engine }
         throw try tombstoneError(id)
     }
@@ -34,7 +36,11 @@ enum Handles {
     /// Removes the handle from the table (the first step of close).
     static func remove(_ handle: OpaquePointer?) throws(TickgateError) -> Engine {
         let id = try decode(handle)
-        let engine = table.withLock { $0.engines.removeValue(forKey: id) }
+        let engine = table.withLock { table -> Engine? in
+            guard id < table.nextID else { return nil }
+            defer { table.engines[Int(id)] = nil }
+            return table.engines[Int(id)]
+        }
         if let engine { return engine }
         throw try tombstoneError(id)
     }

@@ -17,6 +17,15 @@ public struct CountdownKey: Hashable, Comparable, Sendable {
 
     /// "scope/subject", for messages.
     public var description: String { "\(scope.value)/\(subject.value)" }
+
+    /// Calls `body` with the scope's and the subject's UTF-8 bytes.
+    func withBytes<T>(_ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) -> T) -> T {
+        var scope = scope.value
+        var subject = subject.value
+        return scope.withUTF8 { s in
+            subject.withUTF8 { t in body(UnsafeRawBufferPointer(s), UnsafeRawBufferPointer(t)) }
+        }
+    }
 }
 
 /// A scope, subject or realm that passed validation: 1 to
@@ -32,6 +41,20 @@ public struct KeyName: Hashable, Comparable, Sendable {
     /// Validates raw bytes; `role` ("scope", "subject") names the field in the
     /// error message.
     public init(bytes: UnsafeBufferPointer<UInt8>, role: String) throws(TickgateError) {
+        try KeyName.validate(bytes, role: role)
+        value = String(decoding: bytes, as: UTF8.self)
+        digest = KeyName.digest(of: UnsafeRawBufferPointer(bytes))
+    }
+
+    /// Bytes that passed `validate` (or came from a name that did).
+    init(validated bytes: UnsafeRawBufferPointer) {
+        value = String(decoding: bytes, as: UTF8.self)
+        digest = KeyName.digest(of: bytes)
+    }
+
+    /// Checks raw bytes without making a name: 1 to
+    /// `Limits.maximumKeyBytes` bytes of valid UTF-8.
+    public static func validate(_ bytes: UnsafeBufferPointer<UInt8>, role: String) throws(TickgateError) {
         if bytes.isEmpty {
             throw TickgateError(.invalidKey, "\(role) is empty")
         }
@@ -41,8 +64,6 @@ public struct KeyName: Hashable, Comparable, Sendable {
         guard UTF8Check.isValid(bytes) else {
             throw TickgateError(.invalidKey, "\(role) is not valid UTF-8")
         }
-        value = String(decoding: bytes, as: UTF8.self)
-        digest = KeyName.digest(of: UnsafeRawBufferPointer(bytes))
     }
 
     /// Validates a Swift string (already valid Unicode) for length.
@@ -95,10 +116,37 @@ public struct KeyName: Hashable, Comparable, Sendable {
 
 /// A strict UTF-8 check (no overlong forms, no surrogates, nothing past
 /// U+10FFFF), with a fast path for ASCII.
-enum UTF8Check {
+public enum UTF8Check {
+    /// Whether 1 to 32 bytes are all ASCII (the caller checks the count).
+    @inline(__always)
+    public static func isShortASCII(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard let base = bytes.baseAddress else { return false }
+        let raw = UnsafeRawPointer(base)
+        var high: UInt64 = 0
+        var index = 0
+        let count = bytes.count
+        while count - index >= 8 {
+            high |= raw.loadUnaligned(fromByteOffset: index, as: UInt64.self)
+            index &+= 8
+        }
+        while index < count {
+            high |= UInt64(base[index])
+            index &+= 1
+        }
+        return high & 0x8080_8080_8080_8080 == 0
+    }
+
     static func isValid(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
         var index = 0
         let count = bytes.count
+        if let base = bytes.baseAddress {
+            // Eight ASCII bytes at a time.
+            while count - index >= 8 {
+                let word = UnsafeRawPointer(base).loadUnaligned(fromByteOffset: index, as: UInt64.self)
+                if word & 0x8080_8080_8080_8080 != 0 { break }
+                index += 8
+            }
+        }
         while index < count {
             let lead = bytes[index]
             if lead < 0x80 {

@@ -13,7 +13,7 @@ extension Engine {
         defer { endChange() }
         let now = try beginChange()
         try reconcile(key, at: now)
-        let slot = state.index[key]
+        let slot = state.table.find(key)
         if !restart, let slot, let running = state.running(slot: slot, at: now) {
             throw Self.busyError(running, at: now)
         }
@@ -51,8 +51,8 @@ extension Engine {
     /// Puts `countdown` in its key's slot, ending whatever ran there (an
     /// open ticket becomes cancelled); call with the lock held.
     func replace(with countdown: Countdown, at now: Instant, known: Int32?? = .none) {
-        let slot = known ?? state.index[countdown.key]
-        if let slot, let old = state.slots[Int(slot)] {
+        let slot = known ?? state.table.find(countdown.key)
+        if let slot, let old = state.countdown(slot) {
             if old.phase == .sending, old.ticket != countdown.ticket {
                 state.recordEnd(of: old.ticket, old.deadline <= now ? .expired : .cancelled)
             }
@@ -77,7 +77,7 @@ extension Engine {
         defer { endChange() }
         let now = try beginChange()
         try reconcile(key, at: now)
-        guard let slot = state.index[key], state.running(slot: slot, at: now) != nil else {
+        guard let slot = state.table.find(key), state.isRunning(slot, at: now) else {
             throw TickgateError(.notFound, "no countdown is running for \(key.description)")
         }
         try storeWrite { (store) throws(TickgateError) in
@@ -99,7 +99,8 @@ extension Engine {
         defer { endChange() }
         let now = try beginChange()
         try storeWrite { (store) throws(TickgateError) in try store.deleteCountdowns(scope: scope?.value) }
-        var keys = state.index.keys.filter { state.running($0, at: now) != nil }
+        var keys = state.table.liveSlots().filter { state.isRunning($0, at: now) }
+            .map { state.table.key($0) }
         if let scope { keys = keys.filter { $0.scope == scope } }
         var cancelled: Set<CountdownKey> = []
         var wake = false
@@ -134,8 +135,9 @@ extension Engine {
         try checkOpen()
         let now = state.now()
         var result: [CountdownInfo] = []
-        for case let countdown? in state.slots
-        where countdown.deadline > now && countdown.phase != .sending {
+        for slot in state.table.liveSlots() {
+            guard let countdown = state.countdown(slot),
+                  countdown.deadline > now, countdown.phase != .sending else { continue }
             if let scope, countdown.key.scope != scope { continue }
             result.append(CountdownInfo(key: countdown.key,
                                         remaining: countdown.deadline.since(now),
@@ -154,5 +156,86 @@ extension Engine {
         while let running = state.runningKey, state.dispatcher != me, keys.contains(running) {
             lock.wait()
         }
+    }
+
+    // MARK: Fast paths by the caller's bytes
+
+    /// Whether a change of a countdown needs the full path: a store to
+    /// write, observers to tell, a callback to wait for, or a closed engine
+    /// to report. Otherwise the fast paths below find the key by its bytes
+    /// and make no names. Lock held.
+    private var needsFullPath: Bool {
+        store != nil || state.closed || state.hasCountdownObservers || state.runningKey != nil
+    }
+
+    /// `start` for a key given as bytes.
+    public func start(_ key: RawKey, duration: Span, tickInterval: Span? = nil,
+                      restart: Bool = false) throws(TickgateError) {
+        let duration = try duration.validatedDuration()
+        let interval = try tickInterval?.validatedTickInterval() ?? defaultTickInterval
+        lock.lock()
+        if needsFullPath {
+            lock.unlock()
+            try start(key.names(), duration: duration, tickInterval: interval, restart: restart)
+            return
+        }
+        defer { lock.unlock() }
+        let now = state.now()
+        let table = state.table
+        state.nextInstance &+= 1
+        let deadline = now.advanced(by: duration)
+        let slot: Int32
+        if let found = table.find(scope: key.scope, subject: key.subject) {
+            let record = table.records + Int(found)
+            if record.pointee.deadline > now, !restart, let running = state.countdown(found) {
+                throw Self.busyError(running, at: now)
+            }
+            if record.pointee.phase == .sending {
+                state.recordEnd(of: record.pointee.ticket,
+                                record.pointee.deadline <= now ? .expired : .cancelled)
+            }
+            record.pointee.phase = .cooling
+            record.pointee.ticket = 0
+            record.pointee.instance = state.nextInstance
+            record.pointee.deadline = deadline
+            record.pointee.duration = duration
+            record.pointee.tickMilliseconds = Int32(truncatingIfNeeded: interval.nanoseconds / 1_000_000)
+            slot = found
+        } else {
+            slot = table.insert(scope: key.scope, subject: key.subject, deadline: deadline,
+                                duration: duration, tickInterval: interval, phase: .cooling,
+                                instance: state.nextInstance, ticket: 0)
+        }
+        state.heap.schedule(slot, at: deadline)
+        armIfEarlier()
+    }
+
+    /// `cancel` for a key given as bytes.
+    public func cancel(_ key: RawKey) throws(TickgateError) {
+        lock.lock()
+        if needsFullPath {
+            lock.unlock()
+            try cancel(key.names())
+            return
+        }
+        defer { lock.unlock() }
+        let now = state.now()
+        guard let slot = state.table.find(scope: key.scope, subject: key.subject),
+              state.cancel(slot: slot, at: now) != nil else {
+            throw TickgateError(.notFound, "no countdown is running for \(key.names().description)")
+        }
+    }
+
+    /// `remaining` for a key given as bytes.
+    public func remaining(_ key: RawKey) throws(TickgateError) -> Span {
+        lock.lock()
+        defer { lock.unlock() }
+        try checkOpen()
+        let now = state.now()
+        guard let slot = state.table.find(scope: key.scope, subject: key.subject),
+              state.isRunning(slot, at: now), state.table.records[Int(slot)].phase != .sending else {
+            throw TickgateError(.notFound, "no countdown is running for \(key.names().description)")
+        }
+        return state.table.records[Int(slot)].deadline.since(now)
     }
 }

@@ -24,7 +24,8 @@ extension Engine {
                 state.gateEvent(.state, realm, at: now, subscription: id))))
         case .scope(let scope):
             state.scopeObservers[scope, default: []].append(id)
-            let keys = state.index.keys.filter { $0.scope == scope }.sorted()
+            let keys = state.table.liveSlots().map { state.table.key($0) }
+                .filter { $0.scope == scope }.sorted()
             for key in keys where state.counting(key, at: now) != nil {
                 state.queueState(of: key, for: id, at: now)
                 state.rescheduleForTicks(key, at: now)

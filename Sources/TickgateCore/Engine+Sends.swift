@@ -96,8 +96,8 @@ extension Engine {
         defer { endChange() }
         let now = try beginChange()
         if let key = state.tickets[ticket] { try reconcile(key, at: now) }
-        guard let key = state.tickets[ticket], let slot = state.index[key],
-              let sending = state.slots[Int(slot)], sending.ticket == ticket else {
+        guard let key = state.tickets[ticket], let slot = state.table.find(key),
+              let sending = state.countdown(slot), sending.ticket == ticket else {
             switch state.endedTickets[ticket] {
             case .expired?:
                 throw TickgateError(.expired, "ticket \(ticket) expired before it was ended; its key was freed then")
@@ -187,7 +187,7 @@ extension Engine {
             }
         }
         var cancelled: Set<CountdownKey> = []
-        if cooling != nil, let slot = state.index[key] {
+        if cooling != nil, let slot = state.table.find(key) {
             state.remove(slot: slot)
             cancelled.insert(key)
         }

@@ -84,9 +84,7 @@ public final class Engine: @unchecked Sendable {
         state.gateTimers.removeAll()
         state.freeGateTimers.removeAll()
         state.pending.removeAll()
-        state.slots.removeAll()
-        state.freeSlots.removeAll()
-        state.index.removeAll()
+        state.table.removeAll()
         state.heap.removeAll()
         let onEngineThread = thread != 0 && thread == me
         if onEngineThread { state.detachThread = true }

@@ -1,7 +1,7 @@
 import CTickgateShim
 
 /// What a countdown's time means for the key's button.
-enum Phase {
+enum Phase: UInt8 {
     /// A send ticket is open until the deadline (then it expires).
     case sending
     /// The cooldown after a send (or a bare `start`).
@@ -78,11 +78,9 @@ final class EngineState {
     /// Group commit: when the open store transaction must be committed.
     var flushDeadline: Instant?
 
-    // Countdowns: slots indexed by key, and one timer heap over the slots.
-    var slots: [Countdown?] = []
-    var freeSlots: [Int32] = []
-    var index: [CountdownKey: Int32] = [:]
-    var heap = TimerHeap()
+    // Countdowns: records found by key, and one timer heap over their slots.
+    let table = CountdownTable()
+    let heap = TimerHeap()
     var nextInstance: UInt64 = 0
     /// The time the OS timer is armed for (system clock only).
     var armed: Instant?
@@ -102,7 +100,7 @@ final class EngineState {
     var gates: [KeyName: Gate] = [:]
     var requests: [UInt64: GateRequest] = [:]
     var nextRequest: UInt64 = 0
-    var gateHeap = TimerHeap()
+    let gateHeap = TimerHeap()
     var gateTimers: [GateTimer?] = []
     var freeGateTimers: [Int32] = []
     var runningRequest: UInt64 = 0
@@ -139,16 +137,44 @@ final class EngineState {
         return keyObservers[key] != nil || scopeObservers[key.scope] != nil
     }
 
+    /// Whether any subscription watches countdown keys or scopes.
+    var hasCountdownObservers: Bool { !keyObservers.isEmpty || !scopeObservers.isEmpty }
+
+    /// Whether the countdown in a live slot is observed.
+    func isObserved(slot: Int32) -> Bool {
+        if keyObservers.isEmpty && scopeObservers.isEmpty { return false }
+        if !scopeObservers.isEmpty, let scope = table.scopeName(table.records[Int(slot)].scope),
+           scopeObservers[scope] != nil {
+            return true
+        }
+        return !keyObservers.isEmpty && keyObservers[table.key(slot)] != nil
+    }
+
+    /// The countdown in a live slot, as a value (makes its key's names).
+    func countdown(_ slot: Int32) -> Countdown? {
+        guard table.isLive(slot) else { return nil }
+        let record = table.records[Int(slot)]
+        return Countdown(key: table.key(slot), phase: record.phase, ticket: record.ticket,
+                         instance: record.instance, deadline: record.deadline,
+                         duration: record.duration,
+                         tickInterval: .milliseconds(Int64(record.tickMilliseconds)))
+    }
+
+    /// Whether the slot holds a run with time left at `now`.
+    @inline(__always)
+    func isRunning(_ slot: Int32, at now: Instant) -> Bool {
+        table.isLive(slot) && table.records[Int(slot)].deadline > now
+    }
+
     /// The running countdown of a key (any phase), if it has time left.
     func running(_ key: CountdownKey, at now: Instant) -> Countdown? {
-        guard let slot = index[key] else { return nil }
+        guard let slot = table.find(key) else { return nil }
         return running(slot: slot, at: now)
     }
 
     /// The countdown in a slot, if it has time left at `now`.
     func running(slot: Int32, at now: Instant) -> Countdown? {
-        guard let countdown = slots[Int(slot)], countdown.deadline > now else { return nil }
-        return countdown
+        isRunning(slot, at: now) ? countdown(slot) : nil
     }
 
     /// The key's cooldown or lock, if one is running (not a send ticket).
@@ -189,12 +215,18 @@ final class EngineState {
     /// observed (the deadline minus a whole number of intervals, so ticks
     /// never drift), else its deadline.
     static func nextFireTime(of countdown: Countdown, at now: Instant, observed: Bool) -> Instant {
-        let remaining = countdown.deadline.since(now).nanoseconds
-        guard observed, remaining > 0, countdown.phase != .sending else { return countdown.deadline }
-        let interval = countdown.tickInterval.nanoseconds
+        nextFireTime(deadline: countdown.deadline, interval: countdown.tickInterval,
+                     phase: countdown.phase, at: now, observed: observed)
+    }
+
+    @inline(__always)
+    static func nextFireTime(deadline: Instant, interval: Span, phase: Phase, at now: Instant,
+                             observed: Bool) -> Instant {
+        let remaining = deadline.since(now).nanoseconds
+        guard observed, remaining > 0, phase != .sending else { return deadline }
+        let interval = max(interval.nanoseconds, 1)
         let boundary = ((remaining - 1) / interval) * interval
-        return boundary == 0 ? countdown.deadline
-            : countdown.deadline.advanced(by: Span(nanoseconds: -boundary))
+        return boundary == 0 ? deadline : deadline.advanced(by: Span(nanoseconds: -boundary))
     }
 
     // MARK: Countdown slots
@@ -203,53 +235,56 @@ final class EngineState {
     /// the caller looked it up already (saves hashing the key again).
     func insert(_ countdown: Countdown, at now: Instant, known: Int32?? = .none) {
         let slot: Int32
-        if let existing = known ?? index[countdown.key] {
+        if let existing = known ?? table.find(countdown.key) {
             slot = existing
-            slots[Int(slot)] = countdown
+            let record = table.records + Int(slot)
+            record.pointee.phase = countdown.phase
+            record.pointee.ticket = countdown.ticket
+            record.pointee.instance = countdown.instance
+            record.pointee.deadline = countdown.deadline
+            record.pointee.duration = countdown.duration
+            record.pointee.tickMilliseconds =
+                Int32(truncatingIfNeeded: countdown.tickInterval.nanoseconds / 1_000_000)
         } else {
-            if let free = freeSlots.popLast() {
-                slot = free
-                slots[Int(slot)] = countdown
-            } else {
-                slot = Int32(truncatingIfNeeded: slots.count)
-                slots.append(countdown)
-            }
-            index[countdown.key] = slot
+            slot = table.insert(countdown.key, deadline: countdown.deadline, duration: countdown.duration,
+                                tickInterval: countdown.tickInterval, phase: countdown.phase,
+                                instance: countdown.instance, ticket: countdown.ticket)
         }
         heap.schedule(slot, at: Self.nextFireTime(of: countdown, at: now,
                                                   observed: isObserved(countdown.key)))
     }
 
-    @discardableResult
-    func remove(slot: Int32) -> Countdown? {
-        guard let countdown = slots[Int(slot)] else { return nil }
+    /// Ends the record in a slot and its timer.
+    func remove(slot: Int32) {
+        guard table.isLive(slot) else { return }
         heap.remove(slot)
-        index.removeValue(forKey: countdown.key)
-        slots[Int(slot)] = nil
-        freeSlots.append(slot)
-        return countdown
+        table.remove(slot)
     }
 
     /// Cancels the key's run if it still has time left at `now` (a run
     /// whose deadline passed has finished, announced or not); returns its
     /// instance and duration.
     func cancel(_ key: CountdownKey, at now: Instant) -> (instance: UInt64, duration: Span)? {
-        guard let slot = index[key] else { return nil }
+        guard let slot = table.find(key) else { return nil }
         return cancel(slot: slot, at: now)
     }
 
     func cancel(slot: Int32, at now: Instant) -> (instance: UInt64, duration: Span)? {
-        guard running(slot: slot, at: now) != nil, let countdown = remove(slot: slot) else { return nil }
-        if countdown.phase == .sending { recordEnd(of: countdown.ticket, .cancelled) }
-        return (countdown.instance, countdown.duration)
+        guard isRunning(slot, at: now) else { return nil }
+        let record = table.records[Int(slot)]
+        remove(slot: slot)
+        if record.phase == .sending { recordEnd(of: record.ticket, .cancelled) }
+        return (record.instance, record.duration)
     }
 
     /// Moves a countdown's timer to its next tick if it was waiting for the
     /// deadline only (it just gained an observer).
     func rescheduleForTicks(_ key: CountdownKey, at now: Instant) {
-        guard let slot = index[key], let countdown = slots[Int(slot)],
-              let current = heap.time(of: slot) else { return }
-        let next = Self.nextFireTime(of: countdown, at: now, observed: true)
+        guard let slot = table.find(key), let current = heap.time(of: slot) else { return }
+        let record = table.records[Int(slot)]
+        let next = Self.nextFireTime(deadline: record.deadline,
+                                     interval: .milliseconds(Int64(record.tickMilliseconds)),
+                                     phase: record.phase, at: now, observed: true)
         if next < current { heap.schedule(slot, at: next) }
     }
 
@@ -292,13 +327,16 @@ final class EngineState {
     func isDeliverable(_ event: Event, instance: UInt64) -> Bool {
         guard subscriptions[event.subscription] != nil else { return false }
         guard event.kind == .tick else { return true }
-        guard let slot = index[event.key] else { return false }
-        return slots[Int(slot)]?.instance == instance
+        guard let slot = table.find(event.key) else { return false }
+        return table.records[Int(slot)].instance == instance
     }
 
     /// The earliest time any timer (countdown or gate) is due.
     var nextTimerTime: Instant? {
-        [heap.first?.time, gateHeap.first?.time, flushDeadline].compactMap { $0 }.min()
+        var first = heap.first?.time
+        if let gate = gateHeap.first?.time, first.map({ gate < $0 }) ?? true { first = gate }
+        if let flush = flushDeadline, first.map({ flush < $0 }) ?? true { first = flush }
+        return first
     }
 
     /// Fires every timer due at `now`: one tick (with the true remaining
@@ -306,33 +344,36 @@ final class EngineState {
     /// cooldown or lock, or the expiry of a send ticket.
     func fireDueTimers(at now: Instant) {
         while let entry = heap.first, entry.time <= now {
-            guard let countdown = slots[Int(entry.slot)] else {
-                heap.remove(entry.slot)
+            let slot = entry.slot
+            guard table.isLive(slot) else {
+                heap.remove(slot)
                 continue
             }
-            let key = countdown.key
-            let observed = isObserved(key)
-            if countdown.deadline <= now {
-                remove(slot: entry.slot)
+            let record = table.records[Int(slot)]
+            let observed = isObserved(slot: slot)
+            if record.deadline <= now {
+                let key = observed ? table.key(slot) : nil
+                remove(slot: slot)
                 let kind: EventKind
-                if countdown.phase == .sending {
-                    recordEnd(of: countdown.ticket, .expired)
+                if record.phase == .sending {
+                    recordEnd(of: record.ticket, .expired)
                     kind = .sendFailed
                 } else {
                     kind = .finished
                 }
-                if observed {
-                    _ = emit(kind, key, instance: countdown.instance, remaining: .zero,
-                             duration: countdown.duration, state: restingState(key))
+                if let key {
+                    _ = emit(kind, key, instance: record.instance, remaining: .zero,
+                             duration: record.duration, state: restingState(key))
                 }
             } else {
-                if observed && countdown.phase != .sending {
-                    _ = emit(.tick, key, instance: countdown.instance,
-                             remaining: countdown.deadline.since(now),
-                             duration: countdown.duration, state: countdown.phase.buttonState)
+                if observed && record.phase != .sending {
+                    _ = emit(.tick, table.key(slot), instance: record.instance,
+                             remaining: record.deadline.since(now),
+                             duration: record.duration, state: record.phase.buttonState)
                 }
-                heap.schedule(entry.slot, at: Self.nextFireTime(of: countdown, at: now,
-                                                                observed: observed))
+                heap.schedule(slot, at: Self.nextFireTime(
+                    deadline: record.deadline, interval: .milliseconds(Int64(record.tickMilliseconds)),
+                    phase: record.phase, at: now, observed: observed))
             }
         }
         fireGateTimers(at: now)

@@ -1,29 +1,47 @@
-/// An indexed binary min-heap of timers: one entry per countdown slot, keyed
-/// by fire time, with O(log n) schedule, reschedule and remove by slot.
-/// Entries with equal times fire in the order they were scheduled.
-struct TimerHeap {
+/// An indexed binary min-heap of timers: one entry per slot, keyed by fire
+/// time, with O(log n) schedule, reschedule and remove by slot. Entries with
+/// equal times fire in the order they were scheduled. The storage is two
+/// plain buffers owned by the heap (no copy-on-write checks, no retains on
+/// the hot path); the engine's lock guards it.
+final class TimerHeap {
     struct Entry {
         var time: Instant
         var order: UInt64
         var slot: Int32
     }
 
-    private var entries: [Entry] = []
+    private var entries: UnsafeMutablePointer<Entry>
+    private var entryCapacity = 16
+    private(set) var count = 0
     /// Heap index of each slot, or -1 when the slot has no entry.
-    private var position: [Int32] = []
+    private var position: UnsafeMutablePointer<Int32>
+    private var positionCount = 0
     private var nextOrder: UInt64 = 0
 
-    var count: Int { entries.count }
-    var first: Entry? { entries.first }
+    init() {
+        entries = .allocate(capacity: entryCapacity)
+        position = .allocate(capacity: 16)
+        position.initialize(repeating: -1, count: 16)
+        positionCount = 16
+    }
+
+    deinit {
+        entries.deallocate()
+        position.deallocate()
+    }
+
+    var first: Entry? { count > 0 ? entries[0] : nil }
 
     func time(of slot: Int32) -> Instant? {
-        let index = Int(slot) < position.count ? Int(position[Int(slot)]) : -1
+        guard slot >= 0, Int(slot) < positionCount else { return nil }
+        let index = Int(position[Int(slot)])
         return index >= 0 ? entries[index].time : nil
     }
 
     /// Inserts the slot's entry, or moves it to a new time.
-    mutating func schedule(_ slot: Int32, at time: Instant) {
-        while position.count <= Int(slot) { position.append(-1) }
+    func schedule(_ slot: Int32, at time: Instant) {
+        guard slot >= 0 else { return }
+        if Int(slot) >= positionCount { growPositions(to: Int(slot) + 1) }
         nextOrder &+= 1
         let entry = Entry(time: time, order: nextOrder, slot: slot)
         let index = Int(position[Int(slot)])
@@ -32,53 +50,76 @@ struct TimerHeap {
             entries[index] = entry
             if wasEarlier { siftDown(index) } else { siftUp(index) }
         } else {
-            entries.append(entry)
-            position[Int(slot)] = Int32(entries.count - 1)
-            siftUp(entries.count - 1)
+            if count == entryCapacity { growEntries() }
+            (entries + count).initialize(to: entry)
+            count += 1
+            siftUp(count - 1)
         }
     }
 
-    mutating func remove(_ slot: Int32) {
-        guard Int(slot) < position.count else { return }
+    func remove(_ slot: Int32) {
+        guard slot >= 0, Int(slot) < positionCount else { return }
         let index = Int(position[Int(slot)])
         guard index >= 0 else { return }
         position[Int(slot)] = -1
-        let last = entries.removeLast()
-        if index < entries.count {
+        count -= 1
+        let last = entries[count]
+        if index < count {
             entries[index] = last
-            position[Int(last.slot)] = Int32(index)
+            position[Int(last.slot)] = Int32(truncatingIfNeeded: index)
             siftDown(index)
             siftUp(index)
         }
     }
 
-    mutating func removeAll() {
-        entries.removeAll()
-        position.removeAll()
+    func removeAll() {
+        count = 0
+        position.update(repeating: -1, count: positionCount)
     }
 
+    @inline(__always)
     private static func before(_ a: Entry, _ b: Entry) -> Bool {
-        a.time < b.time || (a.time == b.time && a.order < b.order)
+        a.time.nanoseconds < b.time.nanoseconds
+            || (a.time.nanoseconds == b.time.nanoseconds && a.order < b.order)
     }
 
-    private mutating func siftUp(_ start: Int) {
+    private func growEntries() {
+        let bigger = entryCapacity * 2
+        let fresh = UnsafeMutablePointer<Entry>.allocate(capacity: bigger)
+        fresh.moveInitialize(from: entries, count: count)
+        entries.deallocate()
+        entries = fresh
+        entryCapacity = bigger
+    }
+
+    private func growPositions(to needed: Int) {
+        var bigger = positionCount * 2
+        while bigger < needed { bigger *= 2 }
+        let fresh = UnsafeMutablePointer<Int32>.allocate(capacity: bigger)
+        fresh.moveInitialize(from: position, count: positionCount)
+        (fresh + positionCount).initialize(repeating: -1, count: bigger - positionCount)
+        position.deallocate()
+        position = fresh
+        positionCount = bigger
+    }
+
+    private func siftUp(_ start: Int) {
         var index = start
         let entry = entries[index]
         while index > 0 {
             let parent = (index - 1) / 2
             guard Self.before(entry, entries[parent]) else { break }
             entries[index] = entries[parent]
-            position[Int(entries[index].slot)] = Int32(index)
+            position[Int(entries[index].slot)] = Int32(truncatingIfNeeded: index)
             index = parent
         }
         entries[index] = entry
-        position[Int(entry.slot)] = Int32(index)
+        position[Int(entry.slot)] = Int32(truncatingIfNeeded: index)
     }
 
-    private mutating func siftDown(_ start: Int) {
+    private func siftDown(_ start: Int) {
         var index = start
         let entry = entries[index]
-        let count = entries.count
         while true {
             let left = 2 * index + 1
             guard left < count else { break }
@@ -86,10 +127,10 @@ struct TimerHeap {
             let child = right < count && Self.before(entries[right], entries[left]) ? right : left
             guard Self.before(entries[child], entry) else { break }
             entries[index] = entries[child]
-            position[Int(entries[index].slot)] = Int32(index)
+            position[Int(entries[index].slot)] = Int32(truncatingIfNeeded: index)
             index = child
         }
         entries[index] = entry
-        position[Int(entry.slot)] = Int32(index)
+        position[Int(entry.slot)] = Int32(truncatingIfNeeded: index)
     }
 }

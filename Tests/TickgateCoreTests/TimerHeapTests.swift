@@ -12,7 +12,7 @@ import Testing
     }
 
     @Test func popsInTimeOrderUnderRandomScheduleAndRemove() {
-        var heap = TimerHeap()
+        let heap = TimerHeap()
         var reference: [Int32: Int64] = [:]
         var random = Generator(state: 42)
         for _ in 0..<5_000 {
@@ -41,7 +41,7 @@ import Testing
     }
 
     @Test func equalTimesFireInScheduleOrder() {
-        var heap = TimerHeap()
+        let heap = TimerHeap()
         for slot in [Int32(5), 3, 9, 1] { heap.schedule(slot, at: Instant(nanoseconds: 7)) }
         var order: [Int32] = []
         while let first = heap.first {
@@ -52,7 +52,7 @@ import Testing
     }
 
     @Test func rescheduleMovesBothWays() {
-        var heap = TimerHeap()
+        let heap = TimerHeap()
         heap.schedule(0, at: Instant(nanoseconds: 10))
         heap.schedule(1, at: Instant(nanoseconds: 20))
         heap.schedule(1, at: Instant(nanoseconds: 5))

@@ -120,13 +120,14 @@ extension Engine {
             // thread waiting in unsubscribe, withdraw or close also waits
             // for them.
             lock.lock()
-            let releases = state.deferredReleases
-            state.deferredReleases.removeAll()
-            lock.unlock()
-            for observer in releases { observer.release() }
-            call.release?()
-
-            lock.lock()
+            if !state.deferredReleases.isEmpty || call.hasRelease {
+                let releases = state.deferredReleases
+                state.deferredReleases.removeAll()
+                lock.unlock()
+                for observer in releases { observer.release() }
+                call.release()
+                lock.lock()
+            }
             state.runningSubscription = 0
             state.runningKey = nil
             state.runningRequest = 0
@@ -147,9 +148,34 @@ extension Engine {
 
     /// A claimed delivery: the callback to run with the lock released, and
     /// what to release after it (a request's user data).
-    struct Call {
-        var run: () -> Void
-        var release: (() -> Void)?
+    enum Call {
+        case event(Observer, Event)
+        case gate(Observer, GateEvent)
+        case run(GateRequest, UInt64)
+        case cancel(GateRequest, UInt64, CancelReason)
+
+        func run() {
+            switch self {
+            case .event(let observer, let event): observer.deliver(event)
+            case .gate(let observer, let event): observer.deliverGate(event)
+            case .run(let request, let id): request.handlers.run(id)
+            case .cancel(let request, let id, let reason): request.handlers.cancel(id, reason)
+            }
+        }
+
+        var hasRelease: Bool {
+            switch self {
+            case .event, .gate: false
+            case .run, .cancel: true
+            }
+        }
+
+        func release() {
+            switch self {
+            case .event, .gate: break
+            case .run(let request, _), .cancel(let request, _, _): request.handlers.release()
+            }
+        }
     }
 
     /// Checks that an item may still be delivered and marks it running;
@@ -161,21 +187,21 @@ extension Engine {
                   let subscription = state.subscriptions[event.subscription] else { return nil }
             state.runningSubscription = event.subscription
             state.runningKey = event.key
-            return Call(run: { subscription.observer.deliver(event) })
+            return .event(subscription.observer, event)
         case .gate(let event):
             guard let subscription = state.subscriptions[event.subscription] else { return nil }
             state.runningSubscription = event.subscription
-            return Call(run: { subscription.observer.deliverGate(event) })
+            return .gate(subscription.observer, event)
         case .run(let id):
             guard let request = state.requests[id], request.phase == .ready else { return nil }
             state.requests.removeValue(forKey: id)
             state.runningRequest = id
-            return Call(run: { request.handlers.run(id) }, release: request.handlers.release)
+            return .run(request, id)
         case .cancel(let id, let reason):
             guard let request = state.requests[id], request.phase == .cancelling else { return nil }
             state.requests.removeValue(forKey: id)
             state.runningRequest = id
-            return Call(run: { request.handlers.cancel(id, reason) }, release: request.handlers.release)
+            return .cancel(request, id, reason)
         }
     }
 }

@@ -88,7 +88,7 @@ final class EngineState {
     // The resend flow.
     var records: [CountdownKey: SendRecord] = [:]
     var policies: [KeyName: SendPolicy] = [:]
-    var titles: [KeyName: TitleSet] = [:]
+    var titles: [KeyName: TitleSet] = [:] { didSet { cachedScope = nil } }
     var tickets: [UInt64: CountdownKey] = [:]
     var nextTicket: UInt64 = 0
     /// How recent tickets ended, the oldest evicted first.
@@ -108,10 +108,19 @@ final class EngineState {
     // Observers.
     var subscriptions: [SubscriptionID: Subscription] = [:]
     var keyObservers: [CountdownKey: [SubscriptionID]] = [:]
-    var scopeObservers: [KeyName: [SubscriptionID]] = [:]
+    var scopeObservers: [KeyName: [SubscriptionID]] = [:] { didSet { cachedScope = nil } }
     var realmObservers: [KeyName: [SubscriptionID]] = [:]
     var nextSubscription: SubscriptionID = 0
     var pending: [PendingEvent] = []
+
+    /// The scope `emit` looked up last, with its observers, titles and last
+    /// rendered title: a burst of events (mass expiry, ticks) mostly names
+    /// one scope, and this saves hashing it and rendering again. Cleared
+    /// whenever scope observers or titles change.
+    private var cachedScope: KeyName?
+    private var cachedObservers: [SubscriptionID]?
+    private var cachedTitles = TitleSet.english
+    private var cachedTitle: (state: ButtonState, seconds: Int64, text: String)?
 
     // Dispatch: who delivers, and what it is delivering right now.
     var dispatching = false
@@ -144,10 +153,36 @@ final class EngineState {
     func isObserved(slot: Int32) -> Bool {
         if keyObservers.isEmpty && scopeObservers.isEmpty { return false }
         if !scopeObservers.isEmpty, let scope = table.scopeName(table.records[Int(slot)].scope),
-           scopeObservers[scope] != nil {
+           observers(of: scope) != nil {
             return true
         }
         return !keyObservers.isEmpty && keyObservers[table.key(slot)] != nil
+    }
+
+    /// Makes `scope` the cached one.
+    @inline(__always)
+    private func cache(_ scope: KeyName) {
+        if let cached = cachedScope, cached == scope { return }
+        cachedScope = scope
+        cachedObservers = scopeObservers[scope]
+        cachedTitles = titles[scope] ?? .english
+        cachedTitle = nil
+    }
+
+    /// The subscriptions to a scope.
+    func observers(of scope: KeyName) -> [SubscriptionID]? {
+        cache(scope)
+        return cachedObservers
+    }
+
+    /// The title of `scope`'s button in `state` with `remaining` time.
+    func title(_ scope: KeyName, _ state: ButtonState, _ remaining: Span) -> String {
+        cache(scope)
+        let seconds = remaining.displaySeconds
+        if let last = cachedTitle, last.state == state, last.seconds == seconds { return last.text }
+        let text = cachedTitles.render(state, remaining)
+        cachedTitle = (state, seconds, text)
+        return text
     }
 
     /// The countdown in a live slot, as a value (makes its key's names).
@@ -187,7 +222,8 @@ final class EngineState {
 
     /// The state of a key with nothing running.
     func restingState(_ key: CountdownKey) -> ButtonState {
-        records[key]?.hasSent == true ? .readyAgain : .idle
+        if records.isEmpty { return .idle }
+        return records[key]?.hasSent == true ? .readyAgain : .idle
     }
 
     /// The key's button now, with its title.
@@ -195,8 +231,7 @@ final class EngineState {
         let running = running(key, at: now)
         let state = running?.phase.buttonState ?? restingState(key)
         let remaining = running.map { $0.phase == .sending ? .zero : $0.deadline.since(now) } ?? .zero
-        return Button(state: state, remaining: remaining,
-                      title: (titles[key.scope] ?? .english).render(state, remaining))
+        return Button(state: state, remaining: remaining, title: title(key.scope, state, remaining))
     }
 
     func recordEnd(of ticket: UInt64, _ end: TicketEnd) {
@@ -296,15 +331,20 @@ final class EngineState {
     func emit(_ kind: EventKind, _ key: CountdownKey, instance: UInt64,
                        remaining: Span, duration: Span, state: ButtonState) -> Bool {
         if keyObservers.isEmpty && scopeObservers.isEmpty { return false }
-        let keyIDs = keyObservers[key]
-        let scopeIDs = scopeObservers[key.scope]
+        let keyIDs = keyObservers.isEmpty ? nil : keyObservers[key]
+        let scopeIDs = scopeObservers.isEmpty ? nil : observers(of: key.scope)
         guard keyIDs != nil || scopeIDs != nil else { return false }
         let wasEmpty = pending.isEmpty
-        let title = (titles[key.scope] ?? .english).render(state, remaining)
         var event = Event(kind: kind, key: key, remaining: remaining, duration: duration,
-                          subscription: 0, state: state, title: title)
-        for ids in [keyIDs, scopeIDs] {
-            for id in ids ?? [] {
+                          subscription: 0, state: state, title: title(key.scope, state, remaining))
+        if let keyIDs {
+            for id in keyIDs {
+                event.subscription = id
+                pending.append(PendingEvent(instance: instance, event: event))
+            }
+        }
+        if let scopeIDs {
+            for id in scopeIDs {
                 event.subscription = id
                 pending.append(PendingEvent(instance: instance, event: event))
             }

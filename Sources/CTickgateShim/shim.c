@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <sys/eventfd.h>
 #include <sys/timerfd.h>
 #include <time.h>
@@ -170,3 +171,17 @@ int tgshim_thread_detach(unsigned long thread) {
 }
 
 unsigned long tgshim_thread_self(void) { return (unsigned long)pthread_self(); }
+
+void *tgshim_pages_map(size_t size) {
+    void *pages = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return pages == MAP_FAILED ? NULL : pages;
+}
+
+void *tgshim_pages_remap(void *pages, size_t old_size, size_t new_size) {
+    void *moved = mremap(pages, old_size, new_size, MREMAP_MAYMOVE);
+    return moved == MAP_FAILED ? NULL : moved;
+}
+
+void tgshim_pages_unmap(void *pages, size_t size) {
+    if (pages) munmap(pages, size);
+}

@@ -43,8 +43,9 @@ final class CountdownTable {
 
     static let inlineSubjectBytes = 23
 
-    private(set) var records: UnsafeMutablePointer<Record>
-    private var capacity: Int
+    private var recordBuffer = PageBuffer<Record>(capacity: 64)
+    /// The slab (moves when it grows: hold no pointer across an insert).
+    var records: UnsafeMutablePointer<Record> { recordBuffer.base }
     /// Slots ever used (live or free); records past it are uninitialised.
     private var used: Int32 = 0
     private var freeSlots: [Int32] = []
@@ -53,6 +54,7 @@ final class CountdownTable {
     /// Buckets: 0 = empty, else (upper 32 bits of the hash) << 32 | slot + 1.
     /// A key's home bucket comes from those upper bits too, so moving and
     /// rehashing buckets never reads a record.
+    private var bucketBuffer: PageBuffer<UInt64>
     private var buckets: UnsafeMutablePointer<UInt64>
     private var bucketMask: Int
 
@@ -72,17 +74,16 @@ final class CountdownTable {
 
     init() {
         seed = UInt64.random(in: 1 ... .max)
-        capacity = 64
-        records = .allocate(capacity: capacity)
         bucketMask = 127
-        buckets = .allocate(capacity: bucketMask + 1)
+        bucketBuffer = PageBuffer(capacity: bucketMask + 1)
+        buckets = bucketBuffer.base
         buckets.initialize(repeating: 0, count: bucketMask + 1)
     }
 
     deinit {
         removeAll()
-        records.deallocate()
-        buckets.deallocate()
+        recordBuffer.free()
+        bucketBuffer.free()
     }
 
     // MARK: Keys
@@ -257,7 +258,9 @@ final class CountdownTable {
         if let free = freeSlots.popLast() {
             slot = free
         } else {
-            if Int(used) == capacity { growRecords() }
+            if Int(used) == recordBuffer.capacity {
+                recordBuffer.grow(to: recordBuffer.capacity * 2, keeping: Int(used))
+            }
             slot = used
             used &+= 1
         }
@@ -357,20 +360,13 @@ final class CountdownTable {
 
     // MARK: Growing
 
-    private func growRecords() {
-        let bigger = capacity * 2
-        let fresh = UnsafeMutablePointer<Record>.allocate(capacity: bigger)
-        fresh.moveInitialize(from: records, count: Int(used))
-        records.deallocate()
-        records = fresh
-        capacity = bigger
-    }
-
     private func growBuckets() {
         let oldMask = bucketMask
+        let oldBuffer = bucketBuffer
         let old = buckets
         bucketMask = (oldMask + 1) * 2 - 1
-        buckets = .allocate(capacity: bucketMask + 1)
+        bucketBuffer = PageBuffer(capacity: bucketMask + 1)
+        buckets = bucketBuffer.base
         buckets.initialize(repeating: 0, count: bucketMask + 1)
         var index = 0
         while index <= oldMask {
@@ -381,6 +377,6 @@ final class CountdownTable {
             while buckets[at] != 0 { at = (at &+ 1) & bucketMask }
             buckets[at] = bucket
         }
-        old.deallocate()
+        oldBuffer.free()
     }
 }

@@ -10,24 +10,23 @@ final class TimerHeap {
         var slot: Int32
     }
 
-    private var entries: UnsafeMutablePointer<Entry>
-    private var entryCapacity = 16
+    private var entryBuffer = PageBuffer<Entry>(capacity: 16)
+    private var entries: UnsafeMutablePointer<Entry> { entryBuffer.base }
     private(set) var count = 0
     /// Heap index of each slot, or -1 when the slot has no entry.
-    private var position: UnsafeMutablePointer<Int32>
+    private var positionBuffer = PageBuffer<Int32>(capacity: 16)
+    private var position: UnsafeMutablePointer<Int32> { positionBuffer.base }
     private var positionCount = 0
     private var nextOrder: UInt64 = 0
 
     init() {
-        entries = .allocate(capacity: entryCapacity)
-        position = .allocate(capacity: 16)
-        position.initialize(repeating: -1, count: 16)
-        positionCount = 16
+        positionCount = positionBuffer.capacity
+        position.initialize(repeating: -1, count: positionCount)
     }
 
     deinit {
-        entries.deallocate()
-        position.deallocate()
+        entryBuffer.free()
+        positionBuffer.free()
     }
 
     var first: Entry? { count > 0 ? entries[0] : nil }
@@ -50,7 +49,9 @@ final class TimerHeap {
             entries[index] = entry
             if wasEarlier { siftDown(index) } else { siftUp(index) }
         } else {
-            if count == entryCapacity { growEntries() }
+            if count == entryBuffer.capacity {
+                entryBuffer.grow(to: count * 2, keeping: count)
+            }
             (entries + count).initialize(to: entry)
             count += 1
             siftUp(count - 1)
@@ -83,24 +84,13 @@ final class TimerHeap {
             || (a.time.nanoseconds == b.time.nanoseconds && a.order < b.order)
     }
 
-    private func growEntries() {
-        let bigger = entryCapacity * 2
-        let fresh = UnsafeMutablePointer<Entry>.allocate(capacity: bigger)
-        fresh.moveInitialize(from: entries, count: count)
-        entries.deallocate()
-        entries = fresh
-        entryCapacity = bigger
-    }
-
     private func growPositions(to needed: Int) {
         var bigger = positionCount * 2
         while bigger < needed { bigger *= 2 }
-        let fresh = UnsafeMutablePointer<Int32>.allocate(capacity: bigger)
-        fresh.moveInitialize(from: position, count: positionCount)
-        (fresh + positionCount).initialize(repeating: -1, count: bigger - positionCount)
-        position.deallocate()
-        position = fresh
-        positionCount = bigger
+        positionBuffer.grow(to: bigger, keeping: positionCount)
+        let capacity = positionBuffer.capacity
+        (position + positionCount).initialize(repeating: -1, count: capacity - positionCount)
+        positionCount = capacity
     }
 
     private func siftUp(_ start: Int) {

@@ -48,6 +48,14 @@ void tgshim_poller_drain(const tgshim_poller *poller);
  * Returns 1 when readable, 0 on timeout, or a negative errno. */
 int tgshim_poller_wait(const tgshim_poller *poller, int timeout_ms);
 
+/* Pages for big tables: an anonymous private mapping of size bytes (a
+ * multiple of the page size), grown in place or moved by the kernel
+ * (mremap), so growing a table copies nothing and unmapping returns its
+ * memory at once. NULL on failure. */
+void *tgshim_pages_map(size_t size);
+void *tgshim_pages_remap(void *pages, size_t old_size, size_t new_size);
+void tgshim_pages_unmap(void *pages, size_t size);
+
 /* The calling thread's last error message (copied, truncated to 511 bytes). */
 void tgshim_error_set(const char *message);
 const char *tgshim_error_get(void);

@@ -206,7 +206,7 @@ extension Engine {
                                 duration: duration, tickInterval: interval, phase: .cooling,
                                 instance: state.nextInstance, ticket: 0)
         }
-        state.heap.schedule(slot, at: deadline)
+        state.wheel.schedule(slot, at: deadline)
         armIfEarlier()
     }
 

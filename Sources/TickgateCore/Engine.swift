@@ -1,7 +1,7 @@
 import CTickgateShim
 
-/// The countdown engine: countdowns keyed by (scope, subject), one timer
-/// heap, one clock, one OS timer, and the observers of keys and scopes.
+/// The countdown engine: countdowns keyed by (scope, subject), one timing
+/// wheel, one clock, one OS timer, and the observers of keys and scopes.
 ///
 /// Every method may be called from any thread, including from inside an
 /// observer callback. All state lives in `state`, behind `lock`; callbacks
@@ -85,7 +85,7 @@ public final class Engine: @unchecked Sendable {
         state.freeGateTimers.removeAll()
         state.pending.removeAll()
         state.table.removeAll()
-        state.heap.removeAll()
+        state.wheel.removeAll()
         let onEngineThread = thread != 0 && thread == me
         if onEngineThread { state.detachThread = true }
         while state.dispatching && (state.runningSubscription != 0 || state.runningRequest != 0)

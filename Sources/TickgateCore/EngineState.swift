@@ -78,9 +78,9 @@ final class EngineState {
     /// Group commit: when the open store transaction must be committed.
     var flushDeadline: Instant?
 
-    // Countdowns: records found by key, and one timer heap over their slots.
+    // Countdowns: records found by key, and one timing wheel over their slots.
     let table = CountdownTable()
-    let heap = TimerHeap()
+    let wheel = TimerWheel()
     var nextInstance: UInt64 = 0
     /// The time the OS timer is armed for (system clock only).
     var armed: Instant?
@@ -285,14 +285,14 @@ final class EngineState {
                                 tickInterval: countdown.tickInterval, phase: countdown.phase,
                                 instance: countdown.instance, ticket: countdown.ticket)
         }
-        heap.schedule(slot, at: Self.nextFireTime(of: countdown, at: now,
+        wheel.schedule(slot, at: Self.nextFireTime(of: countdown, at: now,
                                                   observed: isObserved(countdown.key)))
     }
 
     /// Ends the record in a slot and its timer.
     func remove(slot: Int32) {
         guard table.isLive(slot) else { return }
-        heap.remove(slot)
+        wheel.remove(slot)
         table.remove(slot)
     }
 
@@ -315,12 +315,12 @@ final class EngineState {
     /// Moves a countdown's timer to its next tick if it was waiting for the
     /// deadline only (it just gained an observer).
     func rescheduleForTicks(_ key: CountdownKey, at now: Instant) {
-        guard let slot = table.find(key), let current = heap.time(of: slot) else { return }
+        guard let slot = table.find(key), let current = wheel.time(of: slot) else { return }
         let record = table.records[Int(slot)]
         let next = Self.nextFireTime(deadline: record.deadline,
                                      interval: .milliseconds(Int64(record.tickMilliseconds)),
                                      phase: record.phase, at: now, observed: true)
-        if next < current { heap.schedule(slot, at: next) }
+        if next < current { wheel.schedule(slot, at: next) }
     }
 
     // MARK: Events
@@ -373,7 +373,7 @@ final class EngineState {
 
     /// The earliest time any timer (countdown or gate) is due.
     var nextTimerTime: Instant? {
-        var first = heap.first?.time
+        var first = wheel.earliest
         if let gate = gateHeap.first?.time, first.map({ gate < $0 }) ?? true { first = gate }
         if let flush = flushDeadline, first.map({ flush < $0 }) ?? true { first = flush }
         return first
@@ -383,17 +383,13 @@ final class EngineState {
     /// time, so a late wake-up gives one catch-up tick), the finish of a
     /// cooldown or lock, or the expiry of a send ticket.
     func fireDueTimers(at now: Instant) {
-        while let entry = heap.first, entry.time <= now {
-            let slot = entry.slot
-            guard table.isLive(slot) else {
-                heap.remove(slot)
-                continue
-            }
+        wheel.collectDue(at: now) { slot in
+            guard table.isLive(slot) else { return }
             let record = table.records[Int(slot)]
             let observed = isObserved(slot: slot)
             if record.deadline <= now {
                 let key = observed ? table.key(slot) : nil
-                remove(slot: slot)
+                table.remove(slot)
                 let kind: EventKind
                 if record.phase == .sending {
                     recordEnd(of: record.ticket, .expired)
@@ -411,7 +407,7 @@ final class EngineState {
                              remaining: record.deadline.since(now),
                              duration: record.duration, state: record.phase.buttonState)
                 }
-                heap.schedule(slot, at: Self.nextFireTime(
+                wheel.schedule(slot, at: Self.nextFireTime(
                     deadline: record.deadline, interval: .milliseconds(Int64(record.tickMilliseconds)),
                     phase: record.phase, at: now, observed: observed))
             }

@@ -123,10 +123,10 @@ final class Recorder: Sendable {
         let engine = try manualEngine()
         defer { engine.close() }
         try engine.start(key, duration: .milliseconds(60_000))
-        // Only the deadline is on the heap: nothing is due after 30 s.
+        // Only the deadline has a timer: nothing is due after 30 s.
         try engine.advance(by: .milliseconds(30_000))
         #expect(try engine.dispatch() == 0)
-        engine.lock.withLock { #expect(engine.state.heap.first?.time == Instant(nanoseconds: 60_000_000_000)) }
+        engine.lock.withLock { #expect(engine.state.wheel.earliest == Instant(nanoseconds: 60_000_000_000)) }
     }
 
     @Test func closeReleasesEverySubscriptionOnce() throws {

@@ -12,8 +12,8 @@ private struct CObserver: @unchecked Sendable {
     let destroy: tg_destroy_fn?
 
     func deliver(_ event: Event) {
-        event.key.scope.value.withCString { scope in
-            event.key.subject.value.withCString { subject in
+        event.scope.value.withCString { scope in
+            event.subject.withCString { subject in
                 event.title.withCString { title in
                     var raw = tg_event(
                         struct_size: UInt32(MemoryLayout<tg_event>.size),

@@ -84,6 +84,12 @@ public struct KeyName: Hashable, Comparable, Sendable {
         return hasher.finalize()
     }
 
+    /// Calls `body` with the name's UTF-8 bytes.
+    public func withBytes<T>(_ body: (UnsafeRawBufferPointer) -> T) -> T {
+        var text = value
+        return text.withUTF8 { body(UnsafeRawBufferPointer($0)) }
+    }
+
     public static func == (a: KeyName, b: KeyName) -> Bool {
         guard a.digest == b.digest else { return false }
         var left = a.value

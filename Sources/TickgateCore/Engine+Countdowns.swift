@@ -165,7 +165,7 @@ extension Engine {
     /// to report. Otherwise the fast paths below find the key by its bytes
     /// and make no names. Lock held.
     private var needsFullPath: Bool {
-        store != nil || state.closed || state.hasCountdownObservers || state.runningKey != nil
+        store != nil || state.closed || state.hasCountdownObservers || state.runningEvent != nil
     }
 
     /// `start` for a key given as bytes.

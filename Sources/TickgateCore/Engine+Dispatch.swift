@@ -100,17 +100,16 @@ extension Engine {
                 poller.arm(at: first)
             }
         }
-        let batch = state.pending
-        state.pending.removeAll(keepingCapacity: true)
-        lock.unlock()
+        // Swapped out, not copied: the queue keeps no second buffer of a
+        // mass expiry's size.
+        var batch: [PendingEvent] = []
+        swap(&batch, &state.pending)
 
+        // One lock round trip per callback: claim the next item, run it
+        // unlocked, then clear the running marks and claim again.
         var delivered = 0
-        for item in batch {
-            lock.lock()
-            guard !state.closed, let call = claim(item) else {
-                lock.unlock()
-                continue
-            }
+        for index in batch.indices {
+            guard !state.closed, let call = claim(batch[index]) else { continue }
             lock.unlock()
 
             call.run()
@@ -129,19 +128,23 @@ extension Engine {
                 lock.lock()
             }
             state.runningSubscription = 0
-            state.runningKey = nil
+            state.runningEvent = nil
             state.runningRequest = 0
             lock.broadcast()
-            lock.unlock()
         }
 
-        lock.lock()
+        // Give the buffer back for the next pass unless it is huge.
+        if state.pending.isEmpty && batch.capacity <= 4096 {
+            batch.removeAll(keepingCapacity: true)
+            swap(&batch, &state.pending)
+        }
         state.dispatching = false
         state.dispatcher = 0
         let releases = state.deferredReleases
         state.deferredReleases.removeAll()
         lock.broadcast()
         lock.unlock()
+        batch = []
         for observer in releases { observer.release() }
         return (delivered, served)
     }
@@ -186,7 +189,7 @@ extension Engine {
             guard state.isDeliverable(event, instance: item.instance),
                   let subscription = state.subscriptions[event.subscription] else { return nil }
             state.runningSubscription = event.subscription
-            state.runningKey = event.key
+            state.runningEvent = event
             return .event(subscription.observer, event)
         case .gate(let event):
             guard let subscription = state.subscriptions[event.subscription] else { return nil }

@@ -126,8 +126,10 @@ final class EngineState {
     var dispatching = false
     var dispatcher: UInt = 0
     var runningSubscription: SubscriptionID = 0
-    /// The key whose event callback is running, if one is.
-    var runningKey: CountdownKey?
+    /// The event whose callback is running, if one is (its key's names
+    /// are made only when a cancel has to wait for it).
+    var runningEvent: Event?
+    var runningKey: CountdownKey? { runningEvent?.key }
     /// Releases of subscriptions that ended inside their own callback.
     var deferredReleases: [Observer] = []
     /// Engine-thread mode: passes asked for by `advance` and passes done.
@@ -157,6 +159,13 @@ final class EngineState {
             return true
         }
         return !keyObservers.isEmpty && keyObservers[table.key(slot)] != nil
+    }
+
+    /// A live slot's scope and subject, without making the subject's name.
+    func slotName(_ slot: Int32) -> (KeyName, EventSubject) {
+        let id = table.records[Int(slot)].scope
+        let scope = table.scopeName(id) ?? KeyName(validated: table.scopeBytes(id))
+        return (scope, EventSubject(validated: table.subjectBytes(slot)))
     }
 
     /// Makes `scope` the cached one.
@@ -331,12 +340,23 @@ final class EngineState {
     func emit(_ kind: EventKind, _ key: CountdownKey, instance: UInt64,
                        remaining: Span, duration: Span, state: ButtonState) -> Bool {
         if keyObservers.isEmpty && scopeObservers.isEmpty { return false }
-        let keyIDs = keyObservers.isEmpty ? nil : keyObservers[key]
-        let scopeIDs = scopeObservers.isEmpty ? nil : observers(of: key.scope)
+        return emit(kind, scope: key.scope, subject: EventSubject(key.subject), key: key,
+                    instance: instance, remaining: remaining, duration: duration, state: state)
+    }
+
+    /// `emit` for a key given as its scope and subject (from a slot): the
+    /// key's names are made only if a key observer needs them.
+    func emit(_ kind: EventKind, scope: KeyName, subject: EventSubject, key: CountdownKey? = nil,
+              instance: UInt64, remaining: Span, duration: Span, state: ButtonState) -> Bool {
+        if keyObservers.isEmpty && scopeObservers.isEmpty { return false }
+        let keyIDs = keyObservers.isEmpty
+            ? nil : keyObservers[key ?? CountdownKey(scope: scope, subject: subject.name)]
+        let scopeIDs = scopeObservers.isEmpty ? nil : observers(of: scope)
         guard keyIDs != nil || scopeIDs != nil else { return false }
         let wasEmpty = pending.isEmpty
-        var event = Event(kind: kind, key: key, remaining: remaining, duration: duration,
-                          subscription: 0, state: state, title: title(key.scope, state, remaining))
+        var event = Event(kind: kind, scope: scope, subject: subject, remaining: remaining,
+                          duration: duration, subscription: 0, state: state,
+                          title: title(scope, state, remaining))
         if let keyIDs {
             for id in keyIDs {
                 event.subscription = id
@@ -367,7 +387,10 @@ final class EngineState {
     func isDeliverable(_ event: Event, instance: UInt64) -> Bool {
         guard subscriptions[event.subscription] != nil else { return false }
         guard event.kind == .tick else { return true }
-        guard let slot = table.find(event.key) else { return false }
+        let slot = event.scope.withBytes { scope in
+            event.subject.withBytes { subject in table.find(scope: scope, subject: subject) }
+        }
+        guard let slot else { return false }
         return table.records[Int(slot)].instance == instance
     }
 
@@ -388,7 +411,8 @@ final class EngineState {
             let record = table.records[Int(slot)]
             let observed = isObserved(slot: slot)
             if record.deadline <= now {
-                let key = observed ? table.key(slot) : nil
+                // The key as bytes, copied before the slot is freed.
+                let name = observed ? slotName(slot) : nil
                 table.remove(slot)
                 let kind: EventKind
                 if record.phase == .sending {
@@ -397,13 +421,16 @@ final class EngineState {
                 } else {
                     kind = .finished
                 }
-                if let key {
-                    _ = emit(kind, key, instance: record.instance, remaining: .zero,
-                             duration: record.duration, state: restingState(key))
+                if let (scope, subject) = name {
+                    let state = records.isEmpty
+                        ? ButtonState.idle : restingState(CountdownKey(scope: scope, subject: subject.name))
+                    _ = emit(kind, scope: scope, subject: subject, instance: record.instance,
+                             remaining: .zero, duration: record.duration, state: state)
                 }
             } else {
                 if observed && record.phase != .sending {
-                    _ = emit(.tick, table.key(slot), instance: record.instance,
+                    let (scope, subject) = slotName(slot)
+                    _ = emit(.tick, scope: scope, subject: subject, instance: record.instance,
                              remaining: record.deadline.since(now),
                              duration: record.duration, state: record.phase.buttonState)
                 }

@@ -17,7 +17,10 @@ public enum EventKind: Int32, Sendable {
 /// One event for one subscription.
 public struct Event: Sendable {
     public var kind: EventKind
-    public var key: CountdownKey
+    public var scope: KeyName
+    /// The subject, kept inline when short: a timer that fires makes no
+    /// string for it.
+    public var subject: EventSubject
     /// Time left on the countdown; zero when idle, finished or cancelled.
     public var remaining: Span
     /// The length the countdown was started with; zero when idle.
@@ -26,8 +29,91 @@ public struct Event: Sendable {
     /// The key's button state after the event, and its rendered title.
     public var state: ButtonState
     public var title: String
+
+    public var key: CountdownKey { CountdownKey(scope: scope, subject: subject.name) }
+
+    public init(kind: EventKind, key: CountdownKey, remaining: Span, duration: Span,
+                subscription: SubscriptionID, state: ButtonState, title: String) {
+        self.init(kind: kind, scope: key.scope, subject: EventSubject(key.subject),
+                  remaining: remaining, duration: duration, subscription: subscription,
+                  state: state, title: title)
+    }
+
+    init(kind: EventKind, scope: KeyName, subject: EventSubject, remaining: Span, duration: Span,
+         subscription: SubscriptionID, state: ButtonState, title: String) {
+        self.kind = kind
+        self.scope = scope
+        self.subject = subject
+        self.remaining = remaining
+        self.duration = duration
+        self.subscription = subscription
+        self.state = state
+        self.title = title
+    }
 }
 
+/// A subject as an event carries it: up to 23 bytes inline (no allocation,
+/// nothing to retain), a longer one as its name.
+public struct EventSubject: Sendable {
+    private enum Storage {
+        /// The bytes in the first 23 of 24, the count in the last.
+        case inline(UInt64, UInt64, UInt64)
+        case name(KeyName)
+    }
+
+    private var storage: Storage
+
+    static let inlineCapacity = 23
+
+    /// Bytes that passed validation.
+    init(validated source: UnsafeRawBufferPointer) {
+        guard source.count <= Self.inlineCapacity, !source.isEmpty else {
+            storage = .name(KeyName(validated: source))
+            return
+        }
+        var words: (UInt64, UInt64, UInt64) = (0, 0, 0)
+        withUnsafeMutableBytes(of: &words) { raw in
+            raw.copyMemory(from: source)
+            raw[Self.inlineCapacity] = UInt8(source.count)
+        }
+        storage = .inline(words.0, words.1, words.2)
+    }
+
+    init(_ name: KeyName) { storage = .name(name) }
+
+    /// The subject as a name.
+    public var name: KeyName {
+        switch storage {
+        case .name(let name): name
+        case .inline: withBytes { KeyName(validated: $0) }
+        }
+    }
+
+    /// Calls `body` with the subject's bytes.
+    public func withBytes<T>(_ body: (UnsafeRawBufferPointer) -> T) -> T {
+        withCString { text in
+            switch storage {
+            case .name(let name): name.withBytes(body)
+            case .inline(_, _, let last):
+                body(UnsafeRawBufferPointer(start: text, count: Int(last >> 56)))
+            }
+        }
+    }
+
+    /// Calls `body` with the subject as a NUL-terminated C string.
+    public func withCString<T>(_ body: (UnsafePointer<CChar>) -> T) -> T {
+        switch storage {
+        case .name(let name):
+            return name.value.withCString(body)
+        case .inline(let a, let b, let c):
+            var words: (UInt64, UInt64, UInt64, UInt64) = (a, b, c, 0)
+            return withUnsafeMutableBytes(of: &words) { raw in
+                raw[Int(c >> 56)] = 0
+                return body(raw.baseAddress!.assumingMemoryBound(to: CChar.self))
+            }
+        }
+    }
+}
 /// The id of a subscription: unique within an engine, never reused.
 public typealias SubscriptionID = UInt64
 

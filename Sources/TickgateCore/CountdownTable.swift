@@ -1,4 +1,5 @@
 import Glibc
+import CTickgateShim
 
 /// The running countdowns of an engine, built for a million keys: fixed-size
 /// records in one slab, found by key through an open-addressing index of
@@ -332,6 +333,30 @@ final class CountdownTable {
         record.pointee.subjectCount = 0
         freeSlots.append(slot)
         count -= 1
+    }
+
+    /// Starts loading a slot's record into the cache.
+    @inline(__always)
+    func prefetchRecord(_ slot: Int32) {
+        tgshim_prefetch(UnsafeRawPointer(records + Int(slot)))
+    }
+
+    /// Starts loading the index bucket where a live slot's search begins
+    /// (its record must be loaded or loading: the hash is in it).
+    @inline(__always)
+    func prefetchBucket(_ slot: Int32) {
+        let home = Int(truncatingIfNeeded: records[Int(slot)].hash >> 32) & bucketMask
+        tgshim_prefetch(UnsafeRawPointer(buckets + home))
+    }
+
+    /// Removes many records, loading the index buckets ahead.
+    func remove(_ slots: UnsafeBufferPointer<Int32>) {
+        let ahead = 8
+        for index in 0..<min(ahead, slots.count) { prefetchBucket(slots[index]) }
+        for index in slots.indices {
+            if index + ahead < slots.count { prefetchBucket(slots[index + ahead]) }
+            remove(slots[index])
+        }
     }
 
     /// Whether a slot holds a live record.

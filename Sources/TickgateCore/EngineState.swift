@@ -406,14 +406,23 @@ final class EngineState {
     /// time, so a late wake-up gives one catch-up tick), the finish of a
     /// cooldown or lock, or the expiry of a send ticket.
     func fireDueTimers(at now: Instant) {
-        wheel.collectDue(at: now) { slot in
-            guard table.isLive(slot) else { return }
+        var due: [Int32] = []
+        wheel.collectDue(at: now, into: &due)
+        if due.isEmpty { return fireGateTimers(at: now) }
+        if hasCountdownObservers { pending.reserveCapacity(pending.count + due.count) }
+        // Finished records leave the index together at the end, their
+        // buckets loaded ahead; records are loaded a few slots ahead too.
+        var finished: [Int32] = []
+        let ahead = 8
+        for index in 0..<min(ahead, due.count) { table.prefetchRecord(due[index]) }
+        for index in due.indices {
+            if index + ahead < due.count { table.prefetchRecord(due[index + ahead]) }
+            let slot = due[index]
+            guard table.isLive(slot) else { continue }
             let record = table.records[Int(slot)]
             let observed = isObserved(slot: slot)
             if record.deadline <= now {
-                // The key as bytes, copied before the slot is freed.
-                let name = observed ? slotName(slot) : nil
-                table.remove(slot)
+                finished.append(slot)
                 let kind: EventKind
                 if record.phase == .sending {
                     recordEnd(of: record.ticket, .expired)
@@ -421,7 +430,8 @@ final class EngineState {
                 } else {
                     kind = .finished
                 }
-                if let (scope, subject) = name {
+                if observed {
+                    let (scope, subject) = slotName(slot)
                     let state = records.isEmpty
                         ? ButtonState.idle : restingState(CountdownKey(scope: scope, subject: subject.name))
                     _ = emit(kind, scope: scope, subject: subject, instance: record.instance,
@@ -439,6 +449,7 @@ final class EngineState {
                     phase: record.phase, at: now, observed: observed))
             }
         }
+        finished.withUnsafeBufferPointer { table.remove($0) }
         fireGateTimers(at: now)
     }
 

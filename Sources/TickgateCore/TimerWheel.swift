@@ -154,11 +154,11 @@ final class TimerWheel {
         cachedEarliest = nil
     }
 
-    /// Takes out every timer due at `instant` (time <= instant) and calls
-    /// `body` with each slot, earliest first (equal times in the order they
-    /// were scheduled). The slots have no timer when `body` runs; it may
-    /// schedule them again (for a later time).
-    func collectDue(at instant: Instant, _ body: (Int32) -> Void) {
+    /// Takes out every timer due at `instant` (time <= instant) and
+    /// appends their slots to `slots`, earliest first (equal times in the
+    /// order they were scheduled). The slots have no timer afterwards; the
+    /// caller may schedule them again.
+    func collectDue(at instant: Instant, into slots: inout [Int32]) {
         guard count > 0, let first = earliest, first <= instant else { return }
         let limit = instant.nanoseconds
         let target = max(Self.tick(limit), now)
@@ -173,17 +173,18 @@ final class TimerWheel {
         for entry in later {
             place(entry, tick: Self.tick(timeBuffer.base[Int(entry >> 32)]))
         }
-        later.removeAll(keepingCapacity: true)
-        // Moved out first: `body` may schedule again.
-        var fired: [Due] = []
-        swap(&fired, &due)
-        for item in fired { body(item.slot) }
+        slots.reserveCapacity(slots.count + due.count)
+        for item in due { slots.append(item.slot) }
         // Keep a small scratch; give a mass expiry's back.
-        if fired.capacity <= 4096 {
-            fired.removeAll(keepingCapacity: true)
-            due = fired
-        }
+        if due.capacity > 4096 { due = [] }
         if later.capacity > 4096 { later = [] }
+    }
+
+    /// `collectDue` for a caller that wants each slot in turn.
+    func collectDue(at instant: Instant, _ body: (Int32) -> Void) {
+        var slots: [Int32] = []
+        collectDue(at: instant, into: &slots)
+        for slot in slots { body(slot) }
     }
 
     // MARK: Inside

@@ -128,16 +128,21 @@ public enum UTF8Check {
     public static func isShortASCII(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
         guard let base = bytes.baseAddress else { return false }
         let raw = UnsafeRawPointer(base)
-        var high: UInt64 = 0
-        var index = 0
         let count = bytes.count
-        while count - index >= 8 {
-            high |= raw.loadUnaligned(fromByteOffset: index, as: UInt64.self)
-            index &+= 8
-        }
-        while index < count {
-            high |= UInt64(base[index])
-            index &+= 1
+        var high: UInt64 = 0
+        // Whole words, the last one overlapping its neighbour: no byte loop.
+        if count >= 8 {
+            var index = 0
+            while index + 8 < count {
+                high |= raw.loadUnaligned(fromByteOffset: index, as: UInt64.self)
+                index &+= 8
+            }
+            high |= raw.loadUnaligned(fromByteOffset: count - 8, as: UInt64.self)
+        } else if count >= 4 {
+            high = UInt64(raw.loadUnaligned(as: UInt32.self))
+                | UInt64(raw.loadUnaligned(fromByteOffset: count - 4, as: UInt32.self))
+        } else {
+            for index in 0..<count { high |= UInt64(base[index]) }
         }
         return high & 0x8080_8080_8080_8080 == 0
     }

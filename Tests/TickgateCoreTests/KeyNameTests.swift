@@ -27,4 +27,21 @@ import Testing
     func rejectsBadNames(_ bytes: [UInt8]) {
         #expect(name(bytes)?.status == .invalidKey)
     }
+
+    /// The boundary's fast check: every length 1 to 32, a high byte at each
+    /// position (and none) gives the byte-by-byte answer.
+    @Test func shortASCIICheckSeesEveryByte() {
+        for count in 1...32 {
+            for high in -1..<count {
+                var bytes = [UInt8](repeating: 0x61, count: count)
+                if high >= 0 { bytes[high] = 0xC3 }
+                // Bytes past the end must not count: put a high byte there.
+                bytes.append(0xFF)
+                let result = bytes.withUnsafeBufferPointer {
+                    UTF8Check.isShortASCII(UnsafeBufferPointer(rebasing: $0[..<count]))
+                }
+                #expect(result == (high < 0), "count \(count), high byte at \(high)")
+            }
+        }
+    }
 }

@@ -92,6 +92,12 @@ public struct KeyName: Hashable, Comparable, Sendable {
 
     public static func == (a: KeyName, b: KeyName) -> Bool {
         guard a.digest == b.digest else { return false }
+        // The same storage (an interned name against itself) is equal
+        // without reading the bytes.
+        if unsafeBitCast(a.value, to: (UInt64, UInt64).self)
+            == unsafeBitCast(b.value, to: (UInt64, UInt64).self) {
+            return true
+        }
         var left = a.value
         var right = b.value
         return left.withUTF8 { l in

@@ -186,10 +186,10 @@ extension Engine {
     private func claim(_ item: PendingEvent) -> Call? {
         switch item.payload {
         case .event(let event):
-            guard state.isDeliverable(event, instance: item.instance),
-                  let subscription = state.subscriptions[event.subscription] else { return nil }
+            guard let subscription = state.subscriptions[event.subscription],
+                  state.isCurrent(event, instance: item.instance) else { return nil }
             state.runningSubscription = event.subscription
-            state.runningEvent = event
+            state.runningEvent = (event.scope, event.subject)
             return .event(subscription.observer, event)
         case .gate(let event):
             guard let subscription = state.subscriptions[event.subscription] else { return nil }

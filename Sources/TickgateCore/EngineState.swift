@@ -126,10 +126,12 @@ final class EngineState {
     var dispatching = false
     var dispatcher: UInt = 0
     var runningSubscription: SubscriptionID = 0
-    /// The event whose callback is running, if one is (its key's names
-    /// are made only when a cancel has to wait for it).
-    var runningEvent: Event?
-    var runningKey: CountdownKey? { runningEvent?.key }
+    /// The key of the event whose callback is running, if one is (its
+    /// names are made only when a cancel has to wait for it).
+    var runningEvent: (scope: KeyName, subject: EventSubject)?
+    var runningKey: CountdownKey? {
+        runningEvent.map { CountdownKey(scope: $0.scope, subject: $0.subject.name) }
+    }
     /// Releases of subscriptions that ended inside their own callback.
     var deferredReleases: [Observer] = []
     /// Engine-thread mode: passes asked for by `advance` and passes done.
@@ -150,16 +152,6 @@ final class EngineState {
 
     /// Whether any subscription watches countdown keys or scopes.
     var hasCountdownObservers: Bool { !keyObservers.isEmpty || !scopeObservers.isEmpty }
-
-    /// Whether the countdown in a live slot is observed.
-    func isObserved(slot: Int32) -> Bool {
-        if keyObservers.isEmpty && scopeObservers.isEmpty { return false }
-        if !scopeObservers.isEmpty, let scope = table.scopeName(table.records[Int(slot)].scope),
-           observers(of: scope) != nil {
-            return true
-        }
-        return !keyObservers.isEmpty && keyObservers[table.key(slot)] != nil
-    }
 
     /// A live slot's scope and subject, without making the subject's name.
     func slotName(_ slot: Int32) -> (KeyName, EventSubject) {
@@ -381,11 +373,11 @@ final class EngineState {
             subscription: id, state: button.state, title: button.title)))
     }
 
-    /// Whether a queued countdown event may still be delivered: a tick of
-    /// a run that was cancelled or replaced meanwhile is dropped (every
-    /// other event reports something that did happen).
-    func isDeliverable(_ event: Event, instance: UInt64) -> Bool {
-        guard subscriptions[event.subscription] != nil else { return false }
+    /// Whether a queued countdown event may still be delivered (its
+    /// subscription aside): a tick of a run that was cancelled or replaced
+    /// meanwhile is dropped (every other event reports something that did
+    /// happen).
+    func isCurrent(_ event: Event, instance: UInt64) -> Bool {
         guard event.kind == .tick else { return true }
         let slot = event.scope.withBytes { scope in
             event.subject.withBytes { subject in table.find(scope: scope, subject: subject) }
@@ -415,12 +407,23 @@ final class EngineState {
         var finished: [Int32] = []
         let ahead = 8
         for index in 0..<min(ahead, due.count) { table.prefetchRecord(due[index]) }
+        // Whether the scope is observed, asked once per run of equal scope
+        // ids (ids are stable here: records leave only at the end).
+        var lastScope: Int32 = -1
+        var scopeObserved = false
         for index in due.indices {
             if index + ahead < due.count { table.prefetchRecord(due[index + ahead]) }
             let slot = due[index]
             guard table.isLive(slot) else { continue }
             let record = table.records[Int(slot)]
-            let observed = isObserved(slot: slot)
+            if record.scope != lastScope {
+                lastScope = record.scope
+                scopeObserved = !scopeObservers.isEmpty && table.scopeName(lastScope).map {
+                    observers(of: $0) != nil
+                } == true
+            }
+            let observed = scopeObserved
+                || (!keyObservers.isEmpty && keyObservers[table.key(slot)] != nil)
             if record.deadline <= now {
                 finished.append(slot)
                 let kind: EventKind

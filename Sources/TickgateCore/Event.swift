@@ -127,11 +127,13 @@ public enum SubscriptionTarget: Sendable {
 
 /// An observer: `deliver` runs for each event (on the engine thread or in
 /// `dispatch()`), `release` runs exactly once when the subscription ends.
-public struct Observer: Sendable {
-    public var deliver: @Sendable (Event) -> Void
+/// A class, so that queuing and delivering an event copies one reference,
+/// not three closures.
+public final class Observer: Sendable {
+    public let deliver: @Sendable (Event) -> Void
     /// Receives the events of a realm subscription.
-    public var deliverGate: @Sendable (GateEvent) -> Void
-    public var release: @Sendable () -> Void
+    public let deliverGate: @Sendable (GateEvent) -> Void
+    public let release: @Sendable () -> Void
 
     public init(deliver: @escaping @Sendable (Event) -> Void = { _ in },
                 deliverGate: @escaping @Sendable (GateEvent) -> Void = { _ in },

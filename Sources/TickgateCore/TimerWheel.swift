@@ -301,7 +301,7 @@ final class TimerWheel {
         // sorting (and it usually is sorted already).
         due.withUnsafeMutableBufferPointer { all in
             var share = UnsafeMutableBufferPointer(rebasing: all[firstDue...])
-            if !Self.isSorted(share) { share.sort(by: Self.before) }
+            if !Self.insertionSort(share) { share.sort(by: Self.before) }
         }
     }
 
@@ -320,12 +320,26 @@ final class TimerWheel {
         a.time < b.time || (a.time == b.time && a.order &- b.order > UInt32.max / 2 && a.order != b.order)
     }
 
-    private static func isSorted(_ items: UnsafeMutableBufferPointer<Due>) -> Bool {
+    /// Sorts items that are nearly in order (a bucket's share usually is:
+    /// timers arrive in about the order they are due); gives up, returning
+    /// false, once it has moved more than a few times as many items as
+    /// there are.
+    private static func insertionSort(_ items: UnsafeMutableBufferPointer<Due>) -> Bool {
         guard items.count > 1 else { return true }
-        var previous = items[items.startIndex]
-        for item in items.dropFirst() {
-            if before(item, previous) { return false }
-            previous = item
+        var budget = 4 * items.count + 64
+        for index in (items.startIndex + 1)..<items.endIndex {
+            let item = items[index]
+            var hole = index
+            while hole > items.startIndex && before(item, items[hole - 1]) {
+                items[hole] = items[hole - 1]
+                hole -= 1
+                budget -= 1
+                if budget == 0 {
+                    items[hole] = item
+                    return false
+                }
+            }
+            items[hole] = item
         }
         return true
     }

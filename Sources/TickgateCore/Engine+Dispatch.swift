@@ -109,7 +109,10 @@ extension Engine {
         // unlocked, then clear the running marks and claim again.
         var delivered = 0
         for index in batch.indices {
-            guard !state.closed, let call = claim(batch[index]) else { continue }
+            // Moved out (a placeholder left behind): no copy, no retains.
+            var item = PendingEvent(.run(0))
+            swap(&item, &batch[index])
+            guard !state.closed, let call = claim(item) else { continue }
             lock.unlock()
 
             call.run()
@@ -183,11 +186,12 @@ extension Engine {
 
     /// Checks that an item may still be delivered and marks it running;
     /// call with the lock held.
-    private func claim(_ item: PendingEvent) -> Call? {
-        switch item.payload {
+    private func claim(_ item: consuming PendingEvent) -> Call? {
+        let instance = item.instance
+        switch (consume item).payload {
         case .event(let event):
             guard let subscription = state.subscriptions[event.subscription],
-                  state.isCurrent(event, instance: item.instance) else { return nil }
+                  state.isCurrent(event, instance: instance) else { return nil }
             state.runningSubscription = event.subscription
             state.runningEvent = (event.scope, event.subject)
             return .event(subscription.observer, event)

@@ -8,7 +8,7 @@ import CTickgateShim
 /// caller's bytes once and makes no `String`.
 ///
 /// A record is addressed by its slot (an `Int32`), which stays the same
-/// while the countdown runs; the timer heap and pending events name slots.
+/// while the countdown runs; the timing wheel names slots.
 /// Not thread-safe: the engine's lock guards it.
 final class CountdownTable {
     /// One countdown (80 bytes).

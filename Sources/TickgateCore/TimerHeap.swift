@@ -2,7 +2,8 @@
 /// time, with O(log n) schedule, reschedule and remove by slot. Entries with
 /// equal times fire in the order they were scheduled. The storage is two
 /// plain buffers owned by the heap (no copy-on-write checks, no retains on
-/// the hot path); the engine's lock guards it.
+/// the hot path); the engine's lock guards it. The login gates' timers
+/// (requests and sessions: few) live here; countdowns use `TimerWheel`.
 final class TimerHeap {
     struct Entry {
         var time: Instant

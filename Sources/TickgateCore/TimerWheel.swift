@@ -58,6 +58,7 @@ final class TimerWheel {
     /// Scratch for `collectDue`.
     private var due: [Due] = []
     private var later: [UInt64] = []
+    private var radixScratch: [Due] = []
 
     private struct Due {
         var time: Int64
@@ -281,6 +282,7 @@ final class TimerWheel {
         guard let entries = bucket.pointee.entries else { return }
         let orders = orderBuffer.base, times = timeBuffer.base
         let firstDue = due.count
+        due.reserveCapacity(firstDue + Int(bucket.pointee.count))
         for position in 0..<Int(bucket.pointee.count) {
             let entry = entries[position]
             let slot = Int(entry >> 32)
@@ -298,11 +300,74 @@ final class TimerWheel {
         bucket.pointee.count = 0
         empty(index)
         // Buckets' ranges are ordered, so only each bucket's own share needs
-        // sorting (and it usually is sorted already).
+        // sorting (and it often is sorted already).
         due.withUnsafeMutableBufferPointer { all in
             var share = UnsafeMutableBufferPointer(rebasing: all[firstDue...])
-            if !Self.insertionSort(share) { share.sort(by: Self.before) }
+            if Self.isSorted(share) { return }
+            if share.count >= 256 {
+                radixSort(share)
+            } else {
+                share.sort(by: Self.before)
+            }
         }
+    }
+
+    /// Sorts a big share (a mass expiry: a million timers due within
+    /// milliseconds land in one bucket) by time, least significant byte
+    /// first over the span of its times, then orders equal times by
+    /// schedule order: a few linear passes instead of n log n comparisons.
+    private func radixSort(_ items: UnsafeMutableBufferPointer<Due>) {
+        var low = Int64.max, high = Int64.min
+        for item in items {
+            low = min(low, item.time)
+            high = max(high, item.time)
+        }
+        let span = UInt64(bitPattern: high &- low)
+        let passes = (64 - span.leadingZeroBitCount + 7) / 8
+        if radixScratch.count < items.count {
+            radixScratch = [Due](repeating: Due(time: 0, order: 0, slot: 0), count: items.count)
+        }
+        radixScratch.withUnsafeMutableBufferPointer { scratch in
+            var source = items.baseAddress!
+            var target = scratch.baseAddress!
+            let count = items.count
+            var counts = [Int](repeating: 0, count: 256)
+            for pass in 0..<passes {
+                let shift = UInt64(8 * pass)
+                for index in 0..<256 { counts[index] = 0 }
+                for index in 0..<count {
+                    let key = UInt64(bitPattern: source[index].time &- low) >> shift & 0xFF
+                    counts[Int(key)] += 1
+                }
+                var total = 0
+                for index in 0..<256 {
+                    let bucket = counts[index]
+                    counts[index] = total
+                    total += bucket
+                }
+                for index in 0..<count {
+                    let key = Int(UInt64(bitPattern: source[index].time &- low) >> shift & 0xFF)
+                    target[counts[key]] = source[index]
+                    counts[key] += 1
+                }
+                swap(&source, &target)
+            }
+            if source != items.baseAddress! {
+                items.baseAddress!.update(from: source, count: count)
+            }
+        }
+        // Equal times: schedule order (runs are short; usually length 1).
+        var start = items.startIndex
+        while start < items.endIndex {
+            var end = start + 1
+            while end < items.endIndex && items[end].time == items[start].time { end += 1 }
+            if end - start > 1 {
+                var run = UnsafeMutableBufferPointer(rebasing: items[start..<end])
+                run.sort(by: Self.before)
+            }
+            start = end
+        }
+        if radixScratch.count > 4096 { radixScratch = [] }
     }
 
     /// Marks a bucket empty and gives back a big block.
@@ -320,26 +385,14 @@ final class TimerWheel {
         a.time < b.time || (a.time == b.time && a.order &- b.order > UInt32.max / 2 && a.order != b.order)
     }
 
-    /// Sorts items that are nearly in order (a bucket's share usually is:
-    /// timers arrive in about the order they are due); gives up, returning
-    /// false, once it has moved more than a few times as many items as
-    /// there are.
-    private static func insertionSort(_ items: UnsafeMutableBufferPointer<Due>) -> Bool {
+    /// Whether items are in firing order already (a bucket's share usually
+    /// is; else the standard sort, which merges the runs it finds).
+    private static func isSorted(_ items: UnsafeMutableBufferPointer<Due>) -> Bool {
         guard items.count > 1 else { return true }
-        var budget = 4 * items.count + 64
-        for index in (items.startIndex + 1)..<items.endIndex {
-            let item = items[index]
-            var hole = index
-            while hole > items.startIndex && before(item, items[hole - 1]) {
-                items[hole] = items[hole - 1]
-                hole -= 1
-                budget -= 1
-                if budget == 0 {
-                    items[hole] = item
-                    return false
-                }
-            }
-            items[hole] = item
+        var previous = items[items.startIndex]
+        for item in items.dropFirst() {
+            if before(item, previous) { return false }
+            previous = item
         }
         return true
     }

@@ -112,4 +112,29 @@ import Testing
         wheel.collectDue(at: Instant(nanoseconds: .max)) { fired.append($0) }
         #expect(fired == Array(0..<100))
     }
+
+    /// A mass expiry: thousands of timers due within 5 ms, scheduled in a
+    /// scrambled order (a sawtooth, as starts with rounded durations give)
+    /// with many equal times, all in one bucket of a higher level: the big
+    /// share is sorted by time and then by schedule order, like the model.
+    @Test func massExpiryInOneBucketFiresInTimeThenScheduleOrder() {
+        let wheel = TimerWheel()
+        var model = Model()
+        var random = Generator(state: 99)
+        let base: Int64 = 3_600_000_000_000
+        for slot in Int32(0)..<6_000 {
+            let tooth = Int64(slot % 7) * 700_000
+            let time = base + tooth + Int64(random.next(40)) * 1_000
+            wheel.schedule(slot, at: Instant(nanoseconds: time))
+            model.schedule(slot, time)
+        }
+        var fired: [Int32] = []
+        wheel.collectDue(at: Instant(nanoseconds: base + 2_000_000)) { fired.append($0) }
+        let expected = model.collect(base + 2_000_000)
+        #expect(!expected.isEmpty && fired == expected)
+        fired = []
+        wheel.collectDue(at: Instant(nanoseconds: base + 10_000_000)) { fired.append($0) }
+        #expect(fired == model.collect(base + 10_000_000))
+        #expect(wheel.count == 0)
+    }
 }

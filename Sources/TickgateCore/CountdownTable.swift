@@ -335,10 +335,13 @@ final class CountdownTable {
         count -= 1
     }
 
-    /// Starts loading a slot's record into the cache.
+    /// Starts loading a slot's record into the cache (both of the lines
+    /// an 80-byte record may span).
     @inline(__always)
     func prefetchRecord(_ slot: Int32) {
-        tgshim_prefetch(UnsafeRawPointer(records + Int(slot)))
+        let start = UnsafeRawPointer(records + Int(slot))
+        tgshim_prefetch(start)
+        tgshim_prefetch(start + (MemoryLayout<Record>.stride - 1))
     }
 
     /// Starts loading the index bucket where a live slot's search begins
@@ -349,12 +352,16 @@ final class CountdownTable {
         tgshim_prefetch(UnsafeRawPointer(buckets + home))
     }
 
-    /// Removes many records, loading the index buckets ahead.
+    /// Removes many records, loading ahead: records 16 slots ahead, the
+    /// index buckets 8 ahead (by then their record, which holds the hash,
+    /// has arrived).
     func remove(_ slots: UnsafeBufferPointer<Int32>) {
-        let ahead = 8
-        for index in 0..<min(ahead, slots.count) { prefetchBucket(slots[index]) }
+        let near = 8, far = 16
+        for index in 0..<min(far, slots.count) { prefetchRecord(slots[index]) }
+        for index in 0..<min(near, slots.count) { prefetchBucket(slots[index]) }
         for index in slots.indices {
-            if index + ahead < slots.count { prefetchBucket(slots[index + ahead]) }
+            if index + far < slots.count { prefetchRecord(slots[index + far]) }
+            if index + near < slots.count { prefetchBucket(slots[index + near]) }
             remove(slots[index])
         }
     }

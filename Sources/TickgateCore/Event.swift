@@ -16,19 +16,20 @@ public enum EventKind: Int32, Sendable {
 
 /// One event for one subscription.
 public struct Event: Sendable {
-    public var kind: EventKind
+    // Declared in this order to pack: a mass expiry queues a million.
     public var scope: KeyName
     /// The subject, kept inline when short: a timer that fires makes no
     /// string for it.
     public var subject: EventSubject
+    public var kind: EventKind
+    /// The key's button state after the event, and its rendered title.
+    public var state: ButtonState
+    public var title: String
     /// Time left on the countdown; zero when idle, finished or cancelled.
     public var remaining: Span
     /// The length the countdown was started with; zero when idle.
     public var duration: Span
     public var subscription: SubscriptionID
-    /// The key's button state after the event, and its rendered title.
-    public var state: ButtonState
-    public var title: String
 
     public var key: CountdownKey { CountdownKey(scope: scope, subject: subject.name) }
 

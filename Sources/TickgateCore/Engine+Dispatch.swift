@@ -115,7 +115,7 @@ extension Engine {
             guard !state.closed, let call = claim(item) else { continue }
             lock.unlock()
 
-            call.run()
+            call.run(item)
             delivered += 1
 
             // Destructors run while the item still counts as running, so a
@@ -155,15 +155,19 @@ extension Engine {
     /// A claimed delivery: the callback to run with the lock released, and
     /// what to release after it (a request's user data).
     enum Call {
-        case event(Observer, Event)
-        case gate(Observer, GateEvent)
+        case event(Observer)
+        case gate(Observer)
         case run(GateRequest, UInt64)
         case cancel(GateRequest, UInt64, CancelReason)
 
-        func run() {
+        /// Runs the callback for `item` (the item it was claimed from: the
+        /// event stays where it is, nothing copies it).
+        func run(_ item: borrowing PendingEvent) {
             switch self {
-            case .event(let observer, let event): observer.deliver(event)
-            case .gate(let observer, let event): observer.deliverGate(event)
+            case .event(let observer):
+                if case .event(let event) = item.payload { observer.deliver(event) }
+            case .gate(let observer):
+                if case .gate(let event) = item.payload { observer.deliverGate(event) }
             case .run(let request, let id): request.handlers.run(id)
             case .cancel(let request, let id, let reason): request.handlers.cancel(id, reason)
             }
@@ -186,19 +190,18 @@ extension Engine {
 
     /// Checks that an item may still be delivered and marks it running;
     /// call with the lock held.
-    private func claim(_ item: consuming PendingEvent) -> Call? {
-        let instance = item.instance
-        switch (consume item).payload {
+    private func claim(_ item: borrowing PendingEvent) -> Call? {
+        switch item.payload {
         case .event(let event):
             guard let subscription = state.subscriptions[event.subscription],
-                  state.isCurrent(event, instance: instance) else { return nil }
+                  state.isCurrent(event, instance: item.instance) else { return nil }
             state.runningSubscription = event.subscription
             state.runningEvent = (event.scope, event.subject)
-            return .event(subscription.observer, event)
+            return .event(subscription.observer)
         case .gate(let event):
             guard let subscription = state.subscriptions[event.subscription] else { return nil }
             state.runningSubscription = event.subscription
-            return .gate(subscription.observer, event)
+            return .gate(subscription.observer)
         case .run(let id):
             guard let request = state.requests[id], request.phase == .ready else { return nil }
             state.requests.removeValue(forKey: id)

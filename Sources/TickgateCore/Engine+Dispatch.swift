@@ -112,22 +112,36 @@ extension Engine {
             // Moved out (a placeholder left behind): no copy, no retains.
             var item = PendingEvent(.run(0))
             swap(&item, &batch[index])
-            guard !state.closed, let call = claim(item) else { continue }
+            if state.closed { continue }
+            // A countdown event (nearly every item) needs only its observer.
+            var observer: Observer?
+            var call: Call?
+            if case .event = item.payload {
+                observer = claimEvent(item)
+                if observer == nil { continue }
+            } else {
+                call = claim(item)
+                if call == nil { continue }
+            }
             lock.unlock()
 
-            call.run(item)
+            if let observer {
+                if case .event(let event) = item.payload { observer.deliver(event) }
+            } else {
+                call?.run(item)
+            }
             delivered += 1
 
             // Destructors run while the item still counts as running, so a
             // thread waiting in unsubscribe, withdraw or close also waits
             // for them.
             lock.lock()
-            if !state.deferredReleases.isEmpty || call.hasRelease {
+            if !state.deferredReleases.isEmpty || call?.hasRelease == true {
                 let releases = state.deferredReleases
                 state.deferredReleases.removeAll()
                 lock.unlock()
                 for observer in releases { observer.release() }
-                call.release()
+                call?.release()
                 lock.lock()
             }
             state.runningSubscription = 0
@@ -155,7 +169,6 @@ extension Engine {
     /// A claimed delivery: the callback to run with the lock released, and
     /// what to release after it (a request's user data).
     enum Call {
-        case event(Observer)
         case gate(Observer)
         case run(GateRequest, UInt64)
         case cancel(GateRequest, UInt64, CancelReason)
@@ -164,8 +177,6 @@ extension Engine {
         /// event stays where it is, nothing copies it).
         func run(_ item: borrowing PendingEvent) {
             switch self {
-            case .event(let observer):
-                if case .event(let event) = item.payload { observer.deliver(event) }
             case .gate(let observer):
                 if case .gate(let event) = item.payload { observer.deliverGate(event) }
             case .run(let request, let id): request.handlers.run(id)
@@ -175,29 +186,35 @@ extension Engine {
 
         var hasRelease: Bool {
             switch self {
-            case .event, .gate: false
+            case .gate: false
             case .run, .cancel: true
             }
         }
 
         func release() {
             switch self {
-            case .event, .gate: break
+            case .gate: break
             case .run(let request, _), .cancel(let request, _, _): request.handlers.release()
             }
         }
     }
 
-    /// Checks that an item may still be delivered and marks it running;
-    /// call with the lock held.
+    /// Checks that a countdown event may still be delivered and marks it
+    /// running; returns its observer. Call with the lock held.
+    private func claimEvent(_ item: borrowing PendingEvent) -> Observer? {
+        guard case .event(let event) = item.payload,
+              let subscription = state.subscriptions[event.subscription],
+              state.isCurrent(event, instance: item.instance) else { return nil }
+        state.runningSubscription = event.subscription
+        state.runningEvent = (event.scope, event.subject)
+        return subscription.observer
+    }
+
+    /// `claimEvent` for the other kinds of item.
     private func claim(_ item: borrowing PendingEvent) -> Call? {
         switch item.payload {
-        case .event(let event):
-            guard let subscription = state.subscriptions[event.subscription],
-                  state.isCurrent(event, instance: item.instance) else { return nil }
-            state.runningSubscription = event.subscription
-            state.runningEvent = (event.scope, event.subject)
-            return .event(subscription.observer)
+        case .event:
+            return nil
         case .gate(let event):
             guard let subscription = state.subscriptions[event.subscription] else { return nil }
             state.runningSubscription = event.subscription

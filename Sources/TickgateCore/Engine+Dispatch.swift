@@ -203,11 +203,11 @@ extension Engine {
     /// running; returns its observer. Call with the lock held.
     private func claimEvent(_ item: borrowing PendingEvent) -> Observer? {
         guard case .event(let event) = item.payload,
-              let subscription = state.subscriptions[event.subscription],
+              let observer = state.observer(of: event.subscription),
               state.isCurrent(event, instance: item.instance) else { return nil }
         state.runningSubscription = event.subscription
         state.runningEvent = (event.scope, event.subject)
-        return subscription.observer
+        return observer
     }
 
     /// `claimEvent` for the other kinds of item.

@@ -107,6 +107,16 @@ final class EngineState {
 
     // Observers.
     var subscriptions: [SubscriptionID: Subscription] = [:]
+    /// The observer found last: the events of a pass mostly go to one.
+    private var lastObserver: (id: SubscriptionID, observer: Observer)?
+
+    /// A live subscription's observer.
+    func observer(of id: SubscriptionID) -> Observer? {
+        if let last = lastObserver, last.id == id { return last.observer }
+        guard let observer = subscriptions[id]?.observer else { return nil }
+        lastObserver = (id, observer)
+        return observer
+    }
     var keyObservers: [CountdownKey: [SubscriptionID]] = [:]
     var scopeObservers: [KeyName: [SubscriptionID]] = [:] { didSet { cachedScope = nil } }
     var realmObservers: [KeyName: [SubscriptionID]] = [:]
@@ -459,6 +469,7 @@ final class EngineState {
     /// Ends a subscription's registration; returns it.
     func unregister(_ id: SubscriptionID) -> Subscription? {
         guard let subscription = subscriptions.removeValue(forKey: id) else { return nil }
+        if lastObserver?.id == id { lastObserver = nil }
         switch subscription.target {
         case .key(let key):
             keyObservers[key]?.removeAll { $0 == id }

@@ -100,18 +100,15 @@ extension Engine {
                 poller.arm(at: first)
             }
         }
-        // Swapped out, not copied: the queue keeps no second buffer of a
-        // mass expiry's size.
-        var batch: [PendingEvent] = []
-        swap(&batch, &state.pending)
+        // The queue is swapped for an empty one, not copied.
+        let batch = state.pending
+        state.pending = state.spareQueue ?? EventQueue()
+        state.spareQueue = nil
 
         // One lock round trip per callback: claim the next item, run it
         // unlocked, then clear the running marks and claim again.
         var delivered = 0
-        for index in batch.indices {
-            // Moved out (a placeholder left behind): no copy, no retains.
-            var item = PendingEvent(.run(0))
-            swap(&item, &batch[index])
+        while let item = batch.take() {
             if state.closed { continue }
             // A countdown event (nearly every item) needs only its observer.
             var observer: Observer?
@@ -150,18 +147,15 @@ extension Engine {
             lock.broadcast()
         }
 
-        // Give the buffer back for the next pass unless it is huge.
-        if state.pending.isEmpty && batch.capacity <= 4096 {
-            batch.removeAll(keepingCapacity: true)
-            swap(&batch, &state.pending)
-        }
+        // Keep the queue for the next pass unless it is huge.
+        batch.removeAll()
+        if batch.capacity <= 4096 { state.spareQueue = batch }
         state.dispatching = false
         state.dispatcher = 0
         let releases = state.deferredReleases
         state.deferredReleases.removeAll()
         lock.broadcast()
         lock.unlock()
-        batch = []
         for observer in releases { observer.release() }
         return (delivered, served)
     }

@@ -121,7 +121,9 @@ final class EngineState {
     var scopeObservers: [KeyName: [SubscriptionID]] = [:] { didSet { cachedScope = nil } }
     var realmObservers: [KeyName: [SubscriptionID]] = [:]
     var nextSubscription: SubscriptionID = 0
-    var pending: [PendingEvent] = []
+    var pending = EventQueue()
+    /// An empty queue to swap in when a dispatch takes `pending`.
+    var spareQueue: EventQueue?
 
     /// The scope `emit` looked up last, with its observers, titles and last
     /// rendered title: a burst of events (mass expiry, ticks) mostly names

@@ -58,7 +58,6 @@ final class TimerWheel {
     /// Scratch for `collectDue`.
     private var due: [Due] = []
     private var later: [UInt64] = []
-    private var radixScratch: [Due] = []
 
     private struct Due {
         var time: Int64
@@ -324,37 +323,36 @@ final class TimerWheel {
         }
         let span = UInt64(bitPattern: high &- low)
         let passes = (64 - span.leadingZeroBitCount + 7) / 8
-        if radixScratch.count < items.count {
-            radixScratch = [Due](repeating: Due(time: 0, order: 0, slot: 0), count: items.count)
+        // Scratch of plain values: its own mapping (huge pages) when big,
+        // nothing initialised that the passes do not write.
+        let scratch = PageBuffer<Due>(capacity: items.count)
+        defer { scratch.free() }
+        var source = items.baseAddress!
+        var target = scratch.base
+        let count = items.count
+        var counts = [Int](repeating: 0, count: 256)
+        for pass in 0..<passes {
+            let shift = UInt64(8 * pass)
+            for index in 0..<256 { counts[index] = 0 }
+            for index in 0..<count {
+                let key = UInt64(bitPattern: source[index].time &- low) >> shift & 0xFF
+                counts[Int(key)] += 1
+            }
+            var total = 0
+            for index in 0..<256 {
+                let bucket = counts[index]
+                counts[index] = total
+                total += bucket
+            }
+            for index in 0..<count {
+                let key = Int(UInt64(bitPattern: source[index].time &- low) >> shift & 0xFF)
+                target[counts[key]] = source[index]
+                counts[key] += 1
+            }
+            swap(&source, &target)
         }
-        radixScratch.withUnsafeMutableBufferPointer { scratch in
-            var source = items.baseAddress!
-            var target = scratch.baseAddress!
-            let count = items.count
-            var counts = [Int](repeating: 0, count: 256)
-            for pass in 0..<passes {
-                let shift = UInt64(8 * pass)
-                for index in 0..<256 { counts[index] = 0 }
-                for index in 0..<count {
-                    let key = UInt64(bitPattern: source[index].time &- low) >> shift & 0xFF
-                    counts[Int(key)] += 1
-                }
-                var total = 0
-                for index in 0..<256 {
-                    let bucket = counts[index]
-                    counts[index] = total
-                    total += bucket
-                }
-                for index in 0..<count {
-                    let key = Int(UInt64(bitPattern: source[index].time &- low) >> shift & 0xFF)
-                    target[counts[key]] = source[index]
-                    counts[key] += 1
-                }
-                swap(&source, &target)
-            }
-            if source != items.baseAddress! {
-                items.baseAddress!.update(from: source, count: count)
-            }
+        if source != items.baseAddress! {
+            items.baseAddress!.update(from: source, count: count)
         }
         // Equal times: schedule order (runs are short; usually length 1).
         var start = items.startIndex
@@ -367,7 +365,6 @@ final class TimerWheel {
             }
             start = end
         }
-        if radixScratch.count > 4096 { radixScratch = [] }
     }
 
     /// Marks a bucket empty and gives back a big block.

@@ -127,8 +127,9 @@ final class CountdownTable {
     }
 
     /// Interns a scope (adding a user); returns its id and hash.
-    private func internScope(_ bytes: UnsafeRawBufferPointer, name: KeyName?) -> (id: Int32, hash: UInt64) {
-        if let found = scopeID(bytes) {
+    private func internScope(_ bytes: UnsafeRawBufferPointer, name: KeyName?,
+                             known: (id: Int32, hash: UInt64)?? = .none) -> (id: Int32, hash: UInt64) {
+        if let found = known ?? scopeID(bytes) {
             scopeUsers[Int(found.id)] += 1
             return found
         }
@@ -217,6 +218,29 @@ final class CountdownTable {
         return find(scope: id, subject: subject, hash: ByteHash.hash(subject, seed: scopeHash))
     }
 
+    /// What a search that found nothing learnt, so that an `insert` of the
+    /// same key does not look the scope up or hash the subject again.
+    struct Miss {
+        /// The scope's id and hash, if the scope is interned.
+        var scope: (id: Int32, hash: UInt64)?
+        /// The subject's hash (valid when `scope` is set).
+        var hash: UInt64?
+    }
+
+    enum Lookup {
+        case found(Int32)
+        case missing(Miss)
+    }
+
+    /// `find`, or on a miss what it learnt.
+    @inline(__always)
+    func lookup(scope: UnsafeRawBufferPointer, subject: UnsafeRawBufferPointer) -> Lookup {
+        guard let (id, scopeHash) = scopeID(scope) else { return .missing(Miss(scope: nil, hash: nil)) }
+        let hash = ByteHash.hash(subject, seed: scopeHash)
+        if let slot = find(scope: id, subject: subject, hash: hash) { return .found(slot) }
+        return .missing(Miss(scope: (id, scopeHash), hash: hash))
+    }
+
     func find(_ key: CountdownKey) -> Int32? {
         key.withBytes { scope, subject in find(scope: scope, subject: subject) }
     }
@@ -252,9 +276,9 @@ final class CountdownTable {
     /// Adds a record for a key that has none; returns its slot.
     func insert(scope: UnsafeRawBufferPointer, subject: UnsafeRawBufferPointer, scopeName: KeyName? = nil,
                 deadline: Instant, duration: Span, tickInterval: Span, phase: Phase,
-                instance: UInt64, ticket: UInt64) -> Int32 {
-        let (scopeID, scopeHash) = internScope(scope, name: scopeName)
-        let hash = ByteHash.hash(subject, seed: scopeHash)
+                instance: UInt64, ticket: UInt64, after miss: Miss? = nil) -> Int32 {
+        let (scopeID, scopeHash) = internScope(scope, name: scopeName, known: miss.map { $0.scope })
+        let hash = miss?.hash ?? ByteHash.hash(subject, seed: scopeHash)
         let slot: Int32
         if let free = freeSlots.popLast() {
             slot = free

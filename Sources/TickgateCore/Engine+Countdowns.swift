@@ -185,7 +185,8 @@ extension Engine {
         state.nextInstance &+= 1
         let deadline = now.advanced(by: duration)
         let slot: Int32
-        if let found = table.find(scope: key.scope, subject: key.subject) {
+        switch table.lookup(scope: key.scope, subject: key.subject) {
+        case .found(let found):
             let record = table.records + Int(found)
             if record.pointee.deadline > now, !restart, let running = state.countdown(found) {
                 throw Self.busyError(running, at: now)
@@ -201,10 +202,10 @@ extension Engine {
             record.pointee.duration = duration
             record.pointee.tickMilliseconds = Int32(truncatingIfNeeded: interval.nanoseconds / 1_000_000)
             slot = found
-        } else {
+        case .missing(let miss):
             slot = table.insert(scope: key.scope, subject: key.subject, deadline: deadline,
                                 duration: duration, tickInterval: interval, phase: .cooling,
-                                instance: state.nextInstance, ticket: 0)
+                                instance: state.nextInstance, ticket: 0, after: miss)
         }
         state.wheel.schedule(slot, at: deadline)
         armIfEarlier()

@@ -47,7 +47,7 @@ struct PageBuffer<Element> {
             capacity = bytes / MemoryLayout<Element>.stride
             return
         }
-        var fresh = PageBuffer(capacity: newCapacity)
+        let fresh = PageBuffer(capacity: newCapacity)
         fresh.base.moveInitialize(from: base, count: count)
         free()
         self = fresh

@@ -15,6 +15,18 @@ enum Boundary {
         }
     }
 
+    /// `call` with the engine behind `handle` held while `body` runs.
+    @inline(__always)
+    static func call(_ handle: OpaquePointer?,
+                     _ body: (Engine) throws(TickgateError) -> Void) -> tg_status {
+        do {
+            try Handles.with(handle, body)
+            return TG_OK
+        } catch {
+            return fail(error)
+        }
+    }
+
     static func fail(_ error: TickgateError) -> tg_status {
         error.message.withCString { tgshim_error_set($0) }
         return tg_status(rawValue: UInt32(bitPattern: error.status.rawValue))
@@ -59,9 +71,9 @@ enum Boundary {
 
     // The limits of tickgate.h in milliseconds (its INT64_C macros do not
     // import into Swift; the C harness checks both edges of each).
-    static let maximumDurationMilliseconds = Limits.maximumDuration.nanoseconds / 1_000_000
-    static let minimumTickMilliseconds = Limits.minimumTickInterval.nanoseconds / 1_000_000
-    static let maximumTickMilliseconds = Limits.maximumTickInterval.nanoseconds / 1_000_000
+    static var maximumDurationMilliseconds: Int64 { Limits.maximumDuration.nanoseconds / 1_000_000 }
+    static var minimumTickMilliseconds: Int64 { Limits.minimumTickInterval.nanoseconds / 1_000_000 }
+    static var maximumTickMilliseconds: Int64 { Limits.maximumTickInterval.nanoseconds / 1_000_000 }
 
     /// A duration in milliseconds, checked before it is scaled to a span.
     static func duration(_ milliseconds: Int64) throws(TickgateError) -> Span {

@@ -8,8 +8,7 @@ public func tg_countdown_start(_ engine: OpaquePointer?, _ scope: UnsafePointer<
                                _ subject: UnsafePointer<CChar>?, _ duration_ms: Int64,
                                _ tick_interval_ms: Int64, _ flags: UInt32,
                                _ out_remaining_ms: UnsafeMutablePointer<Int64>?) -> tg_status {
-    Boundary.call { () throws(TickgateError) in
-        let engine = try Handles.lookup(engine)
+    Boundary.call(engine) { (engine) throws(TickgateError) in
         let key = try Boundary.rawKey(scope, subject)
         let duration = try Boundary.duration(duration_ms)
         let interval = try Boundary.tickInterval(tick_interval_ms)
@@ -32,8 +31,7 @@ public func tg_countdown_start(_ engine: OpaquePointer?, _ scope: UnsafePointer<
 @c @implementation
 public func tg_countdown_cancel(_ engine: OpaquePointer?, _ scope: UnsafePointer<CChar>?,
                                 _ subject: UnsafePointer<CChar>?) -> tg_status {
-    Boundary.call { () throws(TickgateError) in
-        let engine = try Handles.lookup(engine)
+    Boundary.call(engine) { (engine) throws(TickgateError) in
         try engine.cancel(try Boundary.rawKey(scope, subject))
     }
 }
@@ -41,8 +39,7 @@ public func tg_countdown_cancel(_ engine: OpaquePointer?, _ scope: UnsafePointer
 @c @implementation
 public func tg_countdown_cancel_scope(_ engine: OpaquePointer?, _ scope: UnsafePointer<CChar>?,
                                       _ out_cancelled: UnsafeMutablePointer<Int>?) -> tg_status {
-    Boundary.call { () throws(TickgateError) in
-        let engine = try Handles.lookup(engine)
+    Boundary.call(engine) { (engine) throws(TickgateError) in
         let count = try engine.cancelAll(scope: try Boundary.name(scope, "scope"))
         out_cancelled?.pointee = count
     }
@@ -51,8 +48,8 @@ public func tg_countdown_cancel_scope(_ engine: OpaquePointer?, _ scope: UnsafeP
 @c @implementation
 public func tg_countdown_cancel_all(_ engine: OpaquePointer?,
                                     _ out_cancelled: UnsafeMutablePointer<Int>?) -> tg_status {
-    Boundary.call { () throws(TickgateError) in
-        let count = try Handles.lookup(engine).cancelAll()
+    Boundary.call(engine) { (engine) throws(TickgateError) in
+        let count = try engine.cancelAll()
         out_cancelled?.pointee = count
     }
 }
@@ -62,8 +59,7 @@ public func tg_countdown_remaining(_ engine: OpaquePointer?, _ scope: UnsafePoin
                                    _ subject: UnsafePointer<CChar>?,
                                    _ out_remaining_ms: UnsafeMutablePointer<Int64>?,
                                    _ out_display_seconds: UnsafeMutablePointer<Int64>?) -> tg_status {
-    Boundary.call { () throws(TickgateError) in
-        let engine = try Handles.lookup(engine)
+    Boundary.call(engine) { (engine) throws(TickgateError) in
         let key = try Boundary.rawKey(scope, subject)
         do throws(TickgateError) {
             let remaining = try engine.remaining(key)
@@ -83,8 +79,7 @@ public func tg_countdown_remaining(_ engine: OpaquePointer?, _ scope: UnsafePoin
 public func tg_countdown_list(_ engine: OpaquePointer?, _ scope: UnsafePointer<CChar>?,
                               _ visit: tg_countdown_visit_fn?, _ user_data: UnsafeMutableRawPointer?,
                               _ out_count: UnsafeMutablePointer<Int>?) -> tg_status {
-    Boundary.call { () throws(TickgateError) in
-        let engine = try Handles.lookup(engine)
+    Boundary.call(engine) { (engine) throws(TickgateError) in
         let filter = try scope.map { (pointer) throws(TickgateError) in
             try Boundary.name(pointer, "scope")
         }

@@ -15,7 +15,12 @@ public func tg_engine_open(_ options: UnsafePointer<tg_engine_options>?,
     Boundary.call { () throws(TickgateError) in
         let out = try Boundary.required(out_engine, "out_engine")
         let engine = try Engine(options: try EngineOptionsReader.read(options))
-        out.pointee = Handles.register(engine)
+        do throws(TickgateError) {
+            out.pointee = try Handles.register(engine)
+        } catch {
+            engine.close()
+            throw error
+        }
     }
 }
 
@@ -23,15 +28,14 @@ public func tg_engine_open(_ options: UnsafePointer<tg_engine_options>?,
 public func tg_engine_close(_ engine: OpaquePointer?) -> tg_status {
     guard engine != nil else { return TG_OK }
     return Boundary.call { () throws(TickgateError) in
-        try Handles.remove(engine).close()
+        try Handles.close(engine) { $0.close() }
     }
 }
 
 @c @implementation
 public func tg_engine_fd(_ engine: OpaquePointer?,
                          _ out_fd: UnsafeMutablePointer<Int32>?) -> tg_status {
-    Boundary.call { () throws(TickgateError) in
-        let engine = try Handles.lookup(engine)
+    Boundary.call(engine) { (engine) throws(TickgateError) in
         let out = try Boundary.required(out_fd, "out_fd")
         out.pointee = try engine.descriptor()
     }
@@ -40,16 +44,15 @@ public func tg_engine_fd(_ engine: OpaquePointer?,
 @c @implementation
 public func tg_engine_dispatch(_ engine: OpaquePointer?,
                                _ out_delivered: UnsafeMutablePointer<Int>?) -> tg_status {
-    Boundary.call { () throws(TickgateError) in
-        let delivered = try Handles.lookup(engine).dispatch()
+    Boundary.call(engine) { (engine) throws(TickgateError) in
+        let delivered = try engine.dispatch()
         out_delivered?.pointee = delivered
     }
 }
 
 @c @implementation
 public func tg_clock_advance(_ engine: OpaquePointer?, _ delta_ms: Int64) -> tg_status {
-    Boundary.call { () throws(TickgateError) in
-        let engine = try Handles.lookup(engine)
+    Boundary.call(engine) { (engine) throws(TickgateError) in
         guard delta_ms >= 0, delta_ms <= Boundary.maximumDurationMilliseconds else {
             throw TickgateError(.invalidDuration,
                 "clock step \(delta_ms) ms is outside 0 ... \(Boundary.maximumDurationMilliseconds) ms")
@@ -60,8 +63,7 @@ public func tg_clock_advance(_ engine: OpaquePointer?, _ delta_ms: Int64) -> tg_
 
 @c @implementation
 public func tg_clock_set_wall(_ engine: OpaquePointer?, _ wall_ms: Int64) -> tg_status {
-    Boundary.call { () throws(TickgateError) in
-        let engine = try Handles.lookup(engine)
+    Boundary.call(engine) { (engine) throws(TickgateError) in
         // Any date from 1970 to about 2262 fits in nanoseconds.
         guard wall_ms >= 0, wall_ms <= Int64.max / 1_000_000 else {
             throw TickgateError(.invalidDuration, "wall time \(wall_ms) ms is outside 0 ... \(Int64.max / 1_000_000)")
@@ -72,16 +74,15 @@ public func tg_clock_set_wall(_ engine: OpaquePointer?, _ wall_ms: Int64) -> tg_
 
 @c @implementation
 public func tg_store_flush(_ engine: OpaquePointer?) -> tg_status {
-    Boundary.call { () throws(TickgateError) in
-        try Handles.lookup(engine).flush()
+    Boundary.call(engine) { (engine) throws(TickgateError) in
+        try engine.flush()
     }
 }
 
 @c @implementation
 public func tg_clock_now(_ engine: OpaquePointer?,
                          _ out_now_ms: UnsafeMutablePointer<Int64>?) -> tg_status {
-    Boundary.call { () throws(TickgateError) in
-        let engine = try Handles.lookup(engine)
+    Boundary.call(engine) { (engine) throws(TickgateError) in
         let out = try Boundary.required(out_now_ms, "out_now_ms")
         out.pointee = engine.now().nanoseconds / 1_000_000
     }

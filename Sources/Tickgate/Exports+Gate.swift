@@ -48,8 +48,7 @@ public func tg_gate_require(_ engine: OpaquePointer?, _ realm: UnsafePointer<CCh
                             _ user_data: UnsafeMutableRawPointer?, _ destroy: tg_destroy_fn?,
                             _ out_request: UnsafeMutablePointer<UInt64>?,
                             _ out_result: UnsafeMutablePointer<tg_require_result>?) -> tg_status {
-    Boundary.call { () throws(TickgateError) in
-        let engine = try Handles.lookup(engine)
+    Boundary.call(engine) { (engine) throws(TickgateError) in
         let realm = try Boundary.name(realm, "realm")
         let key = try coalesce_key.map { (text) throws(TickgateError) in
             try Boundary.name(text, "coalesce_key")
@@ -70,16 +69,15 @@ public func tg_gate_require(_ engine: OpaquePointer?, _ realm: UnsafePointer<CCh
 
 @c @implementation
 public func tg_gate_withdraw(_ engine: OpaquePointer?, _ request: UInt64) -> tg_status {
-    Boundary.call { () throws(TickgateError) in
-        try Handles.lookup(engine).withdraw(request)
+    Boundary.call(engine) { (engine) throws(TickgateError) in
+        try engine.withdraw(request)
     }
 }
 
 @c @implementation
 public func tg_gate_login_succeeded(_ engine: OpaquePointer?, _ realm: UnsafePointer<CChar>?,
                                     _ session_ttl_ms: Int64) -> tg_status {
-    Boundary.call { () throws(TickgateError) in
-        let engine = try Handles.lookup(engine)
+    Boundary.call(engine) { (engine) throws(TickgateError) in
         let realm = try Boundary.name(realm, "realm")
         guard session_ttl_ms >= 0, session_ttl_ms <= Boundary.maximumDurationMilliseconds else {
             throw TickgateError(.invalidDuration,
@@ -92,16 +90,14 @@ public func tg_gate_login_succeeded(_ engine: OpaquePointer?, _ realm: UnsafePoi
 
 @c @implementation
 public func tg_gate_login_cancelled(_ engine: OpaquePointer?, _ realm: UnsafePointer<CChar>?) -> tg_status {
-    Boundary.call { () throws(TickgateError) in
-        let engine = try Handles.lookup(engine)
+    Boundary.call(engine) { (engine) throws(TickgateError) in
         try engine.loginCancelled(realm: try Boundary.name(realm, "realm"))
     }
 }
 
 @c @implementation
 public func tg_gate_logout(_ engine: OpaquePointer?, _ realm: UnsafePointer<CChar>?) -> tg_status {
-    Boundary.call { () throws(TickgateError) in
-        let engine = try Handles.lookup(engine)
+    Boundary.call(engine) { (engine) throws(TickgateError) in
         try engine.logout(realm: try Boundary.name(realm, "realm"))
     }
 }
@@ -110,8 +106,7 @@ public func tg_gate_logout(_ engine: OpaquePointer?, _ realm: UnsafePointer<CCha
 public func tg_gate_session(_ engine: OpaquePointer?, _ realm: UnsafePointer<CChar>?,
                             _ out_logged_in: UnsafeMutablePointer<Int32>?,
                             _ out_remaining_ms: UnsafeMutablePointer<Int64>?) -> tg_status {
-    Boundary.call { () throws(TickgateError) in
-        let engine = try Handles.lookup(engine)
+    Boundary.call(engine) { (engine) throws(TickgateError) in
         let session = try engine.session(realm: try Boundary.name(realm, "realm"))
         out_logged_in?.pointee = session.loggedIn ? 1 : 0
         out_remaining_ms?.pointee = session.remaining.millisecondsRoundedUp
@@ -121,8 +116,7 @@ public func tg_gate_session(_ engine: OpaquePointer?, _ realm: UnsafePointer<CCh
 @c @implementation
 public func tg_gate_set_request_timeout(_ engine: OpaquePointer?, _ realm: UnsafePointer<CChar>?,
                                         _ timeout_ms: Int64) -> tg_status {
-    Boundary.call { () throws(TickgateError) in
-        let engine = try Handles.lookup(engine)
+    Boundary.call(engine) { (engine) throws(TickgateError) in
         let realm = try Boundary.name(realm, "realm")
         guard timeout_ms >= 1, timeout_ms <= Boundary.maximumDurationMilliseconds else {
             throw TickgateError(.invalidDuration,
@@ -137,8 +131,7 @@ public func tg_gate_subscribe(_ engine: OpaquePointer?, _ realm: UnsafePointer<C
                               _ callback: tg_gate_event_fn?, _ user_data: UnsafeMutableRawPointer?,
                               _ destroy: tg_destroy_fn?,
                               _ out_subscription: UnsafeMutablePointer<UInt64>?) -> tg_status {
-    Boundary.call { () throws(TickgateError) in
-        let engine = try Handles.lookup(engine)
+    Boundary.call(engine) { (engine) throws(TickgateError) in
         let realm = try Boundary.name(realm, "realm")
         let callback = try Boundary.required(callback, "callback")
         let out = try Boundary.required(out_subscription, "out_subscription")

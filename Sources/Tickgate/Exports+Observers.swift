@@ -40,8 +40,7 @@ public func tg_subscribe(_ engine: OpaquePointer?, _ scope: UnsafePointer<CChar>
                          _ subject: UnsafePointer<CChar>?, _ callback: tg_event_fn?,
                          _ user_data: UnsafeMutableRawPointer?, _ destroy: tg_destroy_fn?,
                          _ out_subscription: UnsafeMutablePointer<UInt64>?) -> tg_status {
-    Boundary.call { () throws(TickgateError) in
-        let engine = try Handles.lookup(engine)
+    Boundary.call(engine) { (engine) throws(TickgateError) in
         let scopeName = try Boundary.name(scope, "scope")
         let target: SubscriptionTarget = subject == nil
             ? .scope(scopeName)
@@ -56,7 +55,7 @@ public func tg_subscribe(_ engine: OpaquePointer?, _ scope: UnsafePointer<CChar>
 
 @c @implementation
 public func tg_unsubscribe(_ engine: OpaquePointer?, _ subscription: UInt64) -> tg_status {
-    Boundary.call { () throws(TickgateError) in
-        try Handles.lookup(engine).unsubscribe(subscription)
+    Boundary.call(engine) { (engine) throws(TickgateError) in
+        try engine.unsubscribe(subscription)
     }
 }

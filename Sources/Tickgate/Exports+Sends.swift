@@ -12,8 +12,7 @@ public func tg_policy_init(_ policy: UnsafeMutablePointer<tg_policy>?) {
 @c @implementation
 public func tg_policy_set(_ engine: OpaquePointer?, _ scope: UnsafePointer<CChar>?,
                           _ policy: UnsafePointer<tg_policy>?) -> tg_status {
-    Boundary.call { () throws(TickgateError) in
-        let engine = try Handles.lookup(engine)
+    Boundary.call(engine) { (engine) throws(TickgateError) in
         let scope = try Boundary.name(scope, "scope")
         let policy = try PolicyReader.read(try Boundary.required(policy, "policy"))
         try engine.setPolicy(policy, scope: scope)
@@ -23,8 +22,7 @@ public func tg_policy_set(_ engine: OpaquePointer?, _ scope: UnsafePointer<CChar
 @c @implementation
 public func tg_policy_get(_ engine: OpaquePointer?, _ scope: UnsafePointer<CChar>?,
                           _ out_policy: UnsafeMutablePointer<tg_policy>?) -> tg_status {
-    Boundary.call { () throws(TickgateError) in
-        let engine = try Handles.lookup(engine)
+    Boundary.call(engine) { (engine) throws(TickgateError) in
         let scope = try Boundary.name(scope, "scope")
         let out = try Boundary.required(out_policy, "out_policy")
         try Boundary.checkSize(out.pointee.struct_size, MemoryLayout<tg_policy>.size, "out_policy")
@@ -37,8 +35,7 @@ public func tg_send_begin(_ engine: OpaquePointer?, _ scope: UnsafePointer<CChar
                           _ subject: UnsafePointer<CChar>?,
                           _ out_ticket: UnsafeMutablePointer<UInt64>?,
                           _ out_wait_ms: UnsafeMutablePointer<Int64>?) -> tg_status {
-    Boundary.call { () throws(TickgateError) in
-        let engine = try Handles.lookup(engine)
+    Boundary.call(engine) { (engine) throws(TickgateError) in
         let key = try Boundary.key(scope, subject)
         let out = try Boundary.required(out_ticket, "out_ticket")
         do throws(TickgateError) {
@@ -55,8 +52,7 @@ public func tg_send_begin(_ engine: OpaquePointer?, _ scope: UnsafePointer<CChar
 public func tg_send_end(_ engine: OpaquePointer?, _ ticket: UInt64, _ outcome: tg_send_outcome,
                         _ server_retry_after_ms: Int64,
                         _ out_cooldown_ms: UnsafeMutablePointer<Int64>?) -> tg_status {
-    Boundary.call { () throws(TickgateError) in
-        let engine = try Handles.lookup(engine)
+    Boundary.call(engine) { (engine) throws(TickgateError) in
         let result: SendOutcome
         switch outcome {
         case TG_SEND_SUCCEEDED: result = .succeeded
@@ -76,8 +72,7 @@ public func tg_send_end(_ engine: OpaquePointer?, _ ticket: UInt64, _ outcome: t
 @c @implementation
 public func tg_verified(_ engine: OpaquePointer?, _ scope: UnsafePointer<CChar>?,
                         _ subject: UnsafePointer<CChar>?) -> tg_status {
-    Boundary.call { () throws(TickgateError) in
-        let engine = try Handles.lookup(engine)
+    Boundary.call(engine) { (engine) throws(TickgateError) in
         try engine.verified(try Boundary.key(scope, subject))
     }
 }
@@ -85,8 +80,7 @@ public func tg_verified(_ engine: OpaquePointer?, _ scope: UnsafePointer<CChar>?
 @c @implementation
 public func tg_titles_set(_ engine: OpaquePointer?, _ scope: UnsafePointer<CChar>?,
                           _ titles: UnsafePointer<tg_titles>?) -> tg_status {
-    Boundary.call { () throws(TickgateError) in
-        let engine = try Handles.lookup(engine)
+    Boundary.call(engine) { (engine) throws(TickgateError) in
         let scope = try Boundary.name(scope, "scope")
         let titles = try Boundary.required(titles, "titles")
         try Boundary.checkSize(titles.pointee.struct_size, MemoryLayout<tg_titles>.size, "titles")
@@ -119,8 +113,7 @@ public func tg_titles_set(_ engine: OpaquePointer?, _ scope: UnsafePointer<CChar
 public func tg_button_get(_ engine: OpaquePointer?, _ scope: UnsafePointer<CChar>?,
                           _ subject: UnsafePointer<CChar>?,
                           _ out_button: UnsafeMutablePointer<tg_button>?) -> tg_status {
-    Boundary.call { () throws(TickgateError) in
-        let engine = try Handles.lookup(engine)
+    Boundary.call(engine) { (engine) throws(TickgateError) in
         let key = try Boundary.key(scope, subject)
         let out = try Boundary.required(out_button, "out_button")
         try Boundary.checkSize(out.pointee.struct_size, MemoryLayout<tg_button>.size, "out_button")

@@ -201,7 +201,11 @@ final class CountdownTable {
         UnsafeMutableRawPointer(record) + subjectOffset
     }
 
-    private static let subjectOffset = MemoryLayout<Record>.offset(of: \Record.subject) ?? 0
+    /// `subject` is the record's last field (a constant the compiler folds,
+    /// unlike `MemoryLayout.offset(of:)`, which needs a lazy global).
+    static var subjectOffset: Int {
+        MemoryLayout<Record>.size - MemoryLayout<(UInt64, UInt64, UInt64)>.size
+    }
 
     /// The key of a live record, as names (copies the subject's bytes).
     func key(_ slot: Int32) -> CountdownKey {

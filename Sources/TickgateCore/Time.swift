@@ -2,7 +2,7 @@
 public struct Instant: Comparable, Hashable, Sendable {
     public var nanoseconds: Int64
 
-    public init(nanoseconds: Int64) { self.nanoseconds = nanoseconds }
+    @inlinable public init(nanoseconds: Int64) { self.nanoseconds = nanoseconds }
 
     public static func < (a: Instant, b: Instant) -> Bool { a.nanoseconds < b.nanoseconds }
 
@@ -21,9 +21,9 @@ public struct Instant: Comparable, Hashable, Sendable {
 public struct Span: Comparable, Hashable, Sendable {
     public var nanoseconds: Int64
 
-    public init(nanoseconds: Int64) { self.nanoseconds = nanoseconds }
+    @inlinable public init(nanoseconds: Int64) { self.nanoseconds = nanoseconds }
 
-    public static let zero = Span(nanoseconds: 0)
+    @inlinable public static var zero: Span { Span(nanoseconds: 0) }
     static let nanosecondsPerMillisecond: Int64 = 1_000_000
     static let nanosecondsPerSecond: Int64 = 1_000_000_000
 
@@ -51,12 +51,17 @@ public struct Span: Comparable, Hashable, Sendable {
 }
 
 /// The ranges every duration and interval must fall in.
+/// Constants the compiler folds in (no lazy global on a hot path).
 public enum Limits {
-    public static let maximumKeyBytes = 256
-    public static let maximumDuration = Span.milliseconds(31_536_000_000)
-    public static let minimumTickInterval = Span.milliseconds(10)
-    public static let maximumTickInterval = Span.milliseconds(86_400_000)
-    public static let defaultTickInterval = Span.milliseconds(1_000)
+    @inlinable public static var maximumKeyBytes: Int { 256 }
+    /// 365 days.
+    @inlinable public static var maximumDuration: Span { Span(nanoseconds: 31_536_000_000 * 1_000_000) }
+    @inlinable public static var minimumTickInterval: Span { Span(nanoseconds: 10 * 1_000_000) }
+    /// One day.
+    @inlinable public static var maximumTickInterval: Span { Span(nanoseconds: 86_400_000 * 1_000_000) }
+    @inlinable public static var defaultTickInterval: Span { Span(nanoseconds: 1_000 * 1_000_000) }
     /// The manual clock stops short of this, far from Int64's end.
-    public static let maximumManualTime = Instant(nanoseconds: 100 * 365 * 86_400 * 1_000_000_000)
+    @inlinable public static var maximumManualTime: Instant {
+        Instant(nanoseconds: 100 * 365 * 86_400 * 1_000_000_000)
+    }
 }

@@ -33,6 +33,12 @@ import Testing
         CountdownKey(scope: try KeyName(Self.scopes[scope]), subject: try KeyName(Self.subject(subject)))
     }
 
+    @Test func recordLayout() {
+        // The inline subject is found by a folded constant, not offset(of:).
+        #expect(CountdownTable.subjectOffset == MemoryLayout<CountdownTable.Record>.offset(of: \.subject))
+        #expect(MemoryLayout<CountdownTable.Record>.stride == 80)
+    }
+
     @Test func agreesWithADictionaryUnderRandomInsertAndRemove() throws {
         let table = CountdownTable()
         var reference: [CountdownKey: (slot: Int32, instance: UInt64)] = [:]

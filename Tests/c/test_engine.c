@@ -6,6 +6,8 @@
 #include "tg_recorder.h"
 
 #include <poll.h>
+#include <pthread.h>
+#include <stdint.h>
 
 /* Open with NULL options: real clock, engine-thread delivery. */
 static void test_open_null_options(void)
@@ -399,6 +401,106 @@ static void test_garbage_handles(void)
     ASSERT_EQ_INT(local, 42);
 }
 
+/* Handles past the table's first chunk of slots (4096 engines ever
+ * opened) work like the first ones, and the smallest tagged value (0x8,
+ * id 0, never issued) is not a handle. */
+static void test_many_handles(void)
+{
+    enum { N = 4200 };
+    tg_engine *first = NULL, *e = NULL;
+    int i, bad = 0;
+
+    ASSERT_STATUS(tg_test_open(TG_DELIVERY_HOST_THREAD, TG_CLOCK_MANUAL, 0,
+                               &first),
+                  TG_OK);
+    ASSERT_STATUS(tg_countdown_start(first, "s", "kept", 60000, 0, 0, NULL),
+                  TG_OK);
+    for (i = 0; i < N; i++) {
+        tg_engine *dead;
+        if (tg_test_open(TG_DELIVERY_HOST_THREAD, TG_CLOCK_MANUAL, 0, &e) !=
+            TG_OK) {
+            bad++;
+            break;
+        }
+        if (tg_countdown_start(e, "s", "k", 1000, 0, 0, NULL) != TG_OK)
+            bad++;
+        dead = e;
+        if (tg_engine_close(e) != TG_OK)
+            bad++;
+        if (tg_countdown_remaining(dead, "s", "k", NULL, NULL) != TG_E_CLOSED)
+            bad++;
+    }
+    ASSERT_EQ_INT(bad, 0);
+    ASSERT_STATUS(tg_countdown_remaining(first, "s", "kept", NULL, NULL),
+                  TG_OK);
+    ASSERT_STATUS(tg_engine_close(first), TG_OK);
+    ASSERT_STATUS(tg_engine_close(first), TG_E_CLOSED);
+    ASSERT_STATUS(tg_countdown_remaining((tg_engine *)(uintptr_t)0x8, "s",
+                                         "k", NULL, NULL),
+                  TG_E_INVALID_HANDLE);
+}
+
+typedef struct closer {
+    tg_engine *engine;
+    pthread_barrier_t *barrier;
+    tg_status status;
+} closer;
+
+static void *close_at_once(void *arg)
+{
+    closer *c = (closer *)arg;
+    pthread_barrier_wait(c->barrier);
+    c->status = tg_engine_close(c->engine);
+    return NULL;
+}
+
+/* Threads closing one engine at the same moment: exactly one closes it,
+ * the others get TG_E_CLOSED, the observer's destructor runs once. */
+static void test_racing_closes(void)
+{
+    enum { THREADS = 4, ROUNDS = 200 };
+    int round, i, bad = 0;
+
+    for (round = 0; round < ROUNDS; round++) {
+        pthread_barrier_t barrier;
+        pthread_t threads[THREADS];
+        closer closers[THREADS];
+        tg_rec rec;
+        tg_engine *e = NULL;
+        uint64_t id = 0;
+        int ok = 0;
+
+        tg_rec_init(&rec);
+        ASSERT_STATUS(tg_test_open(round % 2 ? TG_DELIVERY_ENGINE_THREAD
+                                             : TG_DELIVERY_HOST_THREAD,
+                                   TG_CLOCK_MANUAL, 0, &e),
+                      TG_OK);
+        ASSERT_STATUS(tg_subscribe(e, "s", NULL, tg_rec_callback, &rec,
+                                   tg_rec_destroy, &id),
+                      TG_OK);
+        pthread_barrier_init(&barrier, NULL, THREADS);
+        for (i = 0; i < THREADS; i++) {
+            closers[i].engine = e;
+            closers[i].barrier = &barrier;
+            closers[i].status = TG_E_SYSTEM;
+            ASSERT(pthread_create(&threads[i], NULL, close_at_once,
+                                  &closers[i]) == 0);
+        }
+        for (i = 0; i < THREADS; i++) {
+            pthread_join(threads[i], NULL);
+            if (closers[i].status == TG_OK)
+                ok++;
+            else if (closers[i].status != TG_E_CLOSED)
+                bad++;
+        }
+        pthread_barrier_destroy(&barrier);
+        if (ok != 1 || tg_rec_destroyed(&rec) != 1)
+            bad++;
+        tg_rec_free(&rec);
+    }
+    ASSERT_EQ_INT(bad, 0);
+}
+
 static void test_version(void)
 {
     char buf[64];
@@ -641,6 +743,8 @@ int main(void)
     RUN_TEST(test_close_null);
     RUN_TEST(test_use_after_close);
     RUN_TEST(test_garbage_handles);
+    RUN_TEST(test_many_handles);
+    RUN_TEST(test_racing_closes);
     RUN_TEST(test_version);
     RUN_TEST(test_status_strings);
     RUN_TEST(test_last_error_message);

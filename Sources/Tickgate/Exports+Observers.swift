@@ -12,23 +12,19 @@ private struct CObserver: @unchecked Sendable {
     let destroy: tg_destroy_fn?
 
     func deliver(_ event: Event) {
-        event.scope.value.withCString { scope in
-            event.subject.withCString { subject in
-                event.title.withCString { title in
-                    var raw = tg_event(
-                        struct_size: UInt32(MemoryLayout<tg_event>.size),
-                        kind: tg_event_kind(rawValue: UInt32(bitPattern: event.kind.rawValue)),
-                        scope: scope, subject: subject,
-                        remaining_ms: event.remaining.millisecondsRoundedUp,
-                        display_seconds: event.remaining.displaySeconds,
-                        duration_ms: event.duration.millisecondsRoundedUp,
-                        subscription: event.subscription,
-                        state: tg_button_state(rawValue: UInt32(bitPattern: event.state.rawValue)),
-                        enabled: event.state.isEnabled ? 1 : 0,
-                        title: title)
-                    callback(&raw, userData)
-                }
-            }
+        event.withCStrings { scope, subject, title in
+            var raw = tg_event(
+                struct_size: UInt32(MemoryLayout<tg_event>.size),
+                kind: tg_event_kind(rawValue: UInt32(bitPattern: event.kind.rawValue)),
+                scope: scope, subject: subject,
+                remaining_ms: event.remaining.millisecondsRoundedUp,
+                display_seconds: event.remaining.displaySeconds,
+                duration_ms: event.duration.millisecondsRoundedUp,
+                subscription: event.subscription,
+                state: tg_button_state(rawValue: UInt32(bitPattern: event.state.rawValue)),
+                enabled: event.state.isEnabled ? 1 : 0,
+                title: title)
+            callback(&raw, userData)
         }
     }
 

@@ -165,13 +165,6 @@ final class EngineState {
     /// Whether any subscription watches countdown keys or scopes.
     var hasCountdownObservers: Bool { !keyObservers.isEmpty || !scopeObservers.isEmpty }
 
-    /// A live slot's scope and subject, without making the subject's name.
-    func slotName(_ slot: Int32) -> (KeyName, EventSubject) {
-        let id = table.records[Int(slot)].scope
-        let scope = table.scopeName(id) ?? KeyName(validated: table.scopeBytes(id))
-        return (scope, EventSubject(validated: table.subjectBytes(slot)))
-    }
-
     /// Makes `scope` the cached one.
     @inline(__always)
     private func cache(_ scope: KeyName) {
@@ -357,10 +350,21 @@ final class EngineState {
             ? nil : keyObservers[key ?? CountdownKey(scope: scope, subject: subject.name)]
         let scopeIDs = scopeObservers.isEmpty ? nil : observers(of: scope)
         guard keyIDs != nil || scopeIDs != nil else { return false }
+        return enqueue(kind, scope: scope, subject: subject, keyIDs: keyIDs, scopeIDs: scopeIDs,
+                       instance: instance, remaining: remaining, duration: duration, state: state,
+                       title: title(scope, state, remaining))
+    }
+
+    /// Queues the event for the key's and the scope's subscriptions, as
+    /// looked up by the caller. Returns whether the queue was empty before.
+    func enqueue(_ kind: EventKind, scope: KeyName, subject: EventSubject,
+                 keyIDs: [SubscriptionID]?, scopeIDs: [SubscriptionID]?,
+                 instance: UInt64, remaining: Span, duration: Span, state: ButtonState,
+                 title: String) -> Bool {
+        guard keyIDs != nil || scopeIDs != nil else { return false }
         let wasEmpty = pending.isEmpty
         var event = Event(kind: kind, scope: scope, subject: subject, remaining: remaining,
-                          duration: duration, subscription: 0, state: state,
-                          title: title(scope, state, remaining))
+                          duration: duration, subscription: 0, state: state, title: title)
         if let keyIDs {
             for id in keyIDs {
                 event.subscription = id
@@ -417,25 +421,25 @@ final class EngineState {
         // Finished records leave the index together at the end, their
         // buckets loaded ahead; records are loaded a few slots ahead too.
         var finished: [Int32] = []
+        finished.reserveCapacity(due.count)
         let ahead = 8
         for index in 0..<min(ahead, due.count) { table.prefetchRecord(due[index]) }
-        // Whether the scope is observed, asked once per run of equal scope
-        // ids (ids are stable here: records leave only at the end).
-        var lastScope: Int32 = -1
-        var scopeObserved = false
+        // The scope's name, observers and resting title, looked up once per
+        // run of equal scope ids (ids are stable here: records leave only
+        // at the end).
+        var run = ScopeRun()
         for index in due.indices {
             if index + ahead < due.count { table.prefetchRecord(due[index + ahead]) }
             let slot = due[index]
             guard table.isLive(slot) else { continue }
             let record = table.records[Int(slot)]
-            if record.scope != lastScope {
-                lastScope = record.scope
-                scopeObserved = !scopeObservers.isEmpty && table.scopeName(lastScope).map {
-                    observers(of: $0) != nil
-                } == true
+            if record.scope != run.id {
+                let name = table.scopeName(record.scope) ?? KeyName(validated: table.scopeBytes(record.scope))
+                run = ScopeRun(id: record.scope, name: name,
+                               observers: scopeObservers.isEmpty ? nil : observers(of: name))
             }
-            let observed = scopeObserved
-                || (!keyObservers.isEmpty && keyObservers[table.key(slot)] != nil)
+            let keyIDs = keyObservers.isEmpty ? nil : keyObservers[table.key(slot)]
+            let observed = run.observers != nil || keyIDs != nil
             if record.deadline <= now {
                 finished.append(slot)
                 let kind: EventKind
@@ -445,19 +449,25 @@ final class EngineState {
                 } else {
                     kind = .finished
                 }
-                if observed {
-                    let (scope, subject) = slotName(slot)
+                if observed, let scope = run.name {
+                    let subject = EventSubject(validated: table.subjectBytes(slot))
                     let state = records.isEmpty
                         ? ButtonState.idle : restingState(CountdownKey(scope: scope, subject: subject.name))
-                    _ = emit(kind, scope: scope, subject: subject, instance: record.instance,
-                             remaining: .zero, duration: record.duration, state: state)
+                    if run.restingTitle?.state != state {
+                        run.restingTitle = (state, title(scope, state, .zero))
+                    }
+                    _ = enqueue(kind, scope: scope, subject: subject, keyIDs: keyIDs, scopeIDs: run.observers,
+                                instance: record.instance, remaining: .zero, duration: record.duration,
+                                state: state, title: run.restingTitle?.text ?? "")
                 }
             } else {
-                if observed && record.phase != .sending {
-                    let (scope, subject) = slotName(slot)
-                    _ = emit(.tick, scope: scope, subject: subject, instance: record.instance,
-                             remaining: record.deadline.since(now),
-                             duration: record.duration, state: record.phase.buttonState)
+                if observed && record.phase != .sending, let scope = run.name {
+                    let remaining = record.deadline.since(now)
+                    let state = record.phase.buttonState
+                    _ = enqueue(.tick, scope: scope, subject: EventSubject(validated: table.subjectBytes(slot)),
+                                keyIDs: keyIDs, scopeIDs: run.observers, instance: record.instance,
+                                remaining: remaining, duration: record.duration, state: state,
+                                title: title(scope, state, remaining))
                 }
                 wheel.schedule(slot, at: Self.nextFireTime(
                     deadline: record.deadline, interval: .milliseconds(Int64(record.tickMilliseconds)),
@@ -466,6 +476,15 @@ final class EngineState {
         }
         finished.withUnsafeBufferPointer { table.remove($0) }
         fireGateTimers(at: now)
+    }
+
+    /// What `fireDueTimers` keeps about the scope of a run of records.
+    private struct ScopeRun {
+        var id: Int32 = -1
+        var name: KeyName?
+        var observers: [SubscriptionID]?
+        /// The title of a resting button, the same for every key of the run.
+        var restingTitle: (state: ButtonState, text: String)?
     }
 
     /// Ends a subscription's registration; returns it.

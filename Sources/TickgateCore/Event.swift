@@ -33,6 +33,17 @@ public struct Event: Sendable {
 
     public var key: CountdownKey { CountdownKey(scope: scope, subject: subject.name) }
 
+    /// Calls `body` with the scope, the subject and the title as
+    /// NUL-terminated C strings, valid for the call (one call, no generic
+    /// closures across modules: a mass expiry delivers a million).
+    public func withCStrings(_ body: (UnsafePointer<CChar>, UnsafePointer<CChar>, UnsafePointer<CChar>) -> Void) {
+        scope.value.withCString { scope in
+            subject.withCString { subject in
+                title.withCString { title in body(scope, subject, title) }
+            }
+        }
+    }
+
     public init(kind: EventKind, key: CountdownKey, remaining: Span, duration: Span,
                 subscription: SubscriptionID, state: ButtonState, title: String) {
         self.init(kind: kind, scope: key.scope, subject: EventSubject(key.subject),

@@ -281,7 +281,8 @@ final class TimerWheel {
         guard let entries = bucket.pointee.entries else { return }
         let orders = orderBuffer.base, times = timeBuffer.base
         let firstDue = due.count
-        due.reserveCapacity(firstDue + Int(bucket.pointee.count))
+        let needed = firstDue + Int(bucket.pointee.count)
+        if due.capacity < needed { due.reserveCapacity(max(needed, 2 * due.capacity)) }
         for position in 0..<Int(bucket.pointee.count) {
             let entry = entries[position]
             let slot = Int(entry >> 32)

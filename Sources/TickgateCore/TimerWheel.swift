@@ -331,26 +331,34 @@ final class TimerWheel {
         var source = items.baseAddress!
         var target = scratch.base
         let count = items.count
-        var counts = [Int](repeating: 0, count: 256)
-        for pass in 0..<passes {
-            let shift = UInt64(8 * pass)
-            for index in 0..<256 { counts[index] = 0 }
+        // One read pass counts the bytes of every pass; each pass then
+        // only scatters.
+        withUnsafeTemporaryAllocation(of: Int.self, capacity: 256 * passes) { counts in
+            counts.initialize(repeating: 0)
             for index in 0..<count {
-                let key = UInt64(bitPattern: source[index].time &- low) >> shift & 0xFF
-                counts[Int(key)] += 1
+                var key = UInt64(bitPattern: source[index].time &- low)
+                for pass in 0..<passes {
+                    counts[pass &* 256 &+ Int(key & 0xFF)] &+= 1
+                    key >>= 8
+                }
             }
-            var total = 0
-            for index in 0..<256 {
-                let bucket = counts[index]
-                counts[index] = total
-                total += bucket
+            for pass in 0..<passes {
+                let shift = UInt64(8 * pass)
+                let offsets = UnsafeMutableBufferPointer(rebasing: counts[(pass * 256)..<(pass * 256 + 256)])
+                var total = 0
+                for index in 0..<256 {
+                    let bucket = offsets[index]
+                    offsets[index] = total
+                    total &+= bucket
+                }
+                for index in 0..<count {
+                    let item = source[index]
+                    let key = Int(UInt64(bitPattern: item.time &- low) >> shift & 0xFF)
+                    target[offsets[key]] = item
+                    offsets[key] &+= 1
+                }
+                swap(&source, &target)
             }
-            for index in 0..<count {
-                let key = Int(UInt64(bitPattern: source[index].time &- low) >> shift & 0xFF)
-                target[counts[key]] = source[index]
-                counts[key] += 1
-            }
-            swap(&source, &target)
         }
         if source != items.baseAddress! {
             items.baseAddress!.update(from: source, count: count)

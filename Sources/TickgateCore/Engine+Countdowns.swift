@@ -181,33 +181,34 @@ extension Engine {
         }
         defer { lock.unlock() }
         let now = state.now()
-        let table = state.table
         state.nextInstance &+= 1
+        let instance = state.nextInstance
         let deadline = now.advanced(by: duration)
-        let slot: Int32
-        switch table.lookup(scope: key.scope, subject: key.subject) {
-        case .found(let found):
-            let record = table.records + Int(found)
-            if record.pointee.deadline > now, !restart, let running = state.countdown(found) {
-                throw Self.busyError(running, at: now)
+        let slot = try state.withTable { (table) throws(TickgateError) -> Int32 in
+            switch table.lookup(scope: key.scope, subject: key.subject) {
+            case .found(let found):
+                let record = table.records + Int(found)
+                if record.pointee.deadline > now, !restart, let running = state.countdown(found) {
+                    throw Self.busyError(running, at: now)
+                }
+                if record.pointee.phase == .sending {
+                    state.recordEnd(of: record.pointee.ticket,
+                                    record.pointee.deadline <= now ? .expired : .cancelled)
+                }
+                record.pointee.phase = .cooling
+                record.pointee.ticket = 0
+                record.pointee.instance = instance
+                record.pointee.deadline = deadline
+                record.pointee.duration = duration
+                record.pointee.tickMilliseconds = Int32(truncatingIfNeeded: interval.nanoseconds / 1_000_000)
+                return found
+            case .missing(let miss):
+                return table.insert(scope: key.scope, subject: key.subject, deadline: deadline,
+                                    duration: duration, tickInterval: interval, phase: .cooling,
+                                    instance: instance, ticket: 0, after: miss)
             }
-            if record.pointee.phase == .sending {
-                state.recordEnd(of: record.pointee.ticket,
-                                record.pointee.deadline <= now ? .expired : .cancelled)
-            }
-            record.pointee.phase = .cooling
-            record.pointee.ticket = 0
-            record.pointee.instance = state.nextInstance
-            record.pointee.deadline = deadline
-            record.pointee.duration = duration
-            record.pointee.tickMilliseconds = Int32(truncatingIfNeeded: interval.nanoseconds / 1_000_000)
-            slot = found
-        case .missing(let miss):
-            slot = table.insert(scope: key.scope, subject: key.subject, deadline: deadline,
-                                duration: duration, tickInterval: interval, phase: .cooling,
-                                instance: state.nextInstance, ticket: 0, after: miss)
         }
-        state.wheel.schedule(slot, at: deadline)
+        state.withWheel { $0.schedule(slot, at: deadline) }
         armIfEarlier()
     }
 
@@ -221,7 +222,7 @@ extension Engine {
         }
         defer { lock.unlock() }
         let now = state.now()
-        guard let slot = state.table.find(scope: key.scope, subject: key.subject),
+        guard let slot = state.withTable({ $0.find(scope: key.scope, subject: key.subject) }),
               state.cancel(slot: slot, at: now) != nil else {
             throw TickgateError(.notFound, "no countdown is running for \(key.names().description)")
         }
@@ -233,10 +234,16 @@ extension Engine {
         defer { lock.unlock() }
         try checkOpen()
         let now = state.now()
-        guard let slot = state.table.find(scope: key.scope, subject: key.subject),
-              state.isRunning(slot, at: now), state.table.records[Int(slot)].phase != .sending else {
+        let remaining = state.withTable { table -> Span? in
+            guard let slot = table.find(scope: key.scope, subject: key.subject), table.isLive(slot) else {
+                return nil
+            }
+            let record = table.records[Int(slot)]
+            return record.deadline > now && record.phase != .sending ? record.deadline.since(now) : nil
+        }
+        guard let remaining else {
             throw TickgateError(.notFound, "no countdown is running for \(key.names().description)")
         }
-        return state.table.records[Int(slot)].deadline.since(now)
+        return remaining
     }
 }

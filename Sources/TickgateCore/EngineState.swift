@@ -81,6 +81,21 @@ final class EngineState {
     // Countdowns: records found by key, and one timing wheel over their slots.
     let table = CountdownTable()
     let wheel = TimerWheel()
+
+    /// Runs `body` on `table` with no retain and release around it (the
+    /// state owns the table for its whole life): the fast paths' calls.
+    @inline(__always)
+    func withTable<R, E: Error>(_ body: (CountdownTable) throws(E) -> R) throws(E) -> R {
+        try Unmanaged.passUnretained(table)._withUnsafeGuaranteedRef { table in
+            Result { () throws(E) -> R in try body(table) }
+        }.get()
+    }
+
+    /// `withTable` for `wheel`.
+    @inline(__always)
+    func withWheel<R>(_ body: (TimerWheel) -> R) -> R {
+        Unmanaged.passUnretained(wheel)._withUnsafeGuaranteedRef(body)
+    }
     var nextInstance: UInt64 = 0
     /// The time the OS timer is armed for (system clock only).
     var armed: Instant?

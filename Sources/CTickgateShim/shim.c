@@ -202,3 +202,5 @@ void *tgshim_pages_remap(void *pages, size_t old_size, size_t new_size) {
 void tgshim_pages_unmap(void *pages, size_t size) {
     if (pages) munmap(pages, size);
 }
+
+_Alignas(64) uintptr_t tgshim_handle_chunks[TGSHIM_HANDLE_CHUNKS];

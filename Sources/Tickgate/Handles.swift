@@ -1,3 +1,4 @@
+import CTickgateShim
 import Synchronization
 import TickgateCore
 
@@ -15,24 +16,23 @@ import TickgateCore
 /// freed engine, and close from inside a callback (on the thread of a call
 /// still holding the engine) cannot wait on itself.
 ///
-/// Slots live in chunks that are allocated once and never freed: a word
-/// pair (16 bytes) per engine ever opened.
+/// Slots live in chunks of 256 (4 KB) that are allocated once and never
+/// freed: a word pair (16 bytes) per engine ever opened. The directory of
+/// chunks is the shim's static storage (gone with the library at dlclose).
 enum Handles {
     private static let tag: UInt = 0x8
     private static let open: UInt = 1 << (UInt.bitWidth - 1)
-    private static let chunkShift = 12
+    private static let chunkShift = 8
     private static let chunkSlots = 1 << chunkShift
-    private static let chunkCount = 1 << 12
+    private static let chunkCount = Int(TGSHIM_HANDLE_CHUNKS)
 
-    /// Chunk addresses (0 until allocated), indexed by `id >> chunkShift`.
-    /// A chunk holds two words per slot: its state and its engine. (The
-    /// pointer never changes and what it points to is only read and written
-    /// atomically, hence `nonisolated(unsafe)`.)
-    nonisolated(unsafe) private static let chunks: UnsafeMutablePointer<Atomic<UInt>> = {
-        let chunks = UnsafeMutablePointer<Atomic<UInt>>.allocate(capacity: chunkCount)
-        for index in 0..<chunkCount { (chunks + index).initialize(to: Atomic(0)) }
-        return chunks
-    }()
+    /// Chunk addresses (0 until allocated), indexed by `id >> chunkShift`:
+    /// the shim's zeroed words, used as atomics (same layout). A chunk
+    /// holds two words per slot: its state and its engine.
+    @inline(__always)
+    private static var chunks: UnsafeMutablePointer<Atomic<UInt>> {
+        tgshim_handle_directory().assumingMemoryBound(to: Atomic<UInt>.self)
+    }
     /// The next id to issue (id 0 is never issued).
     private static let nextID = Atomic<UInt>(1)
     /// Serialises `register` (ids and chunk allocation) only.

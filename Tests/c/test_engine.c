@@ -401,9 +401,9 @@ static void test_garbage_handles(void)
     ASSERT_EQ_INT(local, 42);
 }
 
-/* Handles past the table's first chunk of slots (4096 engines ever
- * opened) work like the first ones, and the smallest tagged value (0x8,
- * id 0, never issued) is not a handle. */
+/* Handles past the table's first chunks of slots (256 engines a chunk;
+ * 4200 engines opened) work like the first ones, and the smallest tagged
+ * value (0x8, id 0, never issued) is not a handle. */
 static void test_many_handles(void)
 {
     enum { N = 4200 };

@@ -63,6 +63,14 @@ void *tgshim_pages_map(size_t size);
 void *tgshim_pages_remap(void *pages, size_t old_size, size_t new_size);
 void tgshim_pages_unmap(void *pages, size_t size);
 
+/* The handle table's directory of chunk addresses (Sources/Tickgate/
+ * Handles.swift uses it, with atomics only): static storage, zero when the
+ * library is loaded and gone with it at dlclose, so an unloaded library
+ * leaves no directory behind. */
+enum { TGSHIM_HANDLE_CHUNKS = 65536 };
+extern uintptr_t tgshim_handle_chunks[TGSHIM_HANDLE_CHUNKS];
+static inline void *tgshim_handle_directory(void) { return tgshim_handle_chunks; }
+
 /* The calling thread's last error message (copied, truncated to 511 bytes). */
 void tgshim_error_set(const char *message);
 const char *tgshim_error_get(void);

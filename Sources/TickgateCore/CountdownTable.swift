@@ -92,7 +92,7 @@ final class CountdownTable {
     /// A scope's id if it is interned (some countdown uses it).
     func scopeID(_ bytes: UnsafeRawBufferPointer) -> (id: Int32, hash: UInt64)? {
         if let last = lastScopeBytes, lastScopeCount == bytes.count, let base = bytes.baseAddress,
-           memcmp(last, base, lastScopeCount) == 0 {
+           ByteHash.equal(last, base, count: lastScopeCount) {
             return (lastScope, lastScopeHash)
         }
         let hash = ByteHash.hash(bytes, seed: seed)
@@ -123,7 +123,7 @@ final class CountdownTable {
 
     private static func equal(_ scope: Scope, _ bytes: UnsafeRawBufferPointer) -> Bool {
         guard scope.count == bytes.count, let base = bytes.baseAddress else { return false }
-        return memcmp(scope.bytes, base, scope.count) == 0
+        return ByteHash.equal(scope.bytes, base, count: scope.count)
     }
 
     /// Interns a scope (adding a user); returns its id and hash.
@@ -272,7 +272,7 @@ final class CountdownTable {
               Int(record.pointee.subjectCount) == subject.count else { return false }
         let stored = subjectBytes(slot)
         guard let a = stored.baseAddress, let b = subject.baseAddress else { return false }
-        return memcmp(a, b, subject.count) == 0
+        return ByteHash.equal(a, b, count: subject.count)
     }
 
     // MARK: Adding and removing

@@ -44,4 +44,18 @@ import Testing
             }
         }
     }
+
+    @Test func byteCompareSeesEveryByteAndNoMore() {
+        for count in 0...40 {
+            for differing in -1..<count {
+                let a = [UInt8]((0..<count).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 1) }) + [0x00]
+                var b = Array(a.prefix(count)) + [0xFF]
+                if differing >= 0 { b[differing] ^= 0x20 }
+                let equal = a.withUnsafeBytes { ra in
+                    b.withUnsafeBytes { rb in ByteHash.equal(ra.baseAddress!, rb.baseAddress!, count: count) }
+                }
+                #expect(equal == (differing < 0), "count \(count), differing at \(differing)")
+            }
+        }
+    }
 }

@@ -76,7 +76,7 @@ enum Handles {
         defer { leave(slot) }
         let before = slot[0].bitwiseAnd(~open, ordering: .acquiringAndReleasing).oldValue
         guard before & open != 0 else {
-            throw TickgateError(.closed, "the engine was closed")
+            throw closed
         }
         engine(slot)._withUnsafeGuaranteedRef { body($0) }
     }
@@ -86,7 +86,7 @@ enum Handles {
     private static func enter(_ handle: OpaquePointer?) throws(TickgateError) -> UnsafeMutablePointer<Atomic<UInt>> {
         let id = try decode(handle)
         guard id < nextID.load(ordering: .acquiring) else {
-            throw TickgateError(.invalidHandle, "the pointer is not a Tickgate engine handle")
+            throw notAHandle
         }
         let slot = slot(id)
         var state = slot[0].load(ordering: .relaxed)
@@ -97,7 +97,7 @@ enum Handles {
             if entered { return slot }
             state = found
         }
-        throw TickgateError(.closed, "the engine was closed")
+        throw closed
     }
 
     /// One call fewer; the last one out of a closed slot drops the engine.
@@ -122,6 +122,11 @@ enum Handles {
         return Unmanaged.fromOpaque(UnsafeRawPointer(bitPattern: bits).unsafelyUnwrapped)
     }
 
+    private static var closed: TickgateError { TickgateError(.closed, "the engine was closed") }
+    private static var notAHandle: TickgateError {
+        TickgateError(.invalidHandle, "the pointer is not a Tickgate engine handle")
+    }
+
     @inline(__always)
     private static func decode(_ handle: OpaquePointer?) throws(TickgateError) -> UInt {
         guard let handle else {
@@ -129,7 +134,7 @@ enum Handles {
         }
         let bits = UInt(bitPattern: handle)
         guard bits & 0xF == tag, bits >> 4 != 0 else {
-            throw TickgateError(.invalidHandle, "the pointer is not a Tickgate engine handle")
+            throw notAHandle
         }
         return bits >> 4
     }

@@ -81,21 +81,6 @@ final class EngineState {
     // Countdowns: records found by key, and one timing wheel over their slots.
     let table = CountdownTable()
     let wheel = TimerWheel()
-
-    /// Runs `body` on `table` with no retain and release around it (the
-    /// state owns the table for its whole life): the fast paths' calls.
-    @inline(__always)
-    func withTable<R, E: Error>(_ body: (CountdownTable) throws(E) -> R) throws(E) -> R {
-        try Unmanaged.passUnretained(table)._withUnsafeGuaranteedRef { table in
-            Result { () throws(E) -> R in try body(table) }
-        }.get()
-    }
-
-    /// `withTable` for `wheel`.
-    @inline(__always)
-    func withWheel<R>(_ body: (TimerWheel) -> R) -> R {
-        Unmanaged.passUnretained(wheel)._withUnsafeGuaranteedRef(body)
-    }
     var nextInstance: UInt64 = 0
     /// The time the OS timer is armed for (system clock only).
     var armed: Instant?
@@ -179,6 +164,21 @@ final class EngineState {
 
     /// Whether any subscription watches countdown keys or scopes.
     var hasCountdownObservers: Bool { !keyObservers.isEmpty || !scopeObservers.isEmpty }
+
+    /// Runs `body` on `table` with no retain and release around it (the
+    /// state owns the table for its whole life): the fast paths' calls.
+    @inline(__always)
+    func withTable<R, E: Error>(_ body: (CountdownTable) throws(E) -> R) throws(E) -> R {
+        try Unmanaged.passUnretained(table)._withUnsafeGuaranteedRef { table in
+            Result { () throws(E) -> R in try body(table) }
+        }.get()
+    }
+
+    /// `withTable` for `wheel`.
+    @inline(__always)
+    func withWheel<R>(_ body: (TimerWheel) -> R) -> R {
+        Unmanaged.passUnretained(wheel)._withUnsafeGuaranteedRef(body)
+    }
 
     /// Makes `scope` the cached one.
     @inline(__always)
@@ -468,12 +468,16 @@ final class EngineState {
                     let subject = EventSubject(validated: table.subjectBytes(slot))
                     let state = records.isEmpty
                         ? ButtonState.idle : restingState(CountdownKey(scope: scope, subject: subject.name))
-                    if run.restingTitle?.state != state {
-                        run.restingTitle = (state, title(scope, state, .zero))
+                    let resting: String
+                    if let cached = run.restingTitle, cached.state == state {
+                        resting = cached.text
+                    } else {
+                        resting = title(scope, state, .zero)
+                        run.restingTitle = (state, resting)
                     }
                     _ = enqueue(kind, scope: scope, subject: subject, keyIDs: keyIDs, scopeIDs: run.observers,
                                 instance: record.instance, remaining: .zero, duration: record.duration,
-                                state: state, title: run.restingTitle?.text ?? "")
+                                state: state, title: resting)
                 }
             } else {
                 if observed && record.phase != .sending, let scope = run.name {

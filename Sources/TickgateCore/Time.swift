@@ -50,8 +50,8 @@ public struct Span: Comparable, Hashable, Sendable {
     }
 }
 
-/// The ranges every duration and interval must fall in.
-/// Constants the compiler folds in (no lazy global on a hot path).
+/// The ranges every duration and interval must fall in: constants the
+/// compiler folds in (no lazy global on a hot path).
 public enum Limits {
     @inlinable public static var maximumKeyBytes: Int { 256 }
     /// 365 days.

@@ -81,7 +81,7 @@ extension Engine {
             throw TickgateError(.notFound, "no countdown is running for \(key.description)")
         }
         try storeWrite { (store) throws(TickgateError) in
-            try store.deleteCountdown(scope: key.scope.value, subject: key.subject.value)
+            try store.deleteCountdown(key)
         }
         guard let run = state.cancel(slot: slot, at: now) else { return }
         if state.emit(.cancelled, key, instance: 0, remaining: .zero, duration: run.duration,
@@ -98,7 +98,7 @@ extension Engine {
         lock.lock()
         defer { endChange() }
         let now = try beginChange()
-        try storeWrite { (store) throws(TickgateError) in try store.deleteCountdowns(scope: scope?.value) }
+        try storeWrite { (store) throws(TickgateError) in try store.deleteCountdowns(scope: scope) }
         var keys = state.table.liveSlots().filter { state.isRunning($0, at: now) }
             .map { state.table.key($0) }
         if let scope { keys = keys.filter { $0.scope == scope } }

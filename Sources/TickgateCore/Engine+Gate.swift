@@ -77,9 +77,9 @@ extension Engine {
         try changeGate { (now) throws(TickgateError) in
             let expiry = sessionTTL.map { now.advanced(by: $0) }
             try storeWrite { (store) throws(TickgateError) in
-                try store.save(StoredSession(realm: realm.value, expiry: expiry.map { stamp($0, at: now) },
-                                             ttl: sessionTTL?.nanoseconds ?? 0),
-                               realm: realm.value)
+                try store.save(StoredSession(realm: realm, expiry: expiry.map { stamp($0, at: now) },
+                                             ttl: sessionTTL ?? .zero),
+                               realm: realm)
             }
             var gate = state.gates[realm] ?? Gate()
             gate.loggedIn = true
@@ -126,7 +126,7 @@ extension Engine {
     /// The user logged out; see `tg_gate_logout`.
     public func logout(realm: KeyName) throws(TickgateError) {
         try changeGate { (now) throws(TickgateError) in
-            try storeWrite { (store) throws(TickgateError) in try store.save(nil, realm: realm.value) }
+            try storeWrite { (store) throws(TickgateError) in try store.save(nil, realm: realm) }
             state.endSession(realm, kind: .loggedOut, at: now)
         }
     }

@@ -12,7 +12,7 @@ extension Engine {
             try checkOpen()
             try storeBegin()
             defer { storeAbandon() }
-            try storeWrite { (store) throws(TickgateError) in try store.save(policy: policy, scope: scope.value) }
+            try storeWrite { (store) throws(TickgateError) in try store.save(policy: policy, scope: scope) }
             state.policies[scope] = policy
         }
     }
@@ -31,7 +31,7 @@ extension Engine {
             try checkOpen()
             try storeBegin()
             defer { storeAbandon() }
-            try storeWrite { (store) throws(TickgateError) in try store.save(titles: titles, scope: scope.value) }
+            try storeWrite { (store) throws(TickgateError) in try store.save(titles: titles, scope: scope) }
             state.titles[scope] = titles
         }
     }
@@ -123,7 +123,7 @@ extension Engine {
         switch outcome {
         case .failed:
             try storeWrite { (store) throws(TickgateError) in
-                try store.deleteCountdown(scope: key.scope.value, subject: key.subject.value)
+                try store.deleteCountdown(key)
             }
             state.recordEnd(of: ticket, .ended)
             state.remove(slot: slot)
@@ -141,7 +141,7 @@ extension Engine {
                 record.consecutive = 0
             }
             record.prune(at: now, policy: policy)
-            record.consecutive += 1
+            record.countSend()
             record.lastSend = now
             record.hasSent = true
             if policy.windowMaximumSends > 0 { record.sends.append(now) }
@@ -179,11 +179,11 @@ extension Engine {
         record?.lastSend = nil
         if record?.sends.isEmpty == true { record = nil }
         try storeWrite { (store) throws(TickgateError) in
-            if cooling != nil { try store.deleteCountdown(scope: key.scope.value, subject: key.subject.value) }
+            if cooling != nil { try store.deleteCountdown(key) }
             if let record {
                 try store.save(row(record, for: key, at: now))
             } else {
-                try store.deleteRecord(scope: key.scope.value, subject: key.subject.value)
+                try store.deleteRecord(key)
             }
         }
         var cancelled: Set<CountdownKey> = []

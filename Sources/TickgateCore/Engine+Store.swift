@@ -19,67 +19,44 @@ extension Engine {
     func deadline(of stamp: Stamp, length: Span, at now: Instant) -> Instant {
         let latest = now.advanced(by: length)
         if stamp.bootID == state.bootID { return min(Instant(nanoseconds: stamp.boot), latest) }
-        let left = stamp.wall &- state.wallNow()
-        return min(now.advanced(by: Span(nanoseconds: max(left, 0))), latest)
+        // Both wall readings are non-negative (checked on load): no wrap.
+        let left = stamp.wall - state.wallNow()
+        return now.advanced(by: Span(nanoseconds: min(max(left, 0), length.nanoseconds)))
     }
 
     /// A stored past moment (a send) as an instant, never in the future.
     func moment(of stamp: Stamp, at now: Instant) -> Instant {
         if stamp.bootID == state.bootID { return min(Instant(nanoseconds: stamp.boot), now) }
-        let ago = state.wallNow() &- stamp.wall
+        let ago = state.wallNow() - stamp.wall
         return now.advanced(by: Span(nanoseconds: -max(ago, 0)))
     }
 
     // MARK: Rows
 
-    static func phaseCode(_ phase: Phase) -> Int64 {
-        switch phase {
-        case .sending: 0
-        case .cooling: 1
-        case .locked: 2
-        }
-    }
-
     func row(_ countdown: Countdown, at now: Instant) -> StoredCountdown {
-        StoredCountdown(scope: countdown.key.scope.value, subject: countdown.key.subject.value,
-                        phase: Self.phaseCode(countdown.phase),
-                        duration: countdown.duration.nanoseconds,
-                        tickInterval: countdown.tickInterval.nanoseconds,
-                        deadline: stamp(countdown.deadline, at: now))
+        StoredCountdown(key: countdown.key, phase: countdown.phase, duration: countdown.duration,
+                        tickInterval: countdown.tickInterval, deadline: stamp(countdown.deadline, at: now))
     }
 
-    /// The countdown a row describes, or nil if it has ended; lock held.
+    /// The countdown a checked row describes, or nil if it has ended; lock
+    /// held.
     func countdown(_ row: StoredCountdown, at now: Instant) -> Countdown? {
-        guard let scope = try? KeyName(row.scope, role: "scope"),
-              let subject = try? KeyName(row.subject, role: "subject"),
-              row.duration > 0, row.duration <= Limits.maximumDuration.nanoseconds else { return nil }
-        let phase: Phase
-        switch row.phase {
-        case 0: phase = .sending
-        case 1: phase = .cooling
-        case 2: phase = .locked
-        default: return nil
-        }
-        let interval = Span(nanoseconds: row.tickInterval)
-        let tick = (try? interval.validatedTickInterval()) ?? defaultTickInterval
-        let length = Span(nanoseconds: row.duration)
-        let end = deadline(of: row.deadline, length: length, at: now)
+        let end = deadline(of: row.deadline, length: row.duration, at: now)
         guard end > now else { return nil }
         state.nextInstance &+= 1
-        return Countdown(key: CountdownKey(scope: scope, subject: subject), phase: phase,
-                         instance: state.nextInstance, deadline: end, duration: length,
-                         tickInterval: tick)
+        return Countdown(key: row.key, phase: row.phase, instance: state.nextInstance, deadline: end,
+                         duration: row.duration, tickInterval: row.tickInterval)
     }
 
     func row(_ record: SendRecord, for key: CountdownKey, at now: Instant) -> StoredRecord {
-        StoredRecord(scope: key.scope.value, subject: key.subject.value, consecutive: Int64(record.consecutive),
-                     hasSent: record.hasSent, lastSend: record.lastSend.map { stamp($0, at: now) },
+        StoredRecord(key: key, consecutive: record.consecutive, hasSent: record.hasSent,
+                     lastSend: record.lastSend.map { stamp($0, at: now) },
                      sends: record.sends.map { stamp($0, at: now) })
     }
 
     func record(_ row: StoredRecord, at now: Instant) -> SendRecord {
         SendRecord(sends: row.sends.map { moment(of: $0, at: now) }.sorted(),
-                   consecutive: Int(clamping: max(row.consecutive, 0)),
+                   consecutive: row.consecutive,
                    lastSend: row.lastSend.map { moment(of: $0, at: now) }, hasSent: row.hasSent)
     }
 
@@ -169,8 +146,11 @@ extension Engine {
     /// on the same cooldowns; lock held.
     func reconcile(_ key: CountdownKey, at now: Instant) throws(TickgateError) {
         guard let store else { return }
-        let stored = try store.countdown(scope: key.scope.value, subject: key.subject.value)
-            .flatMap { countdown($0, at: now) }
+        // Both rows are read (and checked) before memory changes, so a
+        // corrupt row fails the call with nothing changed.
+        let storedRow = try store.countdown(key)
+        let recordRow = try store.record(key)
+        let stored = storedRow.flatMap { countdown($0, at: now) }
         let memory = state.running(key, at: now)
         switch (memory, stored) {
         case let (memory?, nil):
@@ -194,8 +174,8 @@ extension Engine {
         default:
             break
         }
-        if let row = try store.record(scope: key.scope.value, subject: key.subject.value) {
-            state.records[key] = record(row, at: now)
+        if let recordRow {
+            state.records[key] = record(recordRow, at: now)
         } else {
             state.records.removeValue(forKey: key)
         }
@@ -204,48 +184,49 @@ extension Engine {
     // MARK: Restore
 
     /// Loads everything the store holds into a new engine's state and drops
-    /// countdowns that ended while it was closed; lock held.
+    /// countdowns that ended while it was closed. Every row is read and
+    /// checked before anything is applied, so a corrupt row leaves the
+    /// state empty; lock held.
     func restore() throws(TickgateError) {
         guard let store else { return }
         let now = state.now()
+        let countdownRows: [StoredCountdown]
+        let recordRows: [StoredRecord]
+        let policyRows: [(KeyName, SendPolicy)]
+        let titleRows: [(KeyName, TitleSet)]
+        let sessionRows: [StoredSession]
         try store.begin()
         do {
-            for row in try store.countdowns() {
-                if let countdown = countdown(row, at: now) {
-                    state.insert(countdown, at: now)
-                } else {
-                    try store.deleteCountdown(scope: row.scope, subject: row.subject)
-                }
-            }
-            for row in try store.records() {
-                guard let scope = try? KeyName(row.scope, role: "scope"),
-                      let subject = try? KeyName(row.subject, role: "subject") else { continue }
-                state.records[CountdownKey(scope: scope, subject: subject)] = record(row, at: now)
-            }
-            for (scope, policy) in try store.policies() {
-                if let name = try? KeyName(scope, role: "scope") { state.policies[name] = policy }
-            }
-            for (scope, titles) in try store.titles() {
-                if let name = try? KeyName(scope, role: "scope") { state.titles[name] = titles }
-            }
-            for session in try store.sessions() {
-                guard let realm = try? KeyName(session.realm, role: "realm") else { continue }
-                var gate = Gate()
-                if let expiry = session.expiry {
-                    let ttl = session.ttl > 0 ? Span(nanoseconds: min(session.ttl, Limits.maximumDuration.nanoseconds))
-                        : Limits.maximumDuration
-                    let end = deadline(of: expiry, length: ttl, at: now)
-                    guard end > now else { continue }
-                    gate.expiry = end
-                    gate.expiryTimer = state.scheduleGateTimer(.session(realm), at: end)
-                }
-                gate.loggedIn = true
-                state.gates[realm] = gate
+            countdownRows = try store.countdowns()
+            recordRows = try store.records()
+            policyRows = try store.policies()
+            titleRows = try store.titles()
+            sessionRows = try store.sessions()
+            for row in countdownRows where deadline(of: row.deadline, length: row.duration, at: now) <= now {
+                try store.deleteCountdown(row.key)
             }
             try store.commit()
         } catch {
             store.rollback()
             throw error
+        }
+        for row in countdownRows {
+            if let countdown = countdown(row, at: now) { state.insert(countdown, at: now) }
+        }
+        for row in recordRows { state.records[row.key] = record(row, at: now) }
+        for (scope, policy) in policyRows { state.policies[scope] = policy }
+        for (scope, titles) in titleRows { state.titles[scope] = titles }
+        for session in sessionRows {
+            var gate = Gate()
+            if let expiry = session.expiry {
+                let ttl = session.ttl > .zero ? session.ttl : Limits.maximumDuration
+                let end = deadline(of: expiry, length: ttl, at: now)
+                guard end > now else { continue }
+                gate.expiry = end
+                gate.expiryTimer = state.scheduleGateTimer(.session(session.realm), at: end)
+            }
+            gate.loggedIn = true
+            state.gates[session.realm] = gate
         }
         armIfEarlier()
     }

@@ -43,7 +43,15 @@ public final class Engine: @unchecked Sendable {
             commitDelay = options.commitDelay
             store = try Store.open(path: options.path, startFreshIfCorrupt: options.startFreshIfCorrupt,
                                    fullSync: options.fullSync)
-            try lock.withLock { () throws(TickgateError) in try restore() }
+            do {
+                try lock.withLock { () throws(TickgateError) in try restore() }
+            } catch where error.status == .storeCorrupt && options.startFreshIfCorrupt {
+                // A row out of range is a corrupt store like a bad page is;
+                // restore applied nothing, so the new store starts empty.
+                store = nil
+                _ = try Store.moveAside(options.path)
+                store = try Store.open(path: options.path, startFreshIfCorrupt: false, fullSync: options.fullSync)
+            }
         } else {
             commitDelay = .zero
         }

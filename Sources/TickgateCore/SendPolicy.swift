@@ -34,8 +34,9 @@ public struct SendPolicy: Sendable, Equatable {
                 throw TickgateError(.invalidDuration, "cooldown step \(index + 1) is outside 1 ms ... 365 days")
             }
         }
-        guard windowMaximumSends >= 0 else {
-            throw TickgateError(.invalidArgument, "window_max_sends is negative")
+        guard windowMaximumSends >= 0, windowMaximumSends <= Limits.maximumWindowSends else {
+            throw TickgateError(.invalidArgument,
+                "window_max_sends \(windowMaximumSends) is outside 0 ... \(Limits.maximumWindowSends)")
         }
         if windowMaximumSends > 0, !(window.nanoseconds > 0 && window <= Limits.maximumDuration) {
             throw TickgateError(.invalidDuration, "window is outside 1 ms ... 365 days")
@@ -59,11 +60,17 @@ public struct SendPolicy: Sendable, Equatable {
 struct SendRecord {
     /// Successful sends still inside the policy's window, oldest first.
     var sends: [Instant] = []
-    /// Consecutive sends since the last reset (drives the schedule).
+    /// Consecutive sends since the last reset (drives the schedule), at
+    /// most `Limits.maximumConsecutiveSends`.
     var consecutive = 0
     var lastSend: Instant?
     /// Cooled down after at least one send (READY_AGAIN rather than IDLE).
     var hasSent = false
+
+    /// Counts one more consecutive send, saturating at the limit.
+    mutating func countSend() {
+        consecutive = min(consecutive, Limits.maximumConsecutiveSends - 1) + 1
+    }
 
     mutating func prune(at now: Instant, policy: SendPolicy) {
         guard policy.windowMaximumSends > 0 else {

@@ -11,31 +11,30 @@ struct Stamp: Equatable {
     var wall: Int64
 }
 
-/// A countdown row.
+/// A countdown row, checked.
 struct StoredCountdown {
-    var scope: String
-    var subject: String
-    var phase: Int64          // 0 sending, 1 cooling, 2 locked
-    var duration: Int64
-    var tickInterval: Int64
+    var key: CountdownKey
+    var phase: Phase
+    var duration: Span
+    var tickInterval: Span
     var deadline: Stamp
 }
 
-/// A send-history row.
+/// A send-history row, checked.
 struct StoredRecord {
-    var scope: String
-    var subject: String
-    var consecutive: Int64
+    var key: CountdownKey
+    var consecutive: Int
     var hasSent: Bool
     var lastSend: Stamp?
     var sends: [Stamp]
 }
 
+/// A live session's row, checked.
 struct StoredSession {
-    var realm: String
+    var realm: KeyName
     var expiry: Stamp?
-    /// The session's length, which caps it across a reboot.
-    var ttl: Int64
+    /// The session's length, which caps it across a reboot (zero: unknown).
+    var ttl: Span
 }
 
 /// The engine's SQLite store: one file, WAL mode, shared safely by several
@@ -251,29 +250,40 @@ final class Store {
 
     // MARK: Countdowns
 
+    /// A phase as the countdowns table keeps it.
+    static func code(_ phase: Phase) -> Int64 {
+        switch phase {
+        case .sending: 0
+        case .cooling: 1
+        case .locked: 2
+        }
+    }
+
     func save(_ row: StoredCountdown) throws(TickgateError) {
         try run("""
             INSERT OR REPLACE INTO countdowns(scope, subject, phase, duration_ns, tick_ns,
                 boot_id, boot_deadline_ns, wall_deadline_ns) VALUES(?, ?, ?, ?, ?, ?, ?, ?)
-            """, [.text(row.scope), .text(row.subject), .int(row.phase), .int(row.duration),
-                  .int(row.tickInterval), .text(row.deadline.bootID), .int(row.deadline.boot),
-                  .int(row.deadline.wall)])
+            """, [.text(row.key.scope.value), .text(row.key.subject.value), .int(Store.code(row.phase)),
+                  .int(row.duration.nanoseconds), .int(row.tickInterval.nanoseconds),
+                  .text(row.deadline.bootID), .int(row.deadline.boot), .int(row.deadline.wall)])
     }
 
-    func deleteCountdown(scope: String, subject: String) throws(TickgateError) {
-        try run("DELETE FROM countdowns WHERE scope = ? AND subject = ?", [.text(scope), .text(subject)])
+    func deleteCountdown(_ key: CountdownKey) throws(TickgateError) {
+        try run("DELETE FROM countdowns WHERE scope = ? AND subject = ?",
+                [.text(key.scope.value), .text(key.subject.value)])
     }
 
-    func deleteCountdowns(scope: String?) throws(TickgateError) {
+    func deleteCountdowns(scope: KeyName?) throws(TickgateError) {
         if let scope {
-            try run("DELETE FROM countdowns WHERE scope = ?", [.text(scope)])
+            try run("DELETE FROM countdowns WHERE scope = ?", [.text(scope.value)])
         } else {
             try run("DELETE FROM countdowns", [])
         }
     }
 
-    func countdown(scope: String, subject: String) throws(TickgateError) -> StoredCountdown? {
-        try countdowns(where: "WHERE scope = ? AND subject = ?", [.text(scope), .text(subject)]).first
+    func countdown(_ key: CountdownKey) throws(TickgateError) -> StoredCountdown? {
+        try countdowns(where: "WHERE scope = ? AND subject = ?",
+                       [.text(key.scope.value), .text(key.subject.value)]).first
     }
 
     func countdowns(where clause: String = "", _ values: [Value] = []) throws(TickgateError) -> [StoredCountdown] {
@@ -281,13 +291,33 @@ final class Store {
         try query("""
             SELECT scope, subject, phase, duration_ns, tick_ns, boot_id, boot_deadline_ns,
                 wall_deadline_ns FROM countdowns \(clause)
-            """, values) { row in
-            rows.append(StoredCountdown(
-                scope: row.text(0), subject: row.text(1), phase: row.int(2), duration: row.int(3),
-                tickInterval: row.int(4),
-                deadline: Stamp(bootID: row.text(5), boot: row.int(6), wall: row.int(7))))
+            """, values, table: "countdowns") { (row) throws(TickgateError) in
+            let key = try Store.key(&row)
+            let phase: Phase
+            switch try row.integer(2, "phase", 0...2) {
+            case 0: phase = .sending
+            case 1: phase = .cooling
+            default: phase = .locked
+            }
+            let duration = try row.nanoseconds(3, "duration_ns", Span(nanoseconds: 1)...Limits.maximumDuration)
+            let tick = try row.nanoseconds(4, "tick_ns", Limits.minimumTickInterval...Limits.maximumTickInterval)
+            let deadline = try row.stamp(
+                bootID: try row.text(5, "boot_id", maximumBytes: Limits.maximumKeyBytes),
+                boot: try row.integer(6, "boot_deadline_ns", 0...Int64.max),
+                wall: try row.integer(7, "wall_deadline_ns", 0...Int64.max), "boot_id")
+            rows.append(StoredCountdown(key: key, phase: phase, duration: duration, tickInterval: tick,
+                                        deadline: deadline))
         }
         return rows
+    }
+
+    /// Reads the scope and subject of a row (columns 0 and 1) and names the
+    /// row by them.
+    private static func key(_ row: inout StoreRow) throws(TickgateError) -> CountdownKey {
+        let scope = try row.keyName(0, "scope")
+        let subject = try row.keyName(1, "subject")
+        row.name = "row (\(scope.value), \(subject.value))"
+        return CountdownKey(scope: scope, subject: subject)
     }
 
     // MARK: Send records
@@ -296,95 +326,142 @@ final class Store {
         try run("""
             INSERT OR REPLACE INTO send_records(scope, subject, consecutive, has_sent, last_send, sends)
             VALUES(?, ?, ?, ?, ?, ?)
-            """, [.text(record.scope), .text(record.subject), .int(record.consecutive),
-                  .int(record.hasSent ? 1 : 0), record.lastSend.map { .text(Store.encode($0)) } ?? .null,
+            """, [.text(record.key.scope.value), .text(record.key.subject.value),
+                  .int(Int64(record.consecutive)), .int(record.hasSent ? 1 : 0),
+                  record.lastSend.map { .text(Store.encode($0)) } ?? .null,
                   .text(record.sends.map(Store.encode).joined(separator: "\n"))])
     }
 
-    func deleteRecord(scope: String, subject: String) throws(TickgateError) {
-        try run("DELETE FROM send_records WHERE scope = ? AND subject = ?", [.text(scope), .text(subject)])
+    func deleteRecord(_ key: CountdownKey) throws(TickgateError) {
+        try run("DELETE FROM send_records WHERE scope = ? AND subject = ?",
+                [.text(key.scope.value), .text(key.subject.value)])
     }
 
-    func record(scope: String, subject: String) throws(TickgateError) -> StoredRecord? {
-        try records(where: "WHERE scope = ? AND subject = ?", [.text(scope), .text(subject)]).first
+    func record(_ key: CountdownKey) throws(TickgateError) -> StoredRecord? {
+        try records(where: "WHERE scope = ? AND subject = ?",
+                    [.text(key.scope.value), .text(key.subject.value)]).first
     }
 
     func records(where clause: String = "", _ values: [Value] = []) throws(TickgateError) -> [StoredRecord] {
         var rows: [StoredRecord] = []
         try query("SELECT scope, subject, consecutive, has_sent, last_send, sends FROM send_records \(clause)",
-                  values) { row in
-            rows.append(StoredRecord(
-                scope: row.text(0), subject: row.text(1), consecutive: row.int(2),
-                hasSent: row.int(3) != 0, lastSend: row.isNull(4) ? nil : Store.decode(row.text(4)),
-                sends: row.text(5).split(separator: "\n").compactMap { Store.decode(String($0)) }))
+                  values, table: "send_records") { (row) throws(TickgateError) in
+            let key = try Store.key(&row)
+            let consecutive = try row.integer(2, "consecutive", 0...Int64(Limits.maximumConsecutiveSends))
+            let hasSent = try row.flag(3, "has_sent")
+            let lastSend = try row.optionalStamp(4, "last_send")
+            let list = try row.text(5, "sends",
+                                    maximumBytes: Limits.maximumWindowSends * (StoreRow.maximumStampBytes + 1))
+            var sends: [Stamp] = []
+            for line in list.split(separator: "\n", omittingEmptySubsequences: false) where !list.isEmpty {
+                sends.append(try row.stamp(line, "sends"))
+                guard sends.count <= Limits.maximumWindowSends else {
+                    throw row.corrupt("sends", "more than \(Limits.maximumWindowSends) sends")
+                }
+            }
+            rows.append(StoredRecord(key: key, consecutive: Int(consecutive), hasSent: hasSent,
+                                     lastSend: lastSend, sends: sends))
         }
         return rows
     }
 
     // MARK: Policies, titles, sessions
 
-    func save(policy: SendPolicy, scope: String) throws(TickgateError) {
+    func save(policy: SendPolicy, scope: KeyName) throws(TickgateError) {
         try run("""
             INSERT OR REPLACE INTO policies(scope, cooldowns_ms, window_max_sends, window_ms,
                 quiet_reset_ms, ticket_timeout_ms) VALUES(?, ?, ?, ?, ?, ?)
-            """, [.text(scope),
+            """, [.text(scope.value),
                   .text(policy.cooldowns.map { String($0.millisecondsRoundedUp) }.joined(separator: ",")),
                   .int(Int64(policy.windowMaximumSends)), .int(policy.window.millisecondsRoundedUp),
                   .int(policy.quietReset.millisecondsRoundedUp),
                   .int(policy.ticketTimeout.millisecondsRoundedUp)])
     }
 
-    func policies() throws(TickgateError) -> [(String, SendPolicy)] {
-        var rows: [(String, SendPolicy)] = []
+    func policies() throws(TickgateError) -> [(KeyName, SendPolicy)] {
+        var rows: [(KeyName, SendPolicy)] = []
         try query("""
             SELECT scope, cooldowns_ms, window_max_sends, window_ms, quiet_reset_ms, ticket_timeout_ms
             FROM policies
-            """, []) { row in
-            let steps = row.text(1).split(separator: ",").compactMap { Int64($0) }.map(Span.milliseconds)
-            let policy = SendPolicy(cooldowns: steps, windowMaximumSends: Int(clamping: row.int(2)),
-                                    window: .milliseconds(row.int(3)), quietReset: .milliseconds(row.int(4)),
-                                    ticketTimeout: .milliseconds(row.int(5)))
-            // A row another version wrote badly is skipped, not trusted.
-            if let valid = try? policy.validated() { rows.append((row.text(0), valid)) }
-        }
-        return rows
-    }
-
-    func save(titles: TitleSet, scope: String) throws(TickgateError) {
-        try run("""
-            INSERT OR REPLACE INTO titles(scope, idle, sending, cooling, ready_again, locked)
-            VALUES(?, ?, ?, ?, ?, ?)
-            """, [.text(scope), .text(titles.idle.source), .text(titles.sending.source),
-                  .text(titles.cooling.source), .text(titles.readyAgain.source), .text(titles.locked.source)])
-    }
-
-    func titles() throws(TickgateError) -> [(String, TitleSet)] {
-        var rows: [(String, TitleSet)] = []
-        try query("SELECT scope, idle, sending, cooling, ready_again, locked FROM titles", []) { row in
-            if let idle = try? TitleTemplate(row.text(1), role: "idle"),
-               let sending = try? TitleTemplate(row.text(2), role: "sending"),
-               let cooling = try? TitleTemplate(row.text(3), role: "cooling"),
-               let ready = try? TitleTemplate(row.text(4), role: "ready_again"),
-               let locked = try? TitleTemplate(row.text(5), role: "locked") {
-                rows.append((row.text(0), TitleSet(idle: idle, sending: sending, cooling: cooling,
-                                                   readyAgain: ready, locked: locked)))
+            """, [], table: "policies") { (row) throws(TickgateError) in
+            let scope = try row.keyName(0, "scope")
+            row.name = "row (\(scope.value))"
+            let list = try row.text(1, "cooldowns_ms", maximumBytes: 256)
+            let one = Span(nanoseconds: Span.nanosecondsPerMillisecond)
+            let maximumMs = Limits.maximumDuration.nanoseconds / Span.nanosecondsPerMillisecond
+            var steps: [Span] = []
+            for part in list.split(separator: ",", omittingEmptySubsequences: false) {
+                guard let ms = Int64(part), ms >= 1, ms <= maximumMs else {
+                    throw row.corrupt("cooldowns_ms", "step \"\(part.prefix(30))\" is not 1 ... \(maximumMs) ms")
+                }
+                steps.append(.milliseconds(ms))
+            }
+            guard (1...SendPolicy.maximumSteps).contains(steps.count) else {
+                throw row.corrupt("cooldowns_ms", "\(steps.count) steps; a policy has 1 to \(SendPolicy.maximumSteps)")
+            }
+            let cap = try row.integer(2, "window_max_sends", 0...Int64(Limits.maximumWindowSends))
+            let window = try row.milliseconds(3, "window_ms", (cap > 0 ? one : .zero)...Limits.maximumDuration)
+            let quiet = try row.milliseconds(4, "quiet_reset_ms", .zero...Limits.maximumDuration)
+            let timeout = try row.milliseconds(5, "ticket_timeout_ms", one...Limits.maximumDuration)
+            let policy = SendPolicy(cooldowns: steps, windowMaximumSends: Int(cap), window: window,
+                                    quietReset: quiet, ticketTimeout: timeout)
+            do throws(TickgateError) {
+                rows.append((scope, try policy.validated()))
+            } catch {
+                throw row.corrupt("cooldowns_ms", error.message)
             }
         }
         return rows
     }
 
-    func save(_ session: StoredSession?, realm: String) throws(TickgateError) {
-        try run("INSERT OR REPLACE INTO sessions(realm, logged_in, expiry, ttl_ns) VALUES(?, ?, ?, ?)",
-                [.text(realm), .int(session == nil ? 0 : 1),
-                 session?.expiry.map { .text(Store.encode($0)) } ?? .null, .int(session?.ttl ?? 0)])
+    func save(titles: TitleSet, scope: KeyName) throws(TickgateError) {
+        try run("""
+            INSERT OR REPLACE INTO titles(scope, idle, sending, cooling, ready_again, locked)
+            VALUES(?, ?, ?, ?, ?, ?)
+            """, [.text(scope.value), .text(titles.idle.source), .text(titles.sending.source),
+                  .text(titles.cooling.source), .text(titles.readyAgain.source), .text(titles.locked.source)])
     }
 
+    func titles() throws(TickgateError) -> [(KeyName, TitleSet)] {
+        var rows: [(KeyName, TitleSet)] = []
+        try query("SELECT scope, idle, sending, cooling, ready_again, locked FROM titles", [],
+                  table: "titles") { (row) throws(TickgateError) in
+            let scope = try row.keyName(0, "scope")
+            row.name = "row (\(scope.value))"
+            func template(_ index: Int32, _ column: String) throws(TickgateError) -> TitleTemplate {
+                let text = try row.text(index, column, maximumBytes: TitleTemplate.maximumBytes)
+                do throws(TickgateError) {
+                    return try TitleTemplate(text, role: column)
+                } catch {
+                    throw row.corrupt(column, error.message)
+                }
+            }
+            rows.append((scope, TitleSet(idle: try template(1, "idle"), sending: try template(2, "sending"),
+                                         cooling: try template(3, "cooling"),
+                                         readyAgain: try template(4, "ready_again"),
+                                         locked: try template(5, "locked"))))
+        }
+        return rows
+    }
+
+    func save(_ session: StoredSession?, realm: KeyName) throws(TickgateError) {
+        try run("INSERT OR REPLACE INTO sessions(realm, logged_in, expiry, ttl_ns) VALUES(?, ?, ?, ?)",
+                [.text(realm.value), .int(session == nil ? 0 : 1),
+                 session?.expiry.map { .text(Store.encode($0)) } ?? .null,
+                 .int(session?.ttl.nanoseconds ?? 0)])
+    }
+
+    /// The live sessions (every row is checked, logged in or not).
     func sessions() throws(TickgateError) -> [StoredSession] {
         var rows: [StoredSession] = []
-        try query("SELECT realm, expiry, ttl_ns FROM sessions WHERE logged_in = 1", []) { row in
-            rows.append(StoredSession(realm: row.text(0),
-                                      expiry: row.isNull(1) ? nil : Store.decode(row.text(1)),
-                                      ttl: row.int(2)))
+        try query("SELECT realm, logged_in, expiry, ttl_ns FROM sessions", [],
+                  table: "sessions") { (row) throws(TickgateError) in
+            let realm = try row.keyName(0, "realm")
+            row.name = "row (\(realm.value))"
+            let loggedIn = try row.flag(1, "logged_in")
+            let expiry = try row.optionalStamp(2, "expiry")
+            let ttl = try row.nanoseconds(3, "ttl_ns", .zero...Limits.maximumDuration)
+            if loggedIn { rows.append(StoredSession(realm: realm, expiry: expiry, ttl: ttl)) }
         }
         return rows
     }
@@ -395,29 +472,12 @@ final class Store {
     // stamps is one stamp per line (boot ids have no line breaks).
     static func encode(_ stamp: Stamp) -> String { "\(stamp.boot)/\(stamp.wall)/\(stamp.bootID)" }
 
-    static func decode(_ text: String) -> Stamp? {
-        let parts = text.split(separator: "/", maxSplits: 2, omittingEmptySubsequences: false)
-        guard parts.count == 3, let boot = Int64(parts[0]), let wall = Int64(parts[1]) else { return nil }
-        return Stamp(bootID: String(parts[2]), boot: boot, wall: wall)
-    }
-
     // MARK: SQL
 
     enum Value {
         case int(Int64)
         case text(String)
         case null
-    }
-
-    struct Row {
-        let statement: OpaquePointer
-        func int(_ column: Int32) -> Int64 { sqlite3_column_int64(statement, column) }
-        func isNull(_ column: Int32) -> Bool { sqlite3_column_type(statement, column) == SQLITE_NULL }
-        func text(_ column: Int32) -> String {
-            guard let bytes = sqlite3_column_text(statement, column) else { return "" }
-            let count = Int(sqlite3_column_bytes(statement, column))
-            return String(decoding: UnsafeBufferPointer(start: bytes, count: count), as: UTF8.self)
-        }
     }
 
     private func error(_ rc: Int32, _ what: String) -> TickgateError {
@@ -445,7 +505,15 @@ final class Store {
         if let statement = statements[sql] { return statement }
         var statement: OpaquePointer?
         let rc = sqlite3_prepare_v3(db, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil)
-        guard rc == SQLITE_OK, let statement else { throw error(rc, "prepare") }
+        guard rc == SQLITE_OK, let statement else {
+            // Our own fixed SQL fails to prepare only if the tables are not
+            // the ones this schema version has.
+            let failure = error(rc, "prepare")
+            if rc & 0xFF == SQLITE_ERROR {
+                throw TickgateError(.storeCorrupt, "the store \(path) is corrupt: its tables do not match schema version \(Store.schemaVersion): \(failure.message)")
+            }
+            throw failure
+        }
         statements[sql] = statement
         return statement
     }
@@ -472,27 +540,37 @@ final class Store {
         guard rc == SQLITE_DONE else { throw error(rc, "write") }
     }
 
-    private func query(_ sql: String, _ values: [Value], _ each: (Row) -> Void) throws(TickgateError) {
+    /// Runs a query and hands each row to `each`, checked by the row's
+    /// own readers; `table` names the rows in messages.
+    private func query(_ sql: String, _ values: [Value], table: String,
+                       _ each: (inout StoreRow) throws(TickgateError) -> Void) throws(TickgateError) {
         let statement = try prepared(sql)
         defer { sqlite3_reset(statement); sqlite3_clear_bindings(statement) }
         try bind(statement, values)
+        var position = 0
         while true {
             let rc = sqlite3_step(statement)
             if rc == SQLITE_DONE { return }
             guard rc == SQLITE_ROW else { throw error(rc, "read") }
-            each(Row(statement: statement))
+            position += 1
+            var row = StoreRow(statement: statement, path: path, table: table, position: position)
+            try each(&row)
         }
     }
 
     private func scalarInt(_ sql: String) throws(TickgateError) -> Int64? {
         var result: Int64?
-        try query(sql, []) { result = $0.int(0) }
+        try query(sql, [], table: "pragma") { (row) throws(TickgateError) in
+            result = try row.integer(0, sql, Int64.min...Int64.max)
+        }
         return result
     }
 
     private func scalarText(_ sql: String) throws(TickgateError) -> String? {
         var result: String?
-        try query(sql, []) { result = $0.text(0) }
+        try query(sql, [], table: "pragma") { (row) throws(TickgateError) in
+            result = try row.text(0, sql, maximumBytes: 1 << 20)
+        }
         return result
     }
 }

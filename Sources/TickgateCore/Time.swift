@@ -60,6 +60,12 @@ public enum Limits {
     /// One day.
     @inlinable public static var maximumTickInterval: Span { Span(nanoseconds: 86_400_000 * 1_000_000) }
     @inlinable public static var defaultTickInterval: Span { Span(nanoseconds: 1_000 * 1_000_000) }
+    /// Most successful sends a policy's window may count (and a store row
+    /// may list).
+    @inlinable public static var maximumWindowSends: Int { 1_000_000 }
+    /// A key's count of consecutive sends stops here (it only picks the
+    /// schedule's step, and the last step repeats).
+    @inlinable public static var maximumConsecutiveSends: Int { Int(Int32.max) }
     /// The manual clock stops short of this, far from Int64's end.
     @inlinable public static var maximumManualTime: Instant {
         Instant(nanoseconds: 100 * 365 * 86_400 * 1_000_000_000)

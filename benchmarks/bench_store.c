@@ -105,7 +105,7 @@ static double run_once(const mode *m, const char *dir, int run)
     char path[4096];
     int64_t t0, t1;
 
-    tg_engine_options_init(&o);
+    tg_engine_options_init(&o, sizeof o);
     if (m->store) {
         snprintf(path, sizeof path, "%s/bench-store-%ld-%d.db", dir, (long)getpid(), run);
         remove_store(path);

@@ -28,6 +28,27 @@
  *    Otherwise the destructor runs exactly once, when the engine is done with
  *    user_data (see tg_unsubscribe and tg_engine_close).
  *  - Every *_close function accepts NULL.
+ *  - Versioned structs. Every struct that crosses this interface starts with
+ *    uint32_t struct_size, and one rule covers them all:
+ *      - A struct the caller fills in (tg_engine_options; tg_policy given to
+ *        tg_policy_set; tg_titles) or hands out for the library to fill
+ *        (tg_button; tg_policy given to tg_policy_get) carries sizeof(struct)
+ *        as the caller was compiled. A size smaller than the struct's first
+ *        layout (today, for every struct, its whole size) or larger than
+ *        TG_STRUCT_SIZE_MAX gives TG_E_VERSION and changes nothing. A larger
+ *        size (a caller built against a later header) is accepted: in a
+ *        struct the caller fills in, every byte past the fields this library
+ *        knows must be zero (a later field left at its default), else
+ *        TG_E_VERSION; in a struct the library fills, it writes the fields it
+ *        knows and zeros the bytes past them up to struct_size, and leaves
+ *        struct_size as the caller set it.
+ *      - Initialisers (tg_engine_options_init, tg_policy_init) take the
+ *        caller's sizeof and write exactly that many bytes: struct_size, the
+ *        defaults of the fields this library knows, and zeros past them.
+ *        The _INIT macros do the same at compile time.
+ *      - A struct the library hands to a callback (tg_event,
+ *        tg_countdown_info, tg_gate_event) carries the library's size; a
+ *        caller reads only the fields that lie within it.
  */
 #ifndef TICKGATE_H
 #define TICKGATE_H
@@ -139,6 +160,9 @@ const char *tg_last_error_message(void);
 /* Limits                                                                    */
 /* ------------------------------------------------------------------------ */
 
+/* Largest struct_size any versioned struct may declare. */
+#define TG_STRUCT_SIZE_MAX 4096
+
 /* Longest scope or subject, in bytes of UTF-8 (without the final NUL). */
 #define TG_KEY_MAX_BYTES 256
 /* Longest countdown: 365 days. */
@@ -221,9 +245,17 @@ typedef struct tg_engine_options {
     { sizeof(tg_engine_options), TG_DELIVERY_ENGINE_THREAD, TG_CLOCK_SYSTEM, \
       0, NULL, 0, 0, 0, 0, NULL }
 
-/* Fill *options with the defaults (same as TG_ENGINE_OPTIONS_INIT). NULL is
- * ignored. */
-void tg_engine_options_init(tg_engine_options *options);
+/*
+ * Fill *options with the defaults (as TG_ENGINE_OPTIONS_INIT does). Pass
+ * sizeof *options as struct_size: exactly that many bytes are written (see
+ * "Versioned structs" above).
+ *
+ * Errors: TG_E_INVALID_ARGUMENT (options NULL), TG_E_VERSION (struct_size
+ * smaller than this library's tg_engine_options or larger than
+ * TG_STRUCT_SIZE_MAX; nothing is written).
+ */
+tg_status tg_engine_options_init(tg_engine_options *options,
+                                 size_t struct_size);
 
 /*
  * Open an engine. options may be NULL for the defaults: real clock,
@@ -231,8 +263,7 @@ void tg_engine_options_init(tg_engine_options *options);
  * which the caller closes with tg_engine_close().
  *
  * Errors: TG_E_INVALID_ARGUMENT (out_engine NULL, unknown delivery or clock),
- * TG_E_VERSION (struct_size is not the size of any version of this struct,
- * or is larger with non-zero bytes past the fields this library knows),
+ * TG_E_VERSION (struct_size refused by the rule of "Versioned structs"),
  * TG_E_INVALID_DURATION (tick_interval_ms out of range), TG_E_SYSTEM (no
  * descriptors or thread).
  */
@@ -519,8 +550,14 @@ typedef struct tg_policy {
     { sizeof(tg_policy), 1, { 60000, 0, 0, 0, 0, 0, 0, 0 }, 0, 0, \
       3600000, 30000 }
 
-/* Fill *policy with the defaults (same as TG_POLICY_INIT). NULL is ignored. */
-void tg_policy_init(tg_policy *policy);
+/*
+ * Fill *policy with the defaults (as TG_POLICY_INIT does). Pass sizeof
+ * *policy as struct_size: exactly that many bytes are written.
+ *
+ * Errors: TG_E_INVALID_ARGUMENT (policy NULL), TG_E_VERSION (struct_size
+ * out of range; nothing is written).
+ */
+tg_status tg_policy_init(tg_policy *policy, size_t struct_size);
 
 /*
  * Set the send policy of scope; it applies to the next tg_send_end and

@@ -94,15 +94,6 @@ enum Boundary {
         return .milliseconds(milliseconds)
     }
 
-    /// Checks a caller's struct_size: this library's size exactly (structs
-    /// that the library writes, or reads whole, are not yet versioned past
-    /// their first layout).
-    static func checkSize(_ declared: UInt32, _ size: Int, _ role: String) throws(TickgateError) {
-        guard Int(declared) == size else {
-            throw TickgateError(.version, "\(role).struct_size is \(declared); this library's is \(size)")
-        }
-    }
-
     static func required<T>(_ pointer: T?, _ role: String) throws(TickgateError) -> T {
         guard let pointer else { throw TickgateError(.invalidArgument, "\(role) is NULL") }
         return pointer

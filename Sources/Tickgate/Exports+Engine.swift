@@ -5,8 +5,11 @@ import TickgateCore
 // Opening and closing engines, host-thread delivery, and the manual clock.
 
 @c @implementation
-public func tg_engine_options_init(_ options: UnsafeMutablePointer<tg_engine_options>?) {
-    options?.pointee = EngineOptionsReader.defaults
+public func tg_engine_options_init(_ options: UnsafeMutablePointer<tg_engine_options>?,
+                                   _ struct_size: Int) -> tg_status {
+    Boundary.call { () throws(TickgateError) in
+        try Versioned.initialise(options, struct_size, to: EngineOptionsReader.defaults, "options")
+    }
 }
 
 @c @implementation
@@ -88,18 +91,11 @@ public func tg_clock_now(_ engine: OpaquePointer?,
     }
 }
 
-/// Reads a caller's `tg_engine_options`, of this version or a later one.
+/// Reads a caller's `tg_engine_options`.
 enum EngineOptionsReader {
-    static let size = MemoryLayout<tg_engine_options>.size
-    /// Larger structs than this are refused rather than scanned.
-    static let largestAccepted = 4096
-
-    /// The size of the first version of the struct (up to tick_interval_ms).
-    static let firstSize = MemoryLayout<tg_engine_options>.offset(of: \tg_engine_options.store_path) ?? size
-
     static var defaults: tg_engine_options {
         var options = tg_engine_options()
-        options.struct_size = UInt32(size)
+        options.struct_size = UInt32(MemoryLayout<tg_engine_options>.size)
         options.delivery = TG_DELIVERY_ENGINE_THREAD
         options.clock = TG_CLOCK_SYSTEM
         return options
@@ -107,36 +103,7 @@ enum EngineOptionsReader {
 
     static func read(_ pointer: UnsafePointer<tg_engine_options>?) throws(TickgateError) -> EngineOptions {
         guard let pointer else { return EngineOptions() }
-        let declared = Int(UnsafeRawPointer(pointer).load(as: UInt32.self))
-        guard declared >= firstSize else {
-            throw TickgateError(.version,
-                "options.struct_size is \(declared); this library needs at least \(firstSize)")
-        }
-        // Only sizes some header had: the first layout, this one, or a
-        // later (larger) one. A size in between would cut a field (a
-        // pointer) in half.
-        guard declared == firstSize || declared >= size else {
-            throw TickgateError(.version,
-                "options.struct_size \(declared) matches no version of tg_engine_options (\(firstSize) or \(size))")
-        }
-        guard declared <= largestAccepted else {
-            throw TickgateError(.version, "options.struct_size \(declared) is implausibly large")
-        }
-        // A newer caller's struct: accept it only if the fields this library
-        // does not know are left at zero (their defaults).
-        let bytes = UnsafeRawPointer(pointer)
-        if declared > size {
-            for offset in size..<declared where bytes.load(fromByteOffset: offset, as: UInt8.self) != 0 {
-                throw TickgateError(.version,
-                    "options set a field this library version (\(TG_VERSION_STRING)) does not know, at byte \(offset)")
-            }
-        }
-        // An older caller's struct: the fields it does not have keep their
-        // defaults.
-        var raw = defaults
-        withUnsafeMutableBytes(of: &raw) { target in
-            target.copyMemory(from: UnsafeRawBufferPointer(start: bytes, count: min(declared, size)))
-        }
+        let raw = try Versioned.read(pointer, "options")
         var options = EngineOptions()
         switch raw.delivery {
         case TG_DELIVERY_ENGINE_THREAD: options.delivery = .engineThread

@@ -5,8 +5,10 @@ import TickgateCore
 // The resend flow: policies, send tickets, verification, titles, buttons.
 
 @c @implementation
-public func tg_policy_init(_ policy: UnsafeMutablePointer<tg_policy>?) {
-    policy?.pointee = PolicyReader.cPolicy(SendPolicy())
+public func tg_policy_init(_ policy: UnsafeMutablePointer<tg_policy>?, _ struct_size: Int) -> tg_status {
+    Boundary.call { () throws(TickgateError) in
+        try Versioned.initialise(policy, struct_size, to: PolicyReader.cPolicy(SendPolicy()), "policy")
+    }
 }
 
 @c @implementation
@@ -25,8 +27,8 @@ public func tg_policy_get(_ engine: OpaquePointer?, _ scope: UnsafePointer<CChar
     Boundary.call(engine) { (engine) throws(TickgateError) in
         let scope = try Boundary.name(scope, "scope")
         let out = try Boundary.required(out_policy, "out_policy")
-        try Boundary.checkSize(out.pointee.struct_size, MemoryLayout<tg_policy>.size, "out_policy")
-        out.pointee = PolicyReader.cPolicy(try engine.policy(scope: scope))
+        try Versioned.check(Int(out.pointee.struct_size), tg_policy.self, "out_policy")
+        try Versioned.write(PolicyReader.cPolicy(try engine.policy(scope: scope)), to: out, "out_policy")
     }
 }
 
@@ -82,9 +84,7 @@ public func tg_titles_set(_ engine: OpaquePointer?, _ scope: UnsafePointer<CChar
                           _ titles: UnsafePointer<tg_titles>?) -> tg_status {
     Boundary.call(engine) { (engine) throws(TickgateError) in
         let scope = try Boundary.name(scope, "scope")
-        let titles = try Boundary.required(titles, "titles")
-        try Boundary.checkSize(titles.pointee.struct_size, MemoryLayout<tg_titles>.size, "titles")
-        let raw = titles.pointee
+        let raw = try Versioned.read(try Boundary.required(titles, "titles"), "titles")
         let english = TitleSet.english
         func template(_ text: UnsafePointer<CChar>?, _ role: String,
                       _ fallback: TitleTemplate) throws(TickgateError) -> TitleTemplate {
@@ -116,13 +116,14 @@ public func tg_button_get(_ engine: OpaquePointer?, _ scope: UnsafePointer<CChar
     Boundary.call(engine) { (engine) throws(TickgateError) in
         let key = try Boundary.key(scope, subject)
         let out = try Boundary.required(out_button, "out_button")
-        try Boundary.checkSize(out.pointee.struct_size, MemoryLayout<tg_button>.size, "out_button")
+        try Versioned.check(Int(out.pointee.struct_size), tg_button.self, "out_button")
         let button = try engine.button(key)
-        out.pointee.state = tg_button_state(rawValue: UInt32(bitPattern: button.state.rawValue))
-        out.pointee.enabled = button.state.isEnabled ? 1 : 0
-        out.pointee.remaining_ms = button.remaining.millisecondsRoundedUp
-        out.pointee.display_seconds = button.remaining.displaySeconds
-        withUnsafeMutableBytes(of: &out.pointee.title) { buffer in
+        var raw = tg_button()
+        raw.state = tg_button_state(rawValue: UInt32(bitPattern: button.state.rawValue))
+        raw.enabled = button.state.isEnabled ? 1 : 0
+        raw.remaining_ms = button.remaining.millisecondsRoundedUp
+        raw.display_seconds = button.remaining.displaySeconds
+        withUnsafeMutableBytes(of: &raw.title) { buffer in
             // Rendered titles stay far below the buffer's size (a template
             // has at most 128 bytes and 8 placeholders); cut at a character
             // boundary all the same.
@@ -131,6 +132,7 @@ public func tg_button_get(_ engine: OpaquePointer?, _ scope: UnsafePointer<CChar
             buffer.copyBytes(from: bytes)
             buffer[bytes.count] = 0
         }
+        try Versioned.write(raw, to: out, "out_button")
     }
 }
 
@@ -139,8 +141,7 @@ enum PolicyReader {
     static let steps = Int(TG_POLICY_MAX_STEPS)
 
     static func read(_ pointer: UnsafePointer<tg_policy>) throws(TickgateError) -> SendPolicy {
-        try Boundary.checkSize(pointer.pointee.struct_size, MemoryLayout<tg_policy>.size, "policy")
-        let raw = pointer.pointee
+        let raw = try Versioned.read(pointer, "policy")
         let count = Int(raw.step_count)
         guard (1...steps).contains(count) else {
             throw TickgateError(.invalidArgument, "policy.step_count \(raw.step_count) is outside 1 ... \(steps)")
@@ -160,8 +161,9 @@ enum PolicyReader {
             return .milliseconds(value)
         }
         let capped = raw.window_max_sends > 0
-        guard raw.window_max_sends <= 1_000_000 else {
-            throw TickgateError(.invalidArgument, "policy.window_max_sends \(raw.window_max_sends) is implausibly large")
+        guard raw.window_max_sends <= Limits.maximumWindowSends else {
+            throw TickgateError(.invalidArgument,
+                "policy.window_max_sends \(raw.window_max_sends) is larger than \(Limits.maximumWindowSends)")
         }
         return SendPolicy(
             cooldowns: cooldowns,
@@ -181,7 +183,7 @@ enum PolicyReader {
                 slots[index] = step.millisecondsRoundedUp
             }
         }
-        raw.window_max_sends = UInt32(policy.windowMaximumSends)
+        raw.window_max_sends = UInt32(clamping: policy.windowMaximumSends)
         raw.window_ms = policy.window.millisecondsRoundedUp
         raw.quiet_reset_ms = policy.quietReset.millisecondsRoundedUp
         raw.ticket_timeout_ms = policy.ticketTimeout.millisecondsRoundedUp

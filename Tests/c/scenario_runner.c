@@ -608,7 +608,7 @@ static void cmd_engine(run *r, char **tok, int n, int override)
         fail(r, "syntax: a second engine line");
         return;
     }
-    tg_engine_options_init(&o);
+    tg_engine_options_init(&o, sizeof o);
     o.clock = TG_CLOCK_MANUAL;
     o.delivery = TG_DELIVERY_HOST_THREAD;
     for (i = 1; i < n; i++) {
@@ -888,7 +888,7 @@ static void cmd_policy(run *r, char **tok, int n)
     }
     if (!parse_status(r, tok[a + 1], &want))
         return;
-    tg_policy_init(&p);
+    tg_policy_init(&p, sizeof p);
     for (i = 2; i < a; i++) {
         if ((v = opt(tok[i], "cooldowns")) != NULL) {
             char buf[512], *item, *save = NULL;

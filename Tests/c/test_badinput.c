@@ -160,7 +160,7 @@ static void test_null_outputs(void)
     tg_ticket ticket = 0;
 
     cb_calls = destroy_calls = 0;
-    tg_engine_options_init(&o);
+    tg_engine_options_init(&o, sizeof o);
     ASSERT_STATUS(tg_engine_open(&o, NULL), TG_E_INVALID_ARGUMENT);
     ASSERT_STATUS(tg_engine_open(NULL, NULL), TG_E_INVALID_ARGUMENT);
     ASSERT_STATUS(tg_engine_fd(e, NULL), TG_E_INVALID_ARGUMENT);

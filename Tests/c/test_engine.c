@@ -63,7 +63,7 @@ static void test_open_options_init_function(void)
     tg_engine *e = NULL;
 
     memset(&o, 0xAB, sizeof o);
-    tg_engine_options_init(&o);
+    tg_engine_options_init(&o, sizeof o);
     ASSERT_EQ_INT(o.struct_size, ref.struct_size);
     ASSERT_EQ_INT(o.delivery, ref.delivery);
     ASSERT_EQ_INT(o.clock, ref.clock);
@@ -74,7 +74,7 @@ static void test_open_options_init_function(void)
     ASSERT_EQ_INT(o.manual_boot_ms, ref.manual_boot_ms);
     ASSERT_EQ_INT(o.manual_wall_ms, ref.manual_wall_ms);
     ASSERT(o.manual_boot_id == ref.manual_boot_id);
-    tg_engine_options_init(NULL); /* ignored, must not crash */
+    ASSERT_STATUS(tg_engine_options_init(NULL, sizeof o), TG_E_INVALID_ARGUMENT);
     ASSERT_STATUS(tg_engine_open(&o, &e), TG_OK);
     ASSERT(e != NULL);
     ASSERT_STATUS(tg_engine_close(e), TG_OK);
@@ -136,7 +136,7 @@ static void test_options_validation(void)
     bigger_options big;
 
     /* struct_size 0 or too small */
-    tg_engine_options_init(&o);
+    tg_engine_options_init(&o, sizeof o);
     o.struct_size = 0;
     expect_open_fails(&o, TG_E_VERSION, __LINE__);
     o.struct_size = 1;
@@ -149,7 +149,7 @@ static void test_options_validation(void)
 
     /* larger struct, zero tail: accepted; non-zero tail: rejected */
     memset(&big, 0, sizeof big);
-    tg_engine_options_init(&big.base);
+    tg_engine_options_init(&big.base, sizeof big.base);
     big.base.struct_size = sizeof big;
     big.base.delivery = TG_DELIVERY_HOST_THREAD;
     big.base.clock = TG_CLOCK_MANUAL;
@@ -163,19 +163,19 @@ static void test_options_validation(void)
     expect_open_ok(&big.base, __LINE__);
 
     /* unknown delivery or clock */
-    tg_engine_options_init(&o);
+    tg_engine_options_init(&o, sizeof o);
     o.delivery = (tg_delivery)2;
     expect_open_fails(&o, TG_E_INVALID_ARGUMENT, __LINE__);
     o.delivery = (tg_delivery)-1;
     expect_open_fails(&o, TG_E_INVALID_ARGUMENT, __LINE__);
-    tg_engine_options_init(&o);
+    tg_engine_options_init(&o, sizeof o);
     o.clock = (tg_clock_kind)2;
     expect_open_fails(&o, TG_E_INVALID_ARGUMENT, __LINE__);
     o.clock = (tg_clock_kind)0x7fffffff;
     expect_open_fails(&o, TG_E_INVALID_ARGUMENT, __LINE__);
 
     /* default tick interval out of range */
-    tg_engine_options_init(&o);
+    tg_engine_options_init(&o, sizeof o);
     o.delivery = TG_DELIVERY_HOST_THREAD;
     o.clock = TG_CLOCK_MANUAL;
     o.tick_interval_ms = 1;
@@ -678,7 +678,7 @@ static void test_manual_clock(void)
     {
         tg_engine_options o;
         tg_engine *e3 = NULL;
-        tg_engine_options_init(&o);
+        tg_engine_options_init(&o, sizeof o);
         o.delivery = TG_DELIVERY_HOST_THREAD;
         o.clock = TG_CLOCK_MANUAL;
         o.manual_boot_ms = 5000;

@@ -77,8 +77,8 @@ static void test_policy_defaults(void)
     int i;
 
     memset(&p, 0xAB, sizeof p);
-    tg_policy_init(&p);
-    tg_policy_init(NULL); /* ignored */
+    tg_policy_init(&p, sizeof p);
+    ASSERT_STATUS(tg_policy_init(NULL, sizeof p), TG_E_INVALID_ARGUMENT);
     ASSERT_EQ_INT(p.struct_size, sizeof(tg_policy));
     ASSERT_EQ_INT(p.step_count, 1);
     ASSERT_EQ_INT(p.cooldown_ms[0], 60000);
@@ -128,7 +128,7 @@ static void test_policy_validation(void)
     tg_engine *e = open_manual();
     tg_policy good, p, got;
 
-    tg_policy_init(&good);
+    tg_policy_init(&good, sizeof good);
     good.step_count = 2;
     good.cooldown_ms[0] = 5000;
     good.cooldown_ms[1] = 7000;
@@ -370,7 +370,7 @@ static void test_ticket_expiry(void)
     int64_t wait = -1;
 
     tg_rec_init(&r);
-    tg_policy_init(&p);
+    tg_policy_init(&p, sizeof p);
     p.ticket_timeout_ms = 5000;
     ASSERT_STATUS(tg_policy_set(e, "login", &p), TG_OK);
     ASSERT_STATUS(tg_subscribe(e, "login", "alice", tg_rec_callback, &r,
@@ -408,7 +408,7 @@ static void test_escalation_and_verified(void)
     tg_ticket t = 0;
 
     tg_rec_init(&r);
-    tg_policy_init(&p);
+    tg_policy_init(&p, sizeof p);
     p.step_count = 3;
     p.cooldown_ms[0] = 10000;
     p.cooldown_ms[1] = 20000;
@@ -453,7 +453,7 @@ static void test_quiet_reset(void)
     tg_engine *e = open_manual();
     tg_policy p;
 
-    tg_policy_init(&p);
+    tg_policy_init(&p, sizeof p);
     p.step_count = 2;
     p.cooldown_ms[0] = 10000;
     p.cooldown_ms[1] = 20000;
@@ -472,7 +472,7 @@ static void test_server_retry_after(void)
     tg_engine *e = open_manual();
     tg_policy p;
 
-    tg_policy_init(&p);
+    tg_policy_init(&p, sizeof p);
     p.cooldown_ms[0] = 10000;
     ASSERT_STATUS(tg_policy_set(e, "login", &p), TG_OK);
     ASSERT_EQ_INT(send_ok(e, "login", "alice", 30000), 30000);
@@ -494,7 +494,7 @@ static void test_window_lock(void)
     int64_t wait = -1;
 
     tg_rec_init(&r);
-    tg_policy_init(&p);
+    tg_policy_init(&p, sizeof p);
     p.cooldown_ms[0] = 10000;
     p.window_max_sends = 2;
     p.window_ms = 600000;
@@ -549,7 +549,7 @@ static void test_titles(void)
     memset(longest, 'x', TG_TITLE_MAX_BYTES);
     longest[TG_TITLE_MAX_BYTES] = '\0';
 
-    tg_policy_init(&p);
+    tg_policy_init(&p, sizeof p);
     p.cooldown_ms[0] = 65000;
     ASSERT_STATUS(tg_policy_set(e, "login", &p), TG_OK);
     /* 获取验证码 = "get code"; 秒后重发 = "s to resend" */

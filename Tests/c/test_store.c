@@ -53,7 +53,7 @@ static tg_status open_store(const char *path, int64_t boot_ms, int64_t wall_ms,
                             int64_t commit_delay, tg_engine **out)
 {
     tg_engine_options o;
-    tg_engine_options_init(&o);
+    tg_engine_options_init(&o, sizeof o);
     o.delivery = TG_DELIVERY_HOST_THREAD;
     o.clock = TG_CLOCK_MANUAL;
     o.store_path = path;
@@ -140,7 +140,7 @@ static void test_settings_survive(void)
 
     path_of(path, sizeof path, "settings.db");
     ASSERT_STATUS(open_store(path, 0, WALL0, NULL, 0, 0, &e), TG_OK);
-    tg_policy_init(&p);
+    tg_policy_init(&p, sizeof p);
     p.step_count = 2;
     p.cooldown_ms[0] = 30000;
     p.cooldown_ms[1] = 90000;
@@ -303,7 +303,7 @@ static void test_bad_paths_and_options(void)
     ASSERT_STATUS(tg_clock_set_wall(e, WALL0), TG_E_WRONG_MODE);
     ASSERT_STATUS(tg_store_flush(e), TG_OK); /* no store: nothing to do */
     ASSERT_STATUS(tg_engine_close(e), TG_OK);
-    tg_engine_options_init(&o);
+    tg_engine_options_init(&o, sizeof o);
     o.clock = TG_CLOCK_MANUAL;
     o.delivery = TG_DELIVERY_HOST_THREAD;
     e = NULL;

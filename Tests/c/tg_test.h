@@ -203,7 +203,7 @@ static inline tg_status tg_test_open(tg_delivery delivery, tg_clock_kind clock,
                                      int64_t tick_ms, tg_engine **out)
 {
     tg_engine_options o;
-    tg_engine_options_init(&o);
+    tg_engine_options_init(&o, sizeof o);
     o.delivery = delivery;
     o.clock = clock;
     o.tick_interval_ms = tick_ms;

@@ -451,7 +451,7 @@ static void op_open(reader *r)
 
     if (g_slots[i].open)
         return;
-    tg_engine_options_init(&o);
+    tg_engine_options_init(&o, sizeof o);
     /* mostly host-thread + manual clock; some engine-thread / system */
     o.delivery = (how & 3) == 0 ? TG_DELIVERY_ENGINE_THREAD
                                 : TG_DELIVERY_HOST_THREAD;
@@ -647,8 +647,11 @@ static void op_policy(reader *r)
     void *copy;
     tg_status s;
     int i;
-    tg_policy_init(how & 128 ? NULL : &p);
-    tg_policy_init(&p);
+    if (tg_policy_init(how & 128 ? NULL : &p, sizeof p) != (how & 128 ? TG_E_INVALID_ARGUMENT : TG_OK))
+        fail_now("tg_policy_init");
+    if (tg_policy_init(&p, how & 64 ? sizeof p - 8 : sizeof p) != (how & 64 ? TG_E_VERSION : TG_OK))
+        fail_now("tg_policy_init with a size");
+    tg_policy_init(&p, sizeof p);
     if (how & 1) {
         p.step_count = u8(r) < 240 ? u8(r) % 10 : u32(r);
         for (i = 0; i < TG_POLICY_MAX_STEPS; i++)
@@ -800,8 +803,9 @@ static void op_misc(reader *r)
             fail_now("error message NULL");
         break;
     default:
-        tg_engine_options_init(NULL);
-        tg_policy_init(NULL);
+        if (tg_engine_options_init(NULL, sizeof(tg_engine_options)) != TG_E_INVALID_ARGUMENT ||
+            tg_policy_init(NULL, sizeof(tg_policy)) != TG_E_INVALID_ARGUMENT)
+            fail_now("an initialiser accepted NULL");
         break;
     }
 }

@@ -101,7 +101,7 @@ static void write_file(const char *path, const unsigned char *b, size_t n)
 static tg_status open_store(tg_engine **e, uint8_t how)
 {
     tg_engine_options o;
-    tg_engine_options_init(&o);
+    tg_engine_options_init(&o, sizeof o);
     o.delivery = (how & 0x10) ? TG_DELIVERY_ENGINE_THREAD
                               : TG_DELIVERY_HOST_THREAD;
     o.clock = TG_CLOCK_MANUAL;
@@ -149,7 +149,7 @@ static void make_template(void)
     snprintf(g_path, sizeof g_path, "%s/store.db", g_dir);
     snprintf(g_wal, sizeof g_wal, "%s-wal", g_path);
 
-    tg_engine_options_init(&o);
+    tg_engine_options_init(&o, sizeof o);
     o.delivery = TG_DELIVERY_HOST_THREAD;
     o.clock = TG_CLOCK_MANUAL;
     o.store_path = g_path;
@@ -158,7 +158,7 @@ static void make_template(void)
     o.manual_boot_id = "fuzz-boot";
     if (tg_engine_open(&o, &e) != TG_OK)
         die("open the template store");
-    tg_policy_init(&p);
+    tg_policy_init(&p, sizeof p);
     p.step_count = 3;
     p.cooldown_ms[0] = 60000;
     p.cooldown_ms[1] = 120000;
@@ -267,7 +267,7 @@ static void exercise(tg_engine *e)
         check(tg_button_get(e, keys[k][0], keys[k][1], &b));
         check(tg_countdown_remaining(e, keys[k][0], keys[k][1], &rem, NULL));
     }
-    tg_policy_init(&p);
+    tg_policy_init(&p, sizeof p);
     check(tg_policy_get(e, "login", &p));
     check(tg_gate_session(e, "account", &in, &rem));
     check(tg_gate_session(e, "payment-pin", &in, &rem));

@@ -201,7 +201,7 @@ def test_busy_from_another_thread(host_engine: tickgate.Engine) -> None:
 def test_version_mismatch_of_options_struct() -> None:
     lib = _ffi.library()
     options = _ffi.tg_engine_options()
-    lib.tg_engine_options_init(ctypes.byref(options))
+    lib.tg_engine_options_init(ctypes.byref(options), ctypes.sizeof(options))
     options.struct_size = 1
     with pytest.raises(tickgate.VersionMismatch) as info:
         lib.tg_engine_open(ctypes.byref(options), ctypes.byref(_ffi.tg_engine_p()))

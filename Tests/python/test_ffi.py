@@ -250,10 +250,10 @@ def test_struct_layout_matches_c(cname: str, c_layout: Dict[str, int]) -> None:
 def test_library_struct_sizes_match() -> None:
     lib = _ffi.library()
     options = _ffi.tg_engine_options()
-    lib.tg_engine_options_init(ctypes.byref(options))
+    lib.tg_engine_options_init(ctypes.byref(options), ctypes.sizeof(options))
     assert options.struct_size == ctypes.sizeof(_ffi.tg_engine_options)
     policy = _ffi.tg_policy()
-    lib.tg_policy_init(ctypes.byref(policy))
+    lib.tg_policy_init(ctypes.byref(policy), ctypes.sizeof(policy))
     assert policy.struct_size == ctypes.sizeof(_ffi.tg_policy)
 
 

@@ -82,7 +82,7 @@ int main(int argc, char **argv)
     /* Never outlive a parent that forgot us. */
     alarm(30);
 
-    tg_engine_options_init(&o);
+    tg_engine_options_init(&o, sizeof o);
     o.delivery = TG_DELIVERY_HOST_THREAD; /* no engine thread: only this loop */
     o.clock = TG_CLOCK_SYSTEM;
     o.store_path = argv[1];
@@ -97,7 +97,7 @@ int main(int argc, char **argv)
 
     /* Escalation never resets (quiet_reset 0, no tg_verified), so the
      * stored `consecutive` of a key counts every successful send ever. */
-    tg_policy_init(&p);
+    tg_policy_init(&p, sizeof p);
     p.step_count = 1;
     p.cooldown_ms[0] = CRASH_COOLDOWN_MS;
     p.window_max_sends = 0;

@@ -214,7 +214,7 @@ static tg_status open_store(const char *path, tg_clock_kind clock, tg_delivery d
                             int64_t delay_ms, uint32_t flags, tg_engine **out)
 {
     tg_engine_options o;
-    tg_engine_options_init(&o);
+    tg_engine_options_init(&o, sizeof o);
     o.delivery = delivery;
     o.clock = clock;
     o.store_path = path;
@@ -541,7 +541,7 @@ static void test_restore_same_boot(void)
     e = open_manual(path, "boot-A", BOOT0, WALL0);
     if (!e)
         goto out;
-    tg_policy_init(&p);
+    tg_policy_init(&p, sizeof p);
     p.step_count = 2;
     p.cooldown_ms[0] = 60000;
     p.cooldown_ms[1] = 120000;
@@ -1541,7 +1541,7 @@ static void test_write_through(void)
     ASSERT_STATUS(tg_countdown_cancel(e, "ws", "a"), TG_OK);
     ASSERT_EQ_INT(key_rows(db, "countdowns", "ws", "a"), 0);
 
-    tg_policy_init(&p);
+    tg_policy_init(&p, sizeof p);
     p.cooldown_ms[0] = 45000;
     ASSERT_STATUS(tg_policy_set(e, "ws", &p), TG_OK);
     ASSERT_EQ_INT(db_int(db, "SELECT count(*) FROM policies WHERE scope='ws'"), 1);
@@ -1749,7 +1749,7 @@ static void tp_child(int id, const char *path, const char *log_path, int ready_w
     if (tp_read_byte(go_rd) != 'g')
         _exit(4);
 
-    tg_policy_init(&p);
+    tg_policy_init(&p, sizeof p);
     p.step_count = 1;
     p.cooldown_ms[0] = 3;
     p.window_max_sends = 0;

@@ -73,7 +73,7 @@ static void clean_dir(void)
 static tg_status open_at(int64_t boot_ms, uint32_t flags, tg_engine **out)
 {
     tg_engine_options o;
-    tg_engine_options_init(&o);
+    tg_engine_options_init(&o, sizeof o);
     o.delivery = TG_DELIVERY_HOST_THREAD;
     o.clock = TG_CLOCK_MANUAL;
     o.store_path = g_path;
@@ -106,7 +106,7 @@ static unsigned char *make_template(size_t *len)
     ASSERT_STATUS(open_at(BOOT0, 0, &e), TG_OK);
     if (!e)
         return NULL;
-    tg_policy_init(&p);
+    tg_policy_init(&p, sizeof p);
     p.step_count = 2;
     p.cooldown_ms[0] = 60000;
     p.cooldown_ms[1] = 120000;
@@ -159,7 +159,7 @@ static void drive(tg_engine *e)
         if (tg_send_begin(e, keys[k][0], keys[k][1], &t, NULL) == TG_OK)
             ASSERT(tg_send_end(e, t, TG_SEND_SUCCEEDED, 0, NULL) <= TG_E_STORE_IO);
     }
-    tg_policy_init(&p);
+    tg_policy_init(&p, sizeof p);
     ASSERT(tg_policy_get(e, "login", &p) <= TG_E_STORE_IO);
     ASSERT(tg_gate_session(e, "account", &in, &rem) <= TG_E_STORE_IO);
     ASSERT(tg_clock_advance(e, 2 * 86400000) <= TG_E_STORE_IO);
@@ -196,7 +196,7 @@ static void test_consecutive_int64_max(void)
     ASSERT_STATUS(open_at(BOOT0, 0, &e), TG_OK);
     if (!e)
         return;
-    tg_policy_init(&p);
+    tg_policy_init(&p, sizeof p);
     p.cooldown_ms[0] = 1000;
     ASSERT_STATUS(tg_policy_set(e, "login", &p), TG_OK);
     send_ok(e, "login", "alice");
@@ -232,7 +232,7 @@ static void test_window_max_sends_huge(void)
     ASSERT_STATUS(open_at(BOOT0, 0, &e), TG_OK);
     if (!e)
         return;
-    tg_policy_init(&p);
+    tg_policy_init(&p, sizeof p);
     p.window_max_sends = 3;
     p.window_ms = 600000;
     ASSERT_STATUS(tg_policy_set(e, "login", &p), TG_OK);
@@ -257,7 +257,7 @@ static void test_consecutive_saturates(void)
     ASSERT_STATUS(open_at(BOOT0, 0, &e), TG_OK);
     if (!e)
         return;
-    tg_policy_init(&p);
+    tg_policy_init(&p, sizeof p);
     p.cooldown_ms[0] = 1000;
     p.quiet_reset_ms = 0;
     ASSERT_STATUS(tg_policy_set(e, "login", &p), TG_OK);

@@ -58,7 +58,7 @@ static tg_engine *open_engine(tg_delivery d, const char *store)
     tg_engine_options o;
     tg_engine *e = NULL;
     tg_status s;
-    tg_engine_options_init(&o);
+    tg_engine_options_init(&o, sizeof o);
     o.delivery = d;
     o.store_path = store;
     s = tg_engine_open(&o, &e);
@@ -377,7 +377,7 @@ static void fill(tg_engine *e, uint64_t *rs)
     tg_policy p;
     tg_titles t = TG_TITLES_INIT;
     int i;
-    tg_policy_init(&p);
+    tg_policy_init(&p, sizeof p);
     p.ticket_timeout_ms = 60000;
     ASSERT_STATUS(tg_policy_set(e, "login", &p), TG_OK);
     t.cooling = "Again in {s}s";

@@ -1183,7 +1183,7 @@ static int round_run(int round)
     atomic_store(&g_round, round);
     g_phase = "open";
     alarm(60 + (unsigned)g_round_ms / 1000 * 4);
-    tg_engine_options_init(&o);
+    tg_engine_options_init(&o, sizeof o);
     g_host = g_delivery_arg >= 0 ? g_delivery_arg == TG_DELIVERY_HOST_THREAD
                                  : (round / 3) % 2 == 1;
     o.delivery = g_host ? TG_DELIVERY_HOST_THREAD : TG_DELIVERY_ENGINE_THREAD;
@@ -1206,7 +1206,7 @@ static int round_run(int round)
         atomic_store(&g_keystate[i], KS_STARTED);
 
     /* sends: short cooldowns and tickets that expire in 2 ms */
-    tg_policy_init(&p);
+    tg_policy_init(&p, sizeof p);
     p.step_count = 2;
     p.cooldown_ms[0] = 1;
     p.cooldown_ms[1] = 2;

@@ -48,7 +48,7 @@ static int try_size(size_t size, tg_clock_kind clock, const char **what)
         tg_engine *e = NULL;
         unsigned char *buf = malloc(size);
         tg_status s;
-        tg_engine_options_init(&o);
+        tg_engine_options_init(&o, sizeof o);
         o.clock = clock;
         o.delivery = TG_DELIVERY_HOST_THREAD;
         o.store_path = g_path;       /* a valid pointer, torn by the size */

@@ -95,7 +95,7 @@ int main(void)
     tg_status s;
     int running_at_return;
 
-    tg_engine_options_init(&o);
+    tg_engine_options_init(&o, sizeof o);
     o.clock = TG_CLOCK_MANUAL;
     if (tg_engine_open(&o, &engine) != TG_OK)
         return 2;

@@ -41,7 +41,7 @@ static tg_engine *open_at(const char *path)
 {
     tg_engine_options o;
     tg_engine *e = NULL;
-    tg_engine_options_init(&o);
+    tg_engine_options_init(&o, sizeof o);
     o.delivery = TG_DELIVERY_HOST_THREAD;
     o.clock = TG_CLOCK_MANUAL;
     o.store_path = path;

@@ -79,7 +79,7 @@ static tg_engine *open_store(const char *path, int64_t commit_delay,
 {
     tg_engine_options o;
     tg_engine *e = NULL;
-    tg_engine_options_init(&o);
+    tg_engine_options_init(&o, sizeof o);
     o.delivery = TG_DELIVERY_HOST_THREAD;
     o.clock = TG_CLOCK_MANUAL;
     o.store_path = path;
@@ -441,7 +441,7 @@ static void disk_full_body(const char *dir)
     {
         tg_policy p;
         int64_t rem = 0;
-        tg_policy_init(&p);
+        tg_policy_init(&p, sizeof p);
         s = tg_policy_set(e, "faults", &p);
         ASSERT(s == TG_OK || store_error(s));
         s = tg_countdown_remaining(e, "faults", g_led.subject[0], &rem, NULL);

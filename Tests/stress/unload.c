@@ -52,7 +52,7 @@
 /* The functions this host uses, looked up with dlsym. */
 static struct {
     uint32_t (*version)(void);
-    void (*options_init)(tg_engine_options *);
+    tg_status (*options_init)(tg_engine_options *, size_t);
     tg_status (*open)(const tg_engine_options *, tg_engine **);
     tg_status (*close)(tg_engine *);
     tg_status (*dispatch)(tg_engine *, size_t *);
@@ -61,7 +61,7 @@ static struct {
     tg_status (*subscribe)(tg_engine *, const char *, const char *,
                            tg_event_fn, void *, tg_destroy_fn,
                            tg_subscription *);
-    void (*policy_init)(tg_policy *);
+    tg_status (*policy_init)(tg_policy *, size_t);
     tg_status (*policy_set)(tg_engine *, const char *, const tg_policy *);
     tg_status (*send_begin)(tg_engine *, const char *, const char *,
                             tg_ticket *, int64_t *);
@@ -184,7 +184,7 @@ static void *helper(void *arg)
     tg_engine *e = NULL;
     tg_engine_options o;
     (void)arg;
-    tg.options_init(&o);
+    tg.options_init(&o, sizeof o);
     o.delivery = TG_DELIVERY_HOST_THREAD;
     if (tg.open(&o, &e) == TG_OK) {
         (void)tg.start(e, "", "x", 1, 0, 0, NULL);   /* fails: a message */
@@ -210,13 +210,13 @@ static tg_engine *fill(tg_delivery delivery)
     tg_engine *e = NULL;
     tg_policy p;
     int i;
-    tg.options_init(&o);
+    tg.options_init(&o, sizeof o);
     o.delivery = delivery;
     if (tg.open(&o, &e) != TG_OK) {
         failf("open: %s", tg.last_error());
         return NULL;
     }
-    tg.policy_init(&p);
+    tg.policy_init(&p, sizeof p);
     p.cooldown_ms[0] = 3;
     p.ticket_timeout_ms = 5;
     tg.policy_set(e, "login", &p);

@@ -541,7 +541,7 @@ class Engine(Managed[int]):
             _ffi.load_library(library).cdll if library is not None else _ffi.library()
         )
         options = _ffi.tg_engine_options()
-        self._lib.tg_engine_options_init(byref(options))
+        self._lib.tg_engine_options_init(byref(options), ctypes.sizeof(options))
         options.delivery = _coerce(Delivery, delivery, _DELIVERY_NAMES)
         options.clock = _coerce(ClockKind, clock, _CLOCK_NAMES)
         options.tick_interval_ms = _to_ms(tick_interval, tick_interval_ms, "tick_interval", 0)
@@ -836,7 +836,7 @@ class Engine(Managed[int]):
         cooldown keeps its length.
         """
         raw = _ffi.tg_policy()
-        self._lib.tg_policy_init(byref(raw))
+        self._lib.tg_policy_init(byref(raw), ctypes.sizeof(raw))
         steps = [int(x) for x in policy.cooldowns_ms]
         raw.step_count = len(steps)  # the library checks 1 ... TG_POLICY_MAX_STEPS
         for i, ms in enumerate(steps[: _ffi.TG_POLICY_MAX_STEPS]):
@@ -852,7 +852,7 @@ class Engine(Managed[int]):
     def policy(self, scope: Key) -> Policy:
         """The send policy of ``scope`` (the defaults if none was set)."""
         raw = _ffi.tg_policy()
-        self._lib.tg_policy_init(byref(raw))
+        self._lib.tg_policy_init(byref(raw), ctypes.sizeof(raw))
         self._lib.tg_policy_get(self._h, _key(scope, "scope"), byref(raw))
         count = min(int(raw.step_count), _ffi.TG_POLICY_MAX_STEPS)
         return Policy(

@@ -47,6 +47,8 @@ TG_VERSION_PATCH = 0
 TG_VERSION_STRING = "0.1.0"
 TG_VERSION_HEX = (TG_VERSION_MAJOR << 16) | (TG_VERSION_MINOR << 8) | TG_VERSION_PATCH
 
+#: Largest struct_size any versioned struct may declare.
+TG_STRUCT_SIZE_MAX = 4096
 TG_KEY_MAX_BYTES = 256
 TG_DURATION_MAX_MS = 31536000000
 TG_TICK_INTERVAL_MIN_MS = 10
@@ -210,7 +212,7 @@ FUNCTIONS: Dict[str, Tuple[Any, Sequence[Any]]] = {
     "tg_version_string": (c_char_p, ()),
     "tg_status_string": (c_char_p, (tg_status,)),
     "tg_last_error_message": (c_char_p, ()),
-    "tg_engine_options_init": (None, (POINTER(tg_engine_options),)),
+    "tg_engine_options_init": (tg_status, (POINTER(tg_engine_options), c_size_t)),
     "tg_engine_open": (tg_status, (POINTER(tg_engine_options), POINTER(tg_engine_p))),
     "tg_engine_close": (tg_status, (tg_engine_p,)),
     "tg_engine_fd": (tg_status, (tg_engine_p, POINTER(c_int))),
@@ -247,7 +249,7 @@ FUNCTIONS: Dict[str, Tuple[Any, Sequence[Any]]] = {
         ),
     ),
     "tg_unsubscribe": (tg_status, (tg_engine_p, tg_subscription)),
-    "tg_policy_init": (None, (POINTER(tg_policy),)),
+    "tg_policy_init": (tg_status, (POINTER(tg_policy), c_size_t)),
     "tg_policy_set": (tg_status, (tg_engine_p, c_char_p, POINTER(tg_policy))),
     "tg_policy_get": (tg_status, (tg_engine_p, c_char_p, POINTER(tg_policy))),
     "tg_send_begin": (

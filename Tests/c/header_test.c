@@ -1,9 +1,9 @@
 /*
- * header_cxx.cpp — <tickgate.h> compiles as C++ (-pedantic
- * -Wall -Wextra -Werror) and every type, macro and enum value of it can be
+ * header_test.c — <tickgate.h> compiles as strict C99 (-std=c99 -pedantic
+ * -Wall -Wextra -Werror) and as C++ (CMake compiles this same file a second
+ * time as header_test.cpp), and every type, macro and enum value of it can be
  * used. Each function's declaration is checked against the expected
  * signature inside sizeof (not evaluated), so only tg_version is linked.
- * header_c99.c does the same as C99.
  */
 #include <tickgate.h>
 #include <tickgate.h> /* the include guard works */
@@ -22,7 +22,8 @@ typedef char limits_ok[(TG_KEY_MAX_BYTES == 256 &&
                         (TG_STORE_START_FRESH_IF_CORRUPT &
                          TG_STORE_FULL_SYNC) == 0 &&
                         TG_TITLE_MAX_BYTES <= TG_TITLE_BUFFER_BYTES &&
-                        TG_TITLE_MAX_PLACEHOLDERS > 0) ? 1 : -1];
+                        TG_TITLE_MAX_PLACEHOLDERS > 0 &&
+                        TG_STRUCT_SIZE_MAX >= 4096) ? 1 : -1];
 
 static const tg_engine_options default_options = TG_ENGINE_OPTIONS_INIT;
 static const tg_policy default_policy = TG_POLICY_INIT;
@@ -106,7 +107,7 @@ static size_t signatures(void)
     const char *(*f_version_string)(void);
     const char *(*f_status_string)(tg_status);
     const char *(*f_last_error)(void);
-    void (*f_options_init)(tg_engine_options *);
+    tg_status (*f_options_init)(tg_engine_options *, size_t);
     tg_status (*f_open)(const tg_engine_options *, tg_engine **);
     tg_status (*f_close)(tg_engine *);
     tg_status (*f_fd)(tg_engine *, int *);
@@ -128,7 +129,7 @@ static size_t signatures(void)
                              tg_event_fn, void *, tg_destroy_fn,
                              tg_subscription *);
     tg_status (*f_unsubscribe)(tg_engine *, tg_subscription);
-    void (*f_policy_init)(tg_policy *);
+    tg_status (*f_policy_init)(tg_policy *, size_t);
     tg_status (*f_policy_set)(tg_engine *, const char *, const tg_policy *);
     tg_status (*f_policy_get)(tg_engine *, const char *, tg_policy *);
     tg_status (*f_send_begin)(tg_engine *, const char *, const char *,

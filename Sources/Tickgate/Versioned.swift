@@ -1,0 +1,74 @@
+import CTickgateShim
+import TickgateCore
+
+/// The one struct_size rule of tickgate.h ("Versioned structs" in its
+/// conventions), written once for every struct that crosses the boundary:
+///
+/// - a declared size below the struct's first layout (today: its whole
+///   size) or above `TG_STRUCT_SIZE_MAX` is refused with `TG_E_VERSION`;
+/// - a struct the caller fills in may be larger (a later header) only if the
+///   bytes past this library's fields are zero;
+/// - a struct the library fills out gets the library's fields and zeros up
+///   to the caller's size, its struct_size left as the caller set it;
+/// - an initialiser writes exactly the caller's size.
+enum Versioned {
+    static var largest: Int { Int(TG_STRUCT_SIZE_MAX) }
+
+    /// Checks a caller's declared size for a `T`.
+    static func check<T>(_ declared: Int, _ type: T.Type, _ role: String) throws(TickgateError) {
+        let size = MemoryLayout<T>.size
+        guard declared >= size else {
+            throw TickgateError(.version,
+                "\(role).struct_size is \(declared); this library (\(TG_VERSION_STRING)) needs at least \(size)")
+        }
+        guard declared <= largest else {
+            throw TickgateError(.version, "\(role).struct_size \(declared) is larger than TG_STRUCT_SIZE_MAX (\(largest))")
+        }
+    }
+
+    /// The struct_size a caller wrote at the start of its struct.
+    private static func declared(_ pointer: UnsafeRawPointer) -> Int {
+        Int(pointer.load(as: UInt32.self))
+    }
+
+    /// A struct the caller filled in, after the size check and the check
+    /// that no field this library does not know was set.
+    static func read<T>(_ pointer: UnsafePointer<T>, _ role: String) throws(TickgateError) -> T {
+        let bytes = UnsafeRawPointer(pointer)
+        let declared = declared(bytes)
+        try check(declared, T.self, role)
+        for offset in MemoryLayout<T>.size..<declared where bytes.load(fromByteOffset: offset, as: UInt8.self) != 0 {
+            throw TickgateError(.version,
+                "\(role) sets a field this library version (\(TG_VERSION_STRING)) does not know, at byte \(offset)")
+        }
+        return pointer.pointee
+    }
+
+    /// Fills a struct the caller hands out: `value`'s fields, zeros up to
+    /// the caller's size, struct_size as the caller set it.
+    static func write<T>(_ value: T, to pointer: UnsafeMutablePointer<T>, _ role: String) throws(TickgateError) {
+        let declared = declared(UnsafeRawPointer(pointer))
+        try check(declared, T.self, role)
+        fill(UnsafeMutableRawPointer(pointer), declared, with: value)
+    }
+
+    /// An initialiser: `defaults` with struct_size = `declared`, zeros
+    /// past this library's fields; exactly `declared` bytes are written, and
+    /// none if the size is refused.
+    static func initialise<T>(_ pointer: UnsafeMutablePointer<T>?, _ declared: Int, to defaults: T,
+                              _ role: String) throws(TickgateError) {
+        let pointer = try Boundary.required(pointer, role)
+        try check(declared, T.self, "\(role) (struct_size argument)")
+        fill(UnsafeMutableRawPointer(pointer), declared, with: defaults)
+    }
+
+    private static func fill<T>(_ target: UnsafeMutableRawPointer, _ declared: Int, with value: T) {
+        let size = MemoryLayout<T>.size
+        var copy = value
+        withUnsafeMutableBytes(of: &copy) { bytes in
+            bytes.storeBytes(of: UInt32(truncatingIfNeeded: declared), as: UInt32.self)
+            UnsafeMutableRawBufferPointer(start: target, count: size).copyMemory(from: UnsafeRawBufferPointer(bytes))
+        }
+        (target + size).initializeMemory(as: UInt8.self, repeating: 0, count: declared - size)
+    }
+}

@@ -59,11 +59,12 @@ extension Engine {
             record.prune(at: now, policy: policy)
             state.records[key] = record
             if let free = record.windowFrees(at: now, policy: policy) {
-                // The window is full (its lock was cancelled): lock again.
-                let countdown = makeCountdown(key, phase: .locked, until: free, at: now)
-                try storeWrite { (store) throws(TickgateError) in try store.save(row(countdown, at: now)) }
-                begin(countdown, at: now)
-                throw Self.busyError(countdown, at: now)
+                // The window is full (its lock was cancelled): refused, and
+                // like every refusal it changes nothing (no new lock starts).
+                let wait = free.since(now)
+                throw TickgateError(.locked,
+                    "\(key.description) reached its cap of sends: the window frees a send in \(wait.millisecondsRoundedUp) ms",
+                    remaining: wait)
             }
         }
         state.nextTicket &+= 1

@@ -13,19 +13,25 @@ let package = Package(
         // CLOCK_BOOTTIME), plus the public header for @c @implementation.
         .target(name: "CTickgateShim"),
         // The engine: plain Swift, no C API types.
+        // Exclusivity checks stay on in every build but release (as in
+        // CMakeLists.txt; the build.swift_flags test compares the two).
         .target(name: "TickgateCore", dependencies: ["CTickgateShim"],
-                swiftSettings: [.unsafeFlags(["-enforce-exclusivity=unchecked"])]),
+                swiftSettings: [
+                    .swiftLanguageMode(.v6),
+                    .unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release)),
+                ]),
         // The C boundary: one @c function per header declaration.
         .target(
             name: "Tickgate",
             dependencies: ["TickgateCore", "CTickgateShim"],
             exclude: ["tickgate.map"],
-            swiftSettings: [.enableExperimentalFeature("CImplementation")],
+            swiftSettings: [.swiftLanguageMode(.v6), .enableExperimentalFeature("CImplementation")],
             linkerSettings: [.unsafeFlags([
                 "-static-stdlib",
                 "-Xlinker", "--version-script=Sources/Tickgate/tickgate.map",
             ])]
         ),
-        .testTarget(name: "TickgateCoreTests", dependencies: ["TickgateCore"]),
+        .testTarget(name: "TickgateCoreTests", dependencies: ["TickgateCore"],
+                    swiftSettings: [.swiftLanguageMode(.v6)]),
     ]
 )

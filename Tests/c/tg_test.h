@@ -2,10 +2,14 @@
  * tg_test.h — tiny test macros for the Tickgate C tests (plain C99 + POSIX).
  *
  * Checks do not abort: each one counts as passed or failed, and a failure
- * prints file:line with what was expected and what came. A program runs its
- * tests with RUN_TEST(fn) and ends with `return TG_TEST_SUMMARY();`, which
- * prints "N passed, M failed" and gives a non-zero exit status if any check
- * failed (or if no check ran at all).
+ * prints file:line with what was expected and what came. A check that cannot
+ * run here calls TG_SKIP("why"): it prints SKIP with the reason and counts
+ * as skipped, never as passed. A program runs its tests with RUN_TEST(fn)
+ * (which prints "ok", "FAIL" or "SKIP" per test) and ends with
+ * `return TG_TEST_SUMMARY();`, which prints "N passed, M failed, K skipped"
+ * and exits 1 if any check failed (or if nothing ran at all), else
+ * TG_TEST_SKIP_CODE (77, CTest's SKIP_RETURN_CODE) if any check was skipped,
+ * else 0.
  *
  * Each test gets a 60 s watchdog (alarm), so a deadlock fails the program
  * instead of hanging it; a crash or the watchdog names the running test.
@@ -36,7 +40,34 @@
 static pthread_mutex_t tg_test_lock = PTHREAD_MUTEX_INITIALIZER;
 static long tg_test_passed_count;
 static long tg_test_failed_count;
+static long tg_test_skipped_count;
 static const char *volatile tg_test_current = "(none)";
+/* The reason of the last skip in the running test. */
+static char tg_test_skip_reason[256];
+
+/* The exit status of a program whose only non-passing checks were skips. */
+#define TG_TEST_SKIP_CODE 77
+
+static inline long tg_test_skips(void)
+{
+    long n;
+    pthread_mutex_lock(&tg_test_lock);
+    n = tg_test_skipped_count;
+    pthread_mutex_unlock(&tg_test_lock);
+    return n;
+}
+
+/* A check that cannot run here: counted as skipped, with its reason. */
+static inline void tg_test_skip(const char *file, int line, const char *reason)
+{
+    pthread_mutex_lock(&tg_test_lock);
+    tg_test_skipped_count++;
+    snprintf(tg_test_skip_reason, sizeof tg_test_skip_reason, "%s", reason);
+    pthread_mutex_unlock(&tg_test_lock);
+    printf("SKIP %s:%d: [%s] %s\n", file, line, tg_test_current, reason);
+    fflush(stdout);
+}
+#define TG_SKIP(reason) tg_test_skip(__FILE__, __LINE__, (reason))
 
 static inline void tg_test_count(int ok)
 {
@@ -151,7 +182,9 @@ static inline void tg_test_fatal_signal(int sig)
     tg_test_write_long(tg_test_passed_count);
     tg_test_write(" passed, ");
     tg_test_write_long(tg_test_failed_count + 1);
-    tg_test_write(" failed\n");
+    tg_test_write(" failed, ");
+    tg_test_write_long(tg_test_skipped_count);
+    tg_test_write(" skipped\n");
     _exit(3);
 }
 
@@ -177,22 +210,31 @@ static inline void tg_test_install_handlers(void)
 #define RUN_TEST(fn)                                                        \
     do {                                                                    \
         long tg_before_ = tg_test_failures();                               \
+        long tg_skips_before_ = tg_test_skips();                            \
         tg_test_install_handlers();                                         \
         tg_test_current = #fn;                                              \
         alarm(60);                                                          \
         fn();                                                               \
         alarm(0);                                                           \
-        printf("%s %s\n", tg_test_failures() == tg_before_ ? "ok  " : "FAIL", \
-               #fn);                                                        \
+        if (tg_test_failures() != tg_before_)                               \
+            printf("FAIL %s\n", #fn);                                       \
+        else if (tg_test_skips() != tg_skips_before_)                       \
+            printf("SKIP %s (%ld check(s) skipped: %s)\n", #fn,             \
+                   tg_test_skips() - tg_skips_before_, tg_test_skip_reason); \
+        else                                                                \
+            printf("ok   %s\n", #fn);                                       \
         fflush(stdout);                                                     \
     } while (0)
 
 static inline int tg_test_summary(void)
 {
-    printf("%ld passed, %ld failed\n", tg_test_passed_count,
-           tg_test_failed_count);
+    printf("%ld passed, %ld failed, %ld skipped\n", tg_test_passed_count,
+           tg_test_failed_count, tg_test_skipped_count);
     fflush(stdout);
-    return (tg_test_failed_count == 0 && tg_test_passed_count > 0) ? 0 : 1;
+    if (tg_test_failed_count > 0 ||
+        (tg_test_passed_count == 0 && tg_test_skipped_count == 0))
+        return 1;
+    return tg_test_skipped_count > 0 ? TG_TEST_SKIP_CODE : 0;
 }
 #define TG_TEST_SUMMARY() tg_test_summary()
 

@@ -7,11 +7,18 @@
  * CJK text and placeholders, two login sessions (one with a TTL). Then for
  * every input it rebuilds the store file from that template and the input:
  *
- *   byte 0 % 4  0: the template with patches from the input
+ *   byte 0 % 8  0: the template with patches from the input
  *                  ([offset:2][length:1][bytes...]...)
  *               1: the input itself is the file
  *               2: the template cut at an offset from the input, patched
  *               3: the template, plus the input as its "-wal" file
+ *               4-7: rows: the template with column values rewritten
+ *                  through SQLite ([column][value kind][row][payload]...):
+ *                  boundary values (0, -1, INT64_MIN, INT64_MAX, 2^31-1,
+ *                  5e9), huge and non-UTF-8 strings, text from the input,
+ *                  real numbers, blobs, NULL, into any column of any table
+ *                  (see edit_rows); a refused open must then be
+ *                  TG_E_STORE_CORRUPT naming a table
  *   byte 1      open options: TG_STORE_START_FRESH_IF_CORRUPT, same boot
  *               or a "reboot" (another boot id: wall-clock path), wall
  *               clock moved back or forward, engine-thread delivery,
@@ -31,7 +38,9 @@
  * seed corpus got its whole-file seed).
  *
  * Build: clang -fsanitize=fuzzer,address (Tests/fuzz/run); -DTG_FUZZ_MAIN
- * builds a replayer without libFuzzer. The work folder is made under
+ * builds a replayer without libFuzzer; -DTG_FUZZ_ROWS_ONLY makes every input
+ * a mode-4 (rows) input: the fuzz_store_rows target, so that the row-level
+ * mode gets a whole run of its own. The work folder is made under
  * $TG_FUZZ_TMPDIR, else /dev/shm if it exists, else /tmp.
  */
 #ifndef _GNU_SOURCE
@@ -45,6 +54,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <sqlite3.h>
 #include <tickgate.h>
 
 #define BOOT0 INT64_C(5000000)
@@ -288,6 +298,142 @@ static void exercise(tg_engine *e)
     check(tg_unsubscribe(e, id));
 }
 
+/* Every column of every table, with the table's key columns (for picking
+ * one row). */
+static const struct {
+    const char *table, *column, *key;
+} g_columns[] = {
+    {"countdowns", "scope", "scope, subject"},
+    {"countdowns", "subject", "scope, subject"},
+    {"countdowns", "phase", "scope, subject"},
+    {"countdowns", "duration_ns", "scope, subject"},
+    {"countdowns", "tick_ns", "scope, subject"},
+    {"countdowns", "boot_id", "scope, subject"},
+    {"countdowns", "boot_deadline_ns", "scope, subject"},
+    {"countdowns", "wall_deadline_ns", "scope, subject"},
+    {"send_records", "scope", "scope, subject"},
+    {"send_records", "subject", "scope, subject"},
+    {"send_records", "consecutive", "scope, subject"},
+    {"send_records", "has_sent", "scope, subject"},
+    {"send_records", "last_send", "scope, subject"},
+    {"send_records", "sends", "scope, subject"},
+    {"policies", "scope", "scope"},
+    {"policies", "cooldowns_ms", "scope"},
+    {"policies", "window_max_sends", "scope"},
+    {"policies", "window_ms", "scope"},
+    {"policies", "quiet_reset_ms", "scope"},
+    {"policies", "ticket_timeout_ms", "scope"},
+    {"titles", "scope", "scope"},
+    {"titles", "idle", "scope"},
+    {"titles", "sending", "scope"},
+    {"titles", "cooling", "scope"},
+    {"titles", "ready_again", "scope"},
+    {"titles", "locked", "scope"},
+    {"sessions", "realm", "realm"},
+    {"sessions", "logged_in", "realm"},
+    {"sessions", "expiry", "realm"},
+    {"sessions", "ttl_ns", "realm"},
+};
+#define N_COLUMNS (sizeof g_columns / sizeof g_columns[0])
+
+/* Binds value kind `kind` (payload from the input) as parameter 1. */
+static void bind_value(sqlite3_stmt *st, uint8_t kind, const uint8_t **in, size_t *left)
+{
+    static char huge[1 << 22];
+    size_t n;
+    int64_t v = 0;
+    double d = 0;
+    switch (kind % 16) {
+    case 0: sqlite3_bind_int64(st, 1, 0); break;
+    case 1: sqlite3_bind_int64(st, 1, -1); break;
+    case 2: sqlite3_bind_int64(st, 1, INT64_MIN); break;
+    case 3: sqlite3_bind_int64(st, 1, INT64_MAX); break;
+    case 4: sqlite3_bind_int64(st, 1, 1); break;
+    case 5: /* eight bytes of the input */
+        n = *left < 8 ? *left : 8;
+        memcpy(&v, *in, n);
+        *in += n;
+        *left -= n;
+        sqlite3_bind_int64(st, 1, v);
+        break;
+    case 6: /* a huge string: up to 4 MiB of 'x' */
+        n = *left ? (size_t)(*in)[0] << 14 : 1 << 20;
+        if (*left) {
+            (*in)++;
+            (*left)--;
+        }
+        if (n > sizeof huge)
+            n = sizeof huge;
+        memset(huge, 'x', n);
+        sqlite3_bind_text(st, 1, huge, (int)n, SQLITE_STATIC);
+        break;
+    case 7: /* bytes of the input as text (any bytes, NUL and non-UTF-8) */
+    case 8:
+    case 10: /* ... or as a blob */
+        n = *left ? (*in)[0] : 0;
+        if (*left) {
+            (*in)++;
+            (*left)--;
+        }
+        if (n > *left)
+            n = *left;
+        if (kind % 16 == 10)
+            sqlite3_bind_blob(st, 1, *in, (int)n, SQLITE_TRANSIENT);
+        else
+            sqlite3_bind_text(st, 1, (const char *)*in, (int)n, SQLITE_TRANSIENT);
+        *in += n;
+        *left -= n;
+        break;
+    case 9: /* a real number */
+        n = *left < 8 ? *left : 8;
+        memcpy(&d, *in, n);
+        *in += n;
+        *left -= n;
+        sqlite3_bind_double(st, 1, d);
+        break;
+    case 11: sqlite3_bind_null(st, 1); break;
+    case 12: sqlite3_bind_text(st, 1, "", 0, SQLITE_STATIC); break;
+    case 13: sqlite3_bind_int64(st, 1, INT64_C(5000000000)); break;
+    case 14: sqlite3_bind_int64(st, 1, INT64_C(2147483647)); break;
+    default: sqlite3_bind_text(st, 1, "1/2/x\n-3/4/y", -1, SQLITE_STATIC); break;
+    }
+}
+
+/* Mode 4-7: rewrites column values of the template through SQLite. Each
+ * edit is [column][value kind][row: 255 all, else the n-th by key][payload].
+ * SQLite refusing an edit (NOT NULL, a duplicate key) is fine. */
+static void edit_rows(const uint8_t *in, size_t left)
+{
+    sqlite3 *db = NULL;
+    int edits = 0;
+    if (sqlite3_open_v2(g_path, &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK)
+        die("open the template with SQLite");
+    while (left >= 3 && edits++ < 16) {
+        uint8_t col = in[0] % N_COLUMNS, kind = in[1], row = in[2];
+        char sql[512];
+        sqlite3_stmt *st = NULL;
+        in += 3;
+        left -= 3;
+        if (row == 255)
+            snprintf(sql, sizeof sql, "UPDATE %s SET %s = ?1", g_columns[col].table,
+                     g_columns[col].column);
+        else
+            snprintf(sql, sizeof sql,
+                     "UPDATE %s SET %s = ?1 WHERE (%s) IN (SELECT %s FROM %s ORDER BY %s "
+                     "LIMIT 1 OFFSET ?2)",
+                     g_columns[col].table, g_columns[col].column, g_columns[col].key,
+                     g_columns[col].key, g_columns[col].table, g_columns[col].key);
+        if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+            die("prepare an edit");
+        bind_value(st, kind, &in, &left);
+        if (row != 255)
+            sqlite3_bind_int(st, 2, row % 8);
+        (void)sqlite3_step(st);
+        sqlite3_finalize(st);
+    }
+    sqlite3_close(db);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static int ready;
@@ -303,7 +449,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (size < 2)
         return 0;
-    mode = data[0] % 4;
+    mode = data[0] % 8;
+    if (mode > 4)
+        mode = 4;
+#ifdef TG_FUZZ_ROWS_ONLY
+    mode = 4; /* the fuzz_store_rows target: every input edits rows */
+#endif
     how = data[1];
     data += 2;
     size -= 2;
@@ -311,6 +462,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     if (mode == 1) {
         write_file(g_path, data, size);
+    } else if (mode == 4) {
+        write_file(g_path, g_template, g_template_size);
+        edit_rows(data, size);
     } else {
         fsize = g_template_size;
         if (mode == 2 && size >= 2) {
@@ -344,6 +498,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (s != TG_E_STORE_CORRUPT && s != TG_E_STORE_VERSION &&
             s != TG_E_STORE_IO)
             die("open failed with a status that is not about the store");
+        /* rows rewritten with SQLite leave a sound file: a refusal is about
+         * a value, and names its table */
+        if (mode == 4 && (s != TG_E_STORE_CORRUPT || !strstr(tg_last_error_message(), "table ")))
+            die("a bad row was not refused as TG_E_STORE_CORRUPT naming its table");
         return 0;
     }
     exercise(e);

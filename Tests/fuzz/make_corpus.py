@@ -159,6 +159,18 @@ api = {
 }
 
 # ---- fuzz_store encoding ----------------------------------------------------
+# fuzz_store.c g_columns, in order
+COLUMNS = [
+    "countdowns.scope", "countdowns.subject", "countdowns.phase", "countdowns.duration_ns",
+    "countdowns.tick_ns", "countdowns.boot_id", "countdowns.boot_deadline_ns",
+    "countdowns.wall_deadline_ns", "send_records.scope", "send_records.subject",
+    "send_records.consecutive", "send_records.has_sent", "send_records.last_send",
+    "send_records.sends", "policies.scope", "policies.cooldowns_ms", "policies.window_max_sends",
+    "policies.window_ms", "policies.quiet_reset_ms", "policies.ticket_timeout_ms", "titles.scope",
+    "titles.idle", "titles.sending", "titles.cooling", "titles.ready_again", "titles.locked",
+    "sessions.realm", "sessions.logged_in", "sessions.expiry", "sessions.ttl_ns"]
+COL = {name: index for index, name in enumerate(COLUMNS)}
+
 def patches(*ps):
     out = b""
     for off, bs in ps:
@@ -181,6 +193,17 @@ store = {
     "empty_file": bytes([1, 0]),
     "garbage_file_fresh": bytes([1, 1]) + b"not a database" * 8,
     "wal_garbage": bytes([3, 0]) + b"\x37\x7f\x06\x82\x00\x2d\xe2\x18" + b"\x00" * 24,
+    # rows (mode 4): [column][value kind][row] per edit, column indexes of
+    # fuzz_store.c g_columns, kinds of its bind_value
+    "row_consecutive_int64_max": bytes([4, 0]) + bytes([COL["send_records.consecutive"], 3, 255]),
+    "row_window_max_sends_5e9": bytes([4, 0]) + bytes([COL["policies.window_max_sends"], 13, 255]),
+    "row_negative_duration": bytes([4, 0]) + bytes([COL["countdowns.duration_ns"], 1, 0]),
+    "row_not_utf8_subject": bytes([4, 2]) + bytes([COL["countdowns.subject"], 7, 1, 3]) + b"\xc3\x28z",
+    "row_blob_title": bytes([4, 0]) + bytes([COL["titles.cooling"], 10, 255, 2]) + b"\x00\x01",
+    "row_huge_sends": bytes([4, 0]) + bytes([COL["send_records.sends"], 6, 255, 64]),
+    "row_real_phase_null_expiry": bytes([4, 0x10]) + bytes([COL["countdowns.phase"], 9, 0]) +
+        b"\x00" * 8 + bytes([COL["sessions.expiry"], 11, 255]),
+    "row_stamp_garbage": bytes([4, 2]) + bytes([COL["send_records.last_send"], 15, 255]),
 }
 
 def write(folder, name, data):

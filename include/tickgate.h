@@ -130,8 +130,12 @@ typedef enum tg_status {
     /* A title template is malformed: unknown placeholder, unbalanced brace,
      * too long, or not valid UTF-8. */
     TG_E_INVALID_TEMPLATE = 15,
-    /* The store file is corrupt or not a database. It was left where it is,
-     * unless TG_STORE_START_FRESH_IF_CORRUPT moved it aside. */
+    /* The store file is corrupt or not a database, or one of its rows holds
+     * a value outside what the API accepts (the message names the table, the
+     * row and the column). At tg_engine_open the file is left as it was,
+     * unless TG_STORE_START_FRESH_IF_CORRUPT moved it aside; a row that goes
+     * bad while the store is open fails the calls on its key, which change
+     * nothing. */
     TG_E_STORE_CORRUPT = 16,
     /* The store was written by a newer Tickgate (a higher schema version);
      * it is left untouched. */
@@ -265,7 +269,9 @@ tg_status tg_engine_options_init(tg_engine_options *options,
  * Errors: TG_E_INVALID_ARGUMENT (out_engine NULL, unknown delivery or clock),
  * TG_E_VERSION (struct_size refused by the rule of "Versioned structs"),
  * TG_E_INVALID_DURATION (tick_interval_ms out of range), TG_E_SYSTEM (no
- * descriptors or thread).
+ * descriptors or thread); with store_path: TG_E_STORE_CORRUPT (a damaged
+ * file, or a row out of range), TG_E_STORE_VERSION (a newer schema),
+ * TG_E_STORE_IO (cannot create, open or read the file).
  */
 tg_status tg_engine_open(const tg_engine_options *options,
                          tg_engine **out_engine);

@@ -143,7 +143,7 @@ static void test_options_validation(void)
     expect_open_fails(&o, TG_E_VERSION, __LINE__);
     o.struct_size = sizeof(uint32_t); /* only struct_size itself */
     expect_open_fails(&o, TG_E_VERSION, __LINE__);
-    /* smaller than the first version of the struct (up to tick_interval_ms) */
+    /* smaller than the struct (its first and only layout so far) */
     o.struct_size = (uint32_t)offsetof(tg_engine_options, tick_interval_ms);
     expect_open_fails(&o, TG_E_VERSION, __LINE__);
 

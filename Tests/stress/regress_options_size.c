@@ -3,8 +3,8 @@
  * 26a395b (struct_size must be a real version's size). Now a regression
  * test.
  *
- * tg_engine_open accepts any options.struct_size from the first version's
- * size (offsetof store_path) up to sizeof(tg_engine_options), and copies
+ * tg_engine_open accepted any options.struct_size from an older layout's
+ * size (offsetof store_path) up to sizeof(tg_engine_options), and copied
  * that many bytes over the defaults. A struct_size that ends inside a
  * pointer field (store_path or manual_boot_id) keeps half of the caller's
  * pointer and half of the default NULL: a torn pointer, which the library
@@ -18,6 +18,10 @@
  *           EngineOptionsReader.read, Exports+Engine.swift) for struct_size
  *           = offsetof(store_path) + 4 (store_path torn) and sizeof - 4 with
  *           a manual clock (manual_boot_id torn); TG_OK for a torn int64.
+ *
+ * Since the one struct_size rule (tickgate.h, "Versioned structs"), every
+ * size below sizeof(tg_engine_options) is refused; the older layout was never
+ * released and is no longer accepted at all.
  *
  * Each case runs in a child process so that a crash is reported, not fatal.
  * Exit status 0 when every torn size is refused.

@@ -4,10 +4,13 @@
 
 BUILD_DIR ?= build
 BUILD_TYPE ?= Release
+# Where `make install` puts the library, the headers, tickgate.pc and the
+# CMake package.
+PREFIX ?= /usr/local
 CMAKE ?= cmake
 CTEST ?= ctest
 
-.PHONY: all build demo test install clean tools
+.PHONY: all build demo test install uninstall clean tools
 
 all: build
 
@@ -42,8 +45,32 @@ demo: build
 test: build
 	$(CTEST) --test-dir $(BUILD_DIR) --output-on-failure --timeout 900
 
+# Installs into PREFIX and records every file in BUILD_DIR/install_manifest.txt.
+# As root into /usr or /usr/local it refreshes the loader's cache (ldconfig),
+# so programs find libtickgate.so.0 at once; elsewhere it says how to link.
 install: build
-	$(CMAKE) --install $(BUILD_DIR)
+	$(CMAKE) --install $(BUILD_DIR) --prefix $(PREFIX)
+	@case "$(PREFIX)" in \
+	  /usr|/usr/|/usr/local|/usr/local/) \
+	    if [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null 2>&1; then \
+	      ldconfig && echo "ran ldconfig: programs find libtickgate.so.0 in $(PREFIX)"; \
+	    else \
+	      echo "run 'sudo ldconfig' once, so that programs find libtickgate.so.0 in $(PREFIX)"; \
+	    fi ;; \
+	  *) echo "$(PREFIX) is not searched by the dynamic loader: link with -Wl,-rpath,$(PREFIX)/lib (or set LD_LIBRARY_PATH)" ;; \
+	esac
+
+# Removes exactly what the last `make install` installed (its manifest), and
+# the project's own folders it leaves empty.
+uninstall:
+	@test -f $(BUILD_DIR)/install_manifest.txt || { \
+	  echo "nothing to uninstall: $(BUILD_DIR)/install_manifest.txt is missing (make install writes it)" >&2; exit 1; }
+	@while IFS= read -r file || [ -n "$$file" ]; do \
+	  if [ -e "$$file" ] || [ -L "$$file" ]; then rm -f "$$file" && echo "removed $$file"; fi; \
+	done < $(BUILD_DIR)/install_manifest.txt
+	@sed -n 's|/[^/]*$$||p' $(BUILD_DIR)/install_manifest.txt | sort -ru | grep -i '/tickgate$$' | \
+	  while IFS= read -r dir; do rmdir "$$dir" 2>/dev/null || true; done
+	@rm -f $(BUILD_DIR)/install_manifest.txt
 
 clean:
 	rm -rf $(BUILD_DIR) .build

@@ -64,14 +64,9 @@ extern "C" {
 /* Version                                                                   */
 /* ------------------------------------------------------------------------ */
 
-#define TG_VERSION_MAJOR 0
-#define TG_VERSION_MINOR 1
-#define TG_VERSION_PATCH 0
-/* "MAJOR.MINOR.PATCH" of this header. */
-#define TG_VERSION_STRING "0.1.0"
-/* (MAJOR << 16) | (MINOR << 8) | PATCH of this header. */
-#define TG_VERSION_HEX \
-    ((TG_VERSION_MAJOR << 16) | (TG_VERSION_MINOR << 8) | TG_VERSION_PATCH)
+/* TG_VERSION_MAJOR, _MINOR, _PATCH, TG_VERSION_STRING ("MAJOR.MINOR.PATCH")
+ * and TG_VERSION_HEX ((MAJOR << 16) | (MINOR << 8) | PATCH) of this header. */
+#include "tickgate_version.h"
 
 /*
  * The version of the loaded library, encoded as TG_VERSION_HEX. A program

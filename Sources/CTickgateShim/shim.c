@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "tickgate_shim.h"
+#include "tickgate_version.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -145,6 +146,8 @@ void tgshim_error_set(const char *message) {
 }
 
 const char *tgshim_error_get(void) { return error_buffer; }
+
+const char *tgshim_version_string(void) { return TG_VERSION_STRING; }
 
 int tgshim_thread_start(void *(*body)(void *), void *argument,
                         unsigned long *out_thread) {

@@ -3,8 +3,6 @@ import TickgateCore
 
 // Version, status text and the thread's last error message.
 
-private let versionText: StaticString = "0.1.0"
-
 @c @implementation
 public func tg_version() -> UInt32 {
     UInt32(TG_VERSION_MAJOR) << 16 | UInt32(TG_VERSION_MINOR) << 8 | UInt32(TG_VERSION_PATCH)
@@ -12,7 +10,7 @@ public func tg_version() -> UInt32 {
 
 @c @implementation
 public func tg_version_string() -> UnsafePointer<CChar>! {
-    Boundary.cString(versionText)
+    tgshim_version_string()
 }
 
 @c @implementation

@@ -19,7 +19,7 @@ enum Versioned {
         let size = MemoryLayout<T>.size
         guard declared >= size else {
             throw TickgateError(.version,
-                "\(role).struct_size is \(declared); this library (\(TG_VERSION_STRING)) needs at least \(size)")
+                "\(role).struct_size is \(declared); this library (\(String(cString: tgshim_version_string()))) needs at least \(size)")
         }
         guard declared <= largest else {
             throw TickgateError(.version, "\(role).struct_size \(declared) is larger than TG_STRUCT_SIZE_MAX (\(largest))")
@@ -39,7 +39,7 @@ enum Versioned {
         try check(declared, T.self, role)
         for offset in MemoryLayout<T>.size..<declared where bytes.load(fromByteOffset: offset, as: UInt8.self) != 0 {
             throw TickgateError(.version,
-                "\(role) sets a field this library version (\(TG_VERSION_STRING)) does not know, at byte \(offset)")
+                "\(role) sets a field this library version (\(String(cString: tgshim_version_string()))) does not know, at byte \(offset)")
         }
         return pointer.pointee
     }

@@ -22,6 +22,7 @@ def _strip_comments(text: str) -> str:
 
 
 HEADER_TEXT = _strip_comments(HEADER.read_text())
+VERSION_TEXT = _strip_comments((HEADER.parent / "tickgate_version.h").read_text())
 # Declarations only: preprocessor lines (with their continuations) removed.
 DECLARATIONS = "\n".join(
     line for line in HEADER_TEXT.replace("\\\n", " ").splitlines() if not line.lstrip().startswith("#")
@@ -185,8 +186,12 @@ def test_numeric_defines_match() -> None:
     assert {"TG_KEY_MAX_BYTES", "TG_DURATION_MAX_MS", "TG_START_RESTART"} <= set(defines)
     for name, value in defines.items():
         assert getattr(_ffi, name, None) == value, f"{name}: header {value}, _ffi {getattr(_ffi, name, None)}"
-    string = re.search(r'#define\s+TG_VERSION_STRING\s+"([^"]+)"', HEADER_TEXT)
-    assert string and string.group(1) == _ffi.TG_VERSION_STRING
+    version = {}
+    for m in re.finditer(r"#define\s+TG_VERSION_(MAJOR|MINOR|PATCH)\s+(\d+)\s*$", VERSION_TEXT, flags=re.M):
+        version[m.group(1)] = int(m.group(2))
+        assert getattr(_ffi, f"TG_VERSION_{m.group(1)}") == int(m.group(2))
+    assert len(version) == 3
+    assert _ffi.TG_VERSION_STRING == "{MAJOR}.{MINOR}.{PATCH}".format(**version)
 
 
 def test_version_check_values() -> None:

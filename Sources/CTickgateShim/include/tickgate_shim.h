@@ -75,6 +75,9 @@ static inline void *tgshim_handle_directory(void) { return tgshim_handle_chunks;
 void tgshim_error_set(const char *message);
 const char *tgshim_error_get(void);
 
+/* TG_VERSION_STRING of tickgate_version.h (a macro Swift cannot import). */
+const char *tgshim_version_string(void);
+
 /* Start a joinable thread named "tickgate" with every signal blocked. */
 int tgshim_thread_start(void *(*body)(void *), void *argument,
                         unsigned long *out_thread);

@@ -85,7 +85,8 @@ from .errors import (
     error_for_status,
 )
 
-__version__ = "0.1.0"
+#: The version of these bindings: the C header's (tickgate_version.h).
+__version__ = _ffi.TG_VERSION_STRING
 
 #: Limits of the C API (tickgate.h).
 POLICY_MAX_STEPS = _ffi.TG_POLICY_MAX_STEPS

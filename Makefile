@@ -40,7 +40,7 @@ build: tools $(BUILD_DIR)/build.ninja
 	$(CMAKE) --build $(BUILD_DIR)
 
 demo: build
-	./$(BUILD_DIR)/examples/tickgate-demo
+	$(BUILD_DIR)/examples/tickgate-demo $(ARGS)
 
 test: build
 	$(CTEST) --test-dir $(BUILD_DIR) --output-on-failure --timeout 900

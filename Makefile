@@ -14,11 +14,17 @@ CTEST ?= ctest
 
 all: build
 
-# Make sure cmake and ninja exist; install them (Debian/Ubuntu) if we can.
+# Make sure the build tools (CMake, Ninja, pkg-config) and the libraries the
+# examples and tests link (SQLite, GLib, libuv) exist; install what is missing
+# with apt-get (Debian/Ubuntu) if we can, else say what to install.
 tools:
 	@missing=""; \
 	command -v $(CMAKE) >/dev/null 2>&1 || missing="$$missing cmake"; \
 	command -v ninja >/dev/null 2>&1 || missing="$$missing ninja-build"; \
+	command -v pkg-config >/dev/null 2>&1 || missing="$$missing pkg-config"; \
+	pkg-config --exists glib-2.0 2>/dev/null || missing="$$missing libglib2.0-dev"; \
+	pkg-config --exists libuv 2>/dev/null || missing="$$missing libuv1-dev"; \
+	pkg-config --exists sqlite3 2>/dev/null || missing="$$missing libsqlite3-dev"; \
 	if [ -n "$$missing" ]; then \
 	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
 	    echo "Installing$$missing with apt-get"; \
@@ -27,7 +33,7 @@ tools:
 	    echo "Installing$$missing with sudo apt-get"; \
 	    sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	  else \
-	    echo "Tickgate needs:$$missing (CMake >= 3.25 and Ninja). Install them, e.g. 'sudo apt-get install$$missing', then run make again." >&2; \
+	    echo "Tickgate needs:$$missing (CMake >= 3.25, Ninja, and the libraries the examples and tests use). Install them, e.g. 'sudo apt-get install$$missing', then run make again." >&2; \
 	    exit 1; \
 	  fi; \
 	fi

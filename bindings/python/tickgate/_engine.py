@@ -1,60 +1,31 @@
-"""The Engine, its subscriptions, and the callback machinery behind them."""
+"""The Engine and its send tickets."""
 
 from __future__ import annotations
 
 import atexit
-import ctypes
-import logging
-import math
-import numbers
 import os
-import threading
+import ctypes
 import weakref
 from ctypes import byref, c_int, c_int64, c_size_t
-from datetime import datetime, timedelta, timezone
-from decimal import Decimal
-from fractions import Fraction
-from typing import (
-    TYPE_CHECKING,
-    Any,
-    Callable,
-    List,
-    Optional,
-    Tuple,
-    Union,
-)
+from datetime import datetime
+from typing import Callable, List, Optional, Union
 
-from . import _ffi
-from ._enums import (
-    ButtonState,
-    CancelReason,
-    ClockKind,
-    Delivery,
-    EventKind,
-    GateEventKind,
-    SendOutcome,
+from . import _callbacks, _convert, _ffi
+from ._callbacks import (
+    CallbackErrorHook,
+    EventCallback,
+    get_callback_error_hook,
+    live_slots,
+    set_callback_error_hook,
+    stray_calls,
 )
+from ._convert import Key, Seconds
+from ._enums import ButtonState, ClockKind, Delivery, SendOutcome
+from ._gate import Gate
 from ._managed import Managed
-from ._slab import Slab
-from ._types import (
-    Button,
-    CountdownInfo,
-    Event,
-    GateEvent,
-    Policy,
-    Remaining,
-    Titles,
-    display_seconds_of,
-)
-from .errors import (
-    Closed,
-    Expired,
-    InvalidArgument,
-    InvalidDuration,
-    InvalidKey,
-    InvalidTemplate,
-    NotFound,
-)
+from ._subscription import Subscription
+from ._types import Button, CountdownInfo, Policy, Remaining, Titles, display_seconds_of
+from .errors import Closed, Expired, InvalidArgument, InvalidTemplate, NotFound
 
 __all__ = [
     "Engine",
@@ -66,406 +37,9 @@ __all__ = [
     "CallbackErrorHook",
     "set_callback_error_hook",
     "get_callback_error_hook",
+    "live_slots",
+    "stray_calls",
 ]
-
-if TYPE_CHECKING:
-    from ._gate import Gate
-
-_log = logging.getLogger("tickgate")
-
-#: A scope or subject: ``str`` (encoded as UTF-8) or ``bytes`` (passed as is).
-Key = Union[str, bytes]
-#: A span of time in seconds (int, float, Decimal, Fraction) or a timedelta;
-#: rounded half up to the millisecond.
-Seconds = Union[float, int, Decimal, Fraction, timedelta]
-#: An observer: called with each :class:`Event`.
-EventCallback = Callable[[Event], Any]
-#: Receives an exception raised by a callback, and the event (None if the
-#: event itself could not be built).
-CallbackErrorHook = Callable[[BaseException, Optional[Event]], Any]
-
-_INT64_MIN = -(1 << 63)
-_INT64_MAX = (1 << 63) - 1
-
-# ---------------------------------------------------------------------------
-# Reporting exceptions raised by callbacks
-# ---------------------------------------------------------------------------
-
-_error_hook: Optional[CallbackErrorHook] = None
-
-
-def set_callback_error_hook(hook: Optional[CallbackErrorHook]) -> Optional[CallbackErrorHook]:
-    """Route exceptions raised inside event callbacks to ``hook(exception, event)``.
-
-    By default (``hook=None``) they are logged on the ``"tickgate"`` logger at
-    ERROR level with their traceback. Either way they never propagate into
-    the library: the engine thread and the process carry on, and the
-    remaining callbacks run. The hook runs on the thread of the callback. If
-    the hook itself raises, both exceptions are logged. Returns the previous
-    hook.
-    """
-    global _error_hook
-    previous, _error_hook = _error_hook, hook
-    return previous
-
-
-def get_callback_error_hook() -> Optional[CallbackErrorHook]:
-    """The hook set by :func:`set_callback_error_hook`, or None."""
-    return _error_hook
-
-
-def _report(exc: BaseException, event: Optional[Event], callback: object) -> None:
-    hook = _error_hook
-    if hook is not None:
-        try:
-            hook(exc, event)
-            return
-        except BaseException as hook_exc:  # noqa: BLE001
-            _log.error("tickgate: the callback error hook raised", exc_info=hook_exc)
-    _log.error(
-        "tickgate: exception in callback %r for %r", callback, event, exc_info=exc
-    )
-
-
-# ---------------------------------------------------------------------------
-# Slots and the module-level trampolines
-# ---------------------------------------------------------------------------
-
-
-class _SubscriptionSlot:
-    """What a subscription's slot holds: the user's callback, and its end."""
-
-    __slots__ = ("callback", "ended", "on_end", "id", "__weakref__")
-
-    def __init__(self, callback: EventCallback) -> None:
-        self.callback: Optional[EventCallback] = callback
-        self.ended = threading.Event()
-        #: Internal hooks run when the library's destructor frees the slot.
-        self.on_end: List[Callable[[], None]] = []
-        self.id: Optional[int] = None
-
-    def finish(self) -> None:
-        # Drop the user's callback: the library will not call it again, and
-        # a handle kept on the Subscription must not keep its closure alive.
-        self.callback = None
-        self.ended.set()
-        hooks, self.on_end = self.on_end, []
-        for hook in hooks:
-            try:
-                hook()
-            except BaseException as exc:  # noqa: BLE001
-                _log.error("tickgate: error in an end-of-subscription hook", exc_info=exc)
-
-
-class _RequestSlot:
-    """What a gate request's slot holds: its action and cancel callbacks."""
-
-    __slots__ = ("action", "on_cancel", "outcome", "reason", "ended", "on_end", "id", "__weakref__")
-
-    def __init__(
-        self, action: Callable[[], Any], on_cancel: Optional[Callable[[Any], Any]]
-    ) -> None:
-        self.action: Optional[Callable[[], Any]] = action
-        self.on_cancel = on_cancel
-        #: "ran", "cancelled", or None (withdrawn, coalesced, dropped by close).
-        self.outcome: Optional[str] = None
-        self.reason: Optional[Any] = None
-        self.ended = threading.Event()
-        self.on_end: List[Callable[[], None]] = []
-        self.id: Optional[int] = None
-
-    def run(self) -> None:
-        self.outcome = "ran"
-        action = self.action
-        if action is not None:
-            try:
-                action()
-            except BaseException as exc:  # noqa: BLE001
-                _report(exc, None, action)
-
-    def cancel(self, reason: Any) -> None:
-        self.outcome = "cancelled"
-        self.reason = reason
-        on_cancel = self.on_cancel
-        if on_cancel is not None:
-            try:
-                on_cancel(reason)
-            except BaseException as exc:  # noqa: BLE001
-                _report(exc, None, on_cancel)
-
-    def finish(self) -> None:
-        self.action = self.on_cancel = None
-        self.ended.set()
-        hooks, self.on_end = self.on_end, []
-        for hook in hooks:
-            try:
-                hook()
-            except BaseException as exc:  # noqa: BLE001
-                _log.error("tickgate: error in an end-of-request hook", exc_info=exc)
-
-
-#: Every slot C holds as user_data (subscriptions, realm subscriptions, gate
-#: requests), freed by the library's destructor. One table, so that the one
-#: destructor trampoline finds any of them.
-_slots: "Slab[Any]" = Slab()
-#: Visit slots: user_data of tg_countdown_list, freed when the call returns.
-_visit_slots: "Slab[List[CountdownInfo]]" = Slab()
-
-class _Stray:
-    """Calls from C that found no slot: a destructor run twice, or a callback
-    after its destructor. The library promises neither happens; tests check
-    these stay 0."""
-
-    events = 0
-    destroys = 0
-    #: Events whose struct_size was smaller than this package's tg_event.
-    undersized = 0
-
-
-def _decode(raw: Optional[bytes]) -> str:
-    return "" if raw is None else raw.decode("utf-8", "surrogateescape")
-
-
-def _enum_or_int(enum: Any, value: int) -> Any:
-    try:
-        return enum(value)
-    except ValueError:
-        return int(value)
-
-
-_EVENT_SIZE = ctypes.sizeof(_ffi.tg_event)
-_GATE_EVENT_SIZE = ctypes.sizeof(_ffi.tg_gate_event)
-
-
-def _event_from_c(ev: _ffi.tg_event) -> Event:
-    if ev.struct_size < _EVENT_SIZE:
-        _Stray.undersized += 1
-    return Event(
-        kind=_enum_or_int(EventKind, ev.kind),
-        scope=_decode(ev.scope),
-        subject=_decode(ev.subject),
-        remaining_ms=int(ev.remaining_ms),
-        display_seconds=int(ev.display_seconds),
-        duration_ms=int(ev.duration_ms),
-        subscription=int(ev.subscription),
-        state=_enum_or_int(ButtonState, ev.state),
-        enabled=bool(ev.enabled),
-        title=_decode(ev.title),
-    )
-
-
-def _gate_event_from_c(ev: _ffi.tg_gate_event) -> GateEvent:
-    if ev.struct_size < _GATE_EVENT_SIZE:
-        _Stray.undersized += 1
-    return GateEvent(
-        kind=_enum_or_int(GateEventKind, ev.kind),
-        realm=_decode(ev.realm),
-        logged_in=bool(ev.logged_in),
-        session_remaining_ms=int(ev.session_remaining_ms),
-        queued=int(ev.queued),
-        subscription=int(ev.subscription),
-    )
-
-
-def _run_callback(user_data: Optional[int], make: Callable[[], Any]) -> None:
-    """Call the slot's callback with make(); report whatever it raises."""
-    slot = _slots.get(user_data)
-    callback = getattr(slot, "callback", None)
-    if callback is None:
-        _Stray.events += 1
-        return
-    event = None
-    try:
-        event = make()
-        callback(event)
-    except BaseException as exc:  # noqa: BLE001
-        _report(exc, event, callback)
-
-
-def _event_entry(event_p: Any, user_data: Optional[int]) -> None:
-    # Runs on the engine thread or inside tg_engine_dispatch. ctypes holds
-    # the GIL for us; nothing may escape into C.
-    try:
-        _run_callback(user_data, lambda: _event_from_c(event_p.contents))
-    except BaseException:  # noqa: BLE001 - last resort (e.g. at shutdown)
-        pass
-
-
-def _gate_event_entry(event_p: Any, user_data: Optional[int]) -> None:
-    try:
-        _run_callback(user_data, lambda: _gate_event_from_c(event_p.contents))
-    except BaseException:  # noqa: BLE001
-        pass
-
-
-def _action_entry(request: int, user_data: Optional[int]) -> None:
-    try:
-        slot = _slots.get(user_data)
-        if not isinstance(slot, _RequestSlot):
-            _Stray.events += 1
-            return
-        slot.run()
-    except BaseException:  # noqa: BLE001
-        pass
-
-
-def _cancel_entry(request: int, reason: int, user_data: Optional[int]) -> None:
-    try:
-        slot = _slots.get(user_data)
-        if not isinstance(slot, _RequestSlot):
-            _Stray.events += 1
-            return
-        slot.cancel(_enum_or_int(CancelReason, reason))
-    except BaseException:  # noqa: BLE001
-        pass
-
-
-def _destroy_entry(user_data: Optional[int]) -> None:
-    try:
-        slot = _slots.deallocate(user_data)
-        if slot is None:
-            _Stray.destroys += 1
-        else:
-            slot.finish()
-    except BaseException:  # noqa: BLE001
-        pass
-
-
-def _visit_entry(info_p: Any, user_data: Optional[int]) -> int:
-    try:
-        items = _visit_slots.get(user_data)
-        if items is None:
-            return 1
-        info = info_p.contents
-        items.append(
-            CountdownInfo(
-                scope=_decode(info.scope),
-                subject=_decode(info.subject),
-                remaining_ms=int(info.remaining_ms),
-                display_seconds=int(info.display_seconds),
-                duration_ms=int(info.duration_ms),
-            )
-        )
-        return 0
-    except BaseException:  # noqa: BLE001
-        return 1
-
-
-# One trampoline of each kind for the whole process: module globals, never
-# collected while the module lives.
-_on_event = _ffi.tg_event_fn(_event_entry)
-_on_gate_event = _ffi.tg_gate_event_fn(_gate_event_entry)
-_on_action = _ffi.tg_action_fn(_action_entry)
-_on_cancel = _ffi.tg_cancel_fn(_cancel_entry)
-_on_destroy = _ffi.tg_destroy_fn(_destroy_entry)
-_on_visit = _ffi.tg_countdown_visit_fn(_visit_entry)
-# A NULL visit function (ctypes refuses None for a CFUNCTYPE argument).
-_no_visit = _ffi.tg_countdown_visit_fn()
-
-
-def live_slots() -> int:
-    """How many subscription slots are held for C right now (for tests and leak checks)."""
-    return len(_slots)
-
-
-def stray_calls() -> Tuple[int, int, int]:
-    """Broken promises seen by the trampolines, all 0 when the library keeps
-    them: (callbacks for a slot already freed, destructors for a slot already
-    freed, events whose struct_size is smaller than the header's struct)."""
-    return _Stray.events, _Stray.destroys, _Stray.undersized
-
-
-# ---------------------------------------------------------------------------
-# Conversions
-# ---------------------------------------------------------------------------
-
-
-def _key(value: Optional[Key], role: str) -> Optional[bytes]:
-    """A key for C: UTF-8 bytes, or None for NULL (which the library rejects)."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        # surrogatepass: lone surrogates become bytes the library rejects as
-        # invalid UTF-8, with its own message, instead of a UnicodeError here.
-        data = value.encode("utf-8", "surrogatepass")
-    elif isinstance(value, (bytes, bytearray, memoryview)):
-        data = bytes(value)
-    else:
-        raise TypeError(f"{role} must be str or bytes, not {type(value).__name__}")
-    if b"\0" in data:
-        raise InvalidKey(f"{role} contains a NUL byte")
-    return data
-
-
-def _clamp64(value: int) -> int:
-    # Out-of-range values reach the library as the nearest int64, which it
-    # rejects with its own message (ctypes would silently wrap them).
-    return max(_INT64_MIN, min(_INT64_MAX, value))
-
-
-def _to_ms(
-    seconds: Optional[Seconds], ms: Optional[int], what: str, default: Optional[int] = None
-) -> Optional[int]:
-    """Seconds (or a timedelta) or integer milliseconds -> int milliseconds."""
-    if seconds is not None and ms is not None:
-        raise TypeError(f"give {what} or {what}_ms, not both")
-    if ms is not None:
-        if isinstance(ms, bool) or not isinstance(ms, numbers.Integral):
-            raise TypeError(f"{what}_ms must be an int, not {type(ms).__name__}")
-        return _clamp64(int(ms))
-    if seconds is None:
-        return default
-    if isinstance(seconds, timedelta):
-        whole = (seconds.days * 86400 + seconds.seconds) * 1000
-        return _clamp64(whole + (seconds.microseconds + 500) // 1000)
-    if isinstance(seconds, bool) or not isinstance(seconds, (numbers.Real, Decimal)):
-        raise TypeError(
-            f"{what} must be seconds (a number) or a timedelta, not {type(seconds).__name__}"
-        )
-    if isinstance(seconds, numbers.Integral):
-        return _clamp64(int(seconds) * 1000)
-    if isinstance(seconds, (float, Decimal)) and not math.isfinite(seconds):
-        raise InvalidDuration(f"{what} {seconds!r} is not a finite number of seconds")
-    # Exact arithmetic, rounded half up to the millisecond (0.3 s is 300 ms,
-    # 0.0005 s is 1 ms).
-    return _clamp64(math.floor(Fraction(seconds) * 1000 + Fraction(1, 2)))
-
-
-def _wall_ms(
-    value: "Optional[Seconds | datetime]", ms: Optional[int], what: str, default: Optional[int] = None
-) -> Optional[int]:
-    """A wall-clock reading: an aware datetime, seconds since the epoch, or ms."""
-    if isinstance(value, datetime):
-        if ms is not None:
-            raise TypeError(f"give {what} or {what}_ms, not both")
-        if value.tzinfo is None:
-            raise ValueError(f"{what} must be an aware datetime (with tzinfo)")
-        delta = value - datetime(1970, 1, 1, tzinfo=timezone.utc)
-        return _to_ms(delta, None, what)
-    return _to_ms(value, ms, what, default)
-
-
-def _coerce(enum: Any, value: Any, aliases: "dict[str, Any]") -> int:
-    if isinstance(value, str):
-        try:
-            return int(aliases[value.lower().replace("-", "_")])
-        except KeyError:
-            raise ValueError(
-                f"unknown {enum.__name__} {value!r}; use one of {sorted(aliases)}"
-            ) from None
-    # Ints outside the enum go to the library, which answers InvalidArgument.
-    return int(value)
-
-
-_DELIVERY_NAMES = {
-    "engine_thread": Delivery.ENGINE_THREAD,
-    "thread": Delivery.ENGINE_THREAD,
-    "engine": Delivery.ENGINE_THREAD,
-    "host_thread": Delivery.HOST_THREAD,
-    "host": Delivery.HOST_THREAD,
-}
-_CLOCK_NAMES = {"system": ClockKind.SYSTEM, "manual": ClockKind.MANUAL}
-
 
 # ---------------------------------------------------------------------------
 # Engine
@@ -542,22 +116,22 @@ class Engine(Managed[int]):
         )
         options = _ffi.tg_engine_options()
         self._lib.tg_engine_options_init(byref(options), ctypes.sizeof(options))
-        options.delivery = _coerce(Delivery, delivery, _DELIVERY_NAMES)
-        options.clock = _coerce(ClockKind, clock, _CLOCK_NAMES)
-        options.tick_interval_ms = _to_ms(tick_interval, tick_interval_ms, "tick_interval", 0)
+        options.delivery = _convert.coerce(Delivery, delivery, _convert.DELIVERY_NAMES)
+        options.clock = _convert.coerce(ClockKind, clock, _convert.CLOCK_NAMES)
+        options.tick_interval_ms = _convert.to_ms(tick_interval, tick_interval_ms, "tick_interval", 0)
         # The struct holds these bytes objects (ctypes keeps them alive)
         # until tg_engine_open has copied them.
         if store_path is not None:
             options.store_path = os.fsencode(store_path)
-        options.store_commit_delay_ms = _to_ms(
+        options.store_commit_delay_ms = _convert.to_ms(
             store_commit_delay, store_commit_delay_ms, "store_commit_delay", 0
         )
         options.store_flags = (
             (_ffi.TG_STORE_START_FRESH_IF_CORRUPT if store_start_fresh_if_corrupt else 0)
             | (_ffi.TG_STORE_FULL_SYNC if store_full_sync else 0)
         )
-        options.manual_boot_ms = _to_ms(manual_boot, manual_boot_ms, "manual_boot", 0)
-        options.manual_wall_ms = _wall_ms(manual_wall, manual_wall_ms, "manual_wall", 0)
+        options.manual_boot_ms = _convert.to_ms(manual_boot, manual_boot_ms, "manual_boot", 0)
+        options.manual_wall_ms = _convert.wall_ms(manual_wall, manual_wall_ms, "manual_wall", 0)
         if manual_boot_id is not None:
             options.manual_boot_id = manual_boot_id.encode("utf-8")
         handle = _ffi.tg_engine_p()
@@ -589,6 +163,15 @@ class Engine(Managed[int]):
     def handle(self) -> int:
         """The raw ``tg_engine *`` value (for ctypes interop)."""
         return self._h
+
+    def c_call(self, function: str, *args: object) -> int:
+        """Call the C function ``function`` of this engine's library with the
+        engine's handle first: ``engine.c_call("tg_gate_logout", b"account")``
+        is ``tg_gate_logout(engine, "account")``. :class:`Gate` works through
+        it, and so can a caller that needs a C function this class does not
+        wrap. The arguments are ctypes values as the header declares them; a
+        failure raises the status's error (:mod:`tickgate.errors`)."""
+        return int(getattr(self._lib, function)(self._h, *args))
 
     @property
     def delivery(self) -> Delivery:
@@ -626,15 +209,15 @@ class Engine(Managed[int]):
         ``remaining_ms``, unless ``restart=True`` replaces it.
         Returns the remaining time (the full duration).
         """
-        ms = _to_ms(duration, duration_ms, "duration")
+        ms = _convert.to_ms(duration, duration_ms, "duration")
         if ms is None:
             raise TypeError("start() needs duration (seconds) or duration_ms")
-        tick = _to_ms(tick_interval, tick_interval_ms, "tick_interval", 0)
+        tick = _convert.to_ms(tick_interval, tick_interval_ms, "tick_interval", 0)
         out = c_int64(0)
         self._lib.tg_countdown_start(
             self._h,
-            _key(scope, "scope"),
-            _key(subject, "subject"),
+            _convert.key(scope, "scope"),
+            _convert.key(subject, "subject"),
             ms,
             tick,
             _ffi.TG_START_RESTART if restart else 0,
@@ -647,12 +230,12 @@ class Engine(Managed[int]):
 
         Raises :class:`tickgate.NotFound` if it is not counting down.
         """
-        self._lib.tg_countdown_cancel(self._h, _key(scope, "scope"), _key(subject, "subject"))
+        self._lib.tg_countdown_cancel(self._h, _convert.key(scope, "scope"), _convert.key(subject, "subject"))
 
     def cancel_scope(self, scope: Key) -> int:
         """Cancel every countdown of a scope; returns how many."""
         out = c_size_t(0)
-        self._lib.tg_countdown_cancel_scope(self._h, _key(scope, "scope"), byref(out))
+        self._lib.tg_countdown_cancel_scope(self._h, _convert.key(scope, "scope"), byref(out))
         return int(out.value)
 
     def cancel_all(self) -> int:
@@ -670,7 +253,7 @@ class Engine(Managed[int]):
         ms = c_int64(0)
         display = c_int64(0)
         self._lib.tg_countdown_remaining(
-            self._h, _key(scope, "scope"), _key(subject, "subject"), byref(ms), byref(display)
+            self._h, _convert.key(scope, "scope"), _convert.key(subject, "subject"), byref(ms), byref(display)
         )
         return Remaining(int(ms.value), int(display.value))
 
@@ -685,19 +268,19 @@ class Engine(Managed[int]):
     def list(self, scope: Optional[Key] = None) -> List[CountdownInfo]:
         """The running countdowns of ``scope`` (all scopes if None), by scope then subject."""
         items: List[CountdownInfo] = []
-        index = _visit_slots.allocate(items)
+        index = _callbacks.visit_slots.allocate(items)
         try:
             self._lib.tg_countdown_list(
-                self._h, _key(scope, "scope"), _on_visit, index, None
+                self._h, _convert.key(scope, "scope"), _callbacks.on_visit, index, None
             )
         finally:
-            _visit_slots.deallocate(index)
+            _callbacks.visit_slots.deallocate(index)
         return items
 
     def count(self, scope: Optional[Key] = None) -> int:
         """How many countdowns run in ``scope`` (all scopes if None)."""
         out = c_size_t(0)
-        self._lib.tg_countdown_list(self._h, _key(scope, "scope"), _no_visit, None, byref(out))
+        self._lib.tg_countdown_list(self._h, _convert.key(scope, "scope"), _callbacks.no_visit, None, byref(out))
         return int(out.value)
 
     # -- observers ---------------------------------------------------------
@@ -732,22 +315,22 @@ class Engine(Managed[int]):
     ) -> "Subscription":
         if not callable(callback):
             raise TypeError("callback must be callable")
-        scope_b = _key(scope, "scope")
-        subject_b = _key(subject, "subject")
+        scope_b = _convert.key(scope, "scope")
+        subject_b = _convert.key(subject, "subject")
         handle = self._h
-        slot = _SubscriptionSlot(callback)
+        slot = _callbacks.SubscriptionSlot(callback)
         if on_end is not None:
             slot.on_end.append(on_end)
-        index = _slots.allocate(slot)
+        index = _callbacks.slots.allocate(slot)
         out = _ffi.tg_subscription(0)
         try:
             self._lib.tg_subscribe(
-                handle, scope_b, subject_b, _on_event, index, _on_destroy, byref(out)
+                handle, scope_b, subject_b, _callbacks.on_event, index, _callbacks.on_destroy, byref(out)
             )
         except BaseException:
             # On error the library calls neither callback nor destructor:
             # the slot is still ours to free.
-            _slots.deallocate(index)
+            _callbacks.slots.deallocate(index)
             raise
         slot.id = int(out.value)
         return Subscription(self, slot, scope_b, subject_b)
@@ -795,7 +378,7 @@ class Engine(Managed[int]):
         the callbacks that became due; in host mode they wait for
         :meth:`dispatch`.
         """
-        step = _to_ms(seconds, ms, "seconds")
+        step = _convert.to_ms(seconds, ms, "seconds")
         if step is None:
             raise TypeError("advance() needs seconds or ms")
         self._lib.tg_clock_advance(self._h, step)
@@ -813,7 +396,7 @@ class Engine(Managed[int]):
     def set_wall(self, wall: "Optional[Seconds | datetime]" = None, *, ms: Optional[int] = None) -> None:
         """MANUAL clock only: set the wall part of the clock (seconds since the
         epoch, an aware ``datetime``, or ``ms``), as a user changing the date would."""
-        value = _wall_ms(wall, ms, "wall")
+        value = _convert.wall_ms(wall, ms, "wall")
         if value is None:
             raise TypeError("set_wall() needs wall or ms")
         self._lib.tg_clock_set_wall(self._h, value)
@@ -840,20 +423,20 @@ class Engine(Managed[int]):
         steps = [int(x) for x in policy.cooldowns_ms]
         raw.step_count = len(steps)  # the library checks 1 ... TG_POLICY_MAX_STEPS
         for i, ms in enumerate(steps[: _ffi.TG_POLICY_MAX_STEPS]):
-            raw.cooldown_ms[i] = _clamp64(ms)
+            raw.cooldown_ms[i] = _convert.clamp64(ms)
         if not 0 <= int(policy.window_max_sends) <= 0xFFFFFFFF:
             raise InvalidArgument(f"window_max_sends {policy.window_max_sends} is out of range")
         raw.window_max_sends = int(policy.window_max_sends)
-        raw.window_ms = _clamp64(int(policy.window_ms))
-        raw.quiet_reset_ms = _clamp64(int(policy.quiet_reset_ms))
-        raw.ticket_timeout_ms = _clamp64(int(policy.ticket_timeout_ms))
-        self._lib.tg_policy_set(self._h, _key(scope, "scope"), byref(raw))
+        raw.window_ms = _convert.clamp64(int(policy.window_ms))
+        raw.quiet_reset_ms = _convert.clamp64(int(policy.quiet_reset_ms))
+        raw.ticket_timeout_ms = _convert.clamp64(int(policy.ticket_timeout_ms))
+        self._lib.tg_policy_set(self._h, _convert.key(scope, "scope"), byref(raw))
 
     def policy(self, scope: Key) -> Policy:
         """The send policy of ``scope`` (the defaults if none was set)."""
         raw = _ffi.tg_policy()
         self._lib.tg_policy_init(byref(raw), ctypes.sizeof(raw))
-        self._lib.tg_policy_get(self._h, _key(scope, "scope"), byref(raw))
+        self._lib.tg_policy_get(self._h, _convert.key(scope, "scope"), byref(raw))
         count = min(int(raw.step_count), _ffi.TG_POLICY_MAX_STEPS)
         return Policy(
             cooldowns_ms=tuple(int(raw.cooldown_ms[i]) for i in range(count)),
@@ -875,9 +458,9 @@ class Engine(Managed[int]):
         """
         ticket = _ffi.tg_ticket(0)
         wait = c_int64(0)
-        scope_b, subject_b = _key(scope, "scope"), _key(subject, "subject")
+        scope_b, subject_b = _convert.key(scope, "scope"), _convert.key(subject, "subject")
         self._lib.tg_send_begin(self._h, scope_b, subject_b, byref(ticket), byref(wait))
-        return SendTicket(self, int(ticket.value), _decode(scope_b), _decode(subject_b))
+        return SendTicket(self, int(ticket.value), _callbacks.decode(scope_b), _callbacks.decode(subject_b))
 
     def send_end(
         self,
@@ -896,14 +479,14 @@ class Engine(Managed[int]):
         :class:`tickgate.NotFound` for an unknown or already ended ticket.
         """
         tid = ticket.id if isinstance(ticket, SendTicket) else int(ticket)
-        retry = _to_ms(retry_after, retry_after_ms, "retry_after", 0)
+        retry = _convert.to_ms(retry_after, retry_after_ms, "retry_after", 0)
         out = c_int64(0)
         self._lib.tg_send_end(self._h, tid, int(outcome), retry, byref(out))
         return Remaining(int(out.value), display_seconds_of(int(out.value)))
 
     def verified(self, scope: Key, subject: Key) -> None:
         """The host verified the code: the key's escalation starts again and it becomes IDLE."""
-        self._lib.tg_verified(self._h, _key(scope, "scope"), _key(subject, "subject"))
+        self._lib.tg_verified(self._h, _convert.key(scope, "scope"), _convert.key(subject, "subject"))
 
     def set_titles(self, scope: Key, titles: Optional[Titles] = None, **templates: Optional[str]) -> None:
         """Set the title templates of ``scope``: a :class:`tickgate.Titles`, or
@@ -926,95 +509,26 @@ class Engine(Managed[int]):
             if b"\0" in data:
                 raise InvalidTemplate(f"{name} title contains a NUL byte")
             setattr(raw, name, data)  # the struct keeps the bytes alive
-        self._lib.tg_titles_set(self._h, _key(scope, "scope"), byref(raw))
+        self._lib.tg_titles_set(self._h, _convert.key(scope, "scope"), byref(raw))
 
     def button(self, scope: Key, subject: Key) -> Button:
         """The button of (scope, subject) now: state, enabled, remaining time, title."""
         raw = _ffi.tg_button()
         raw.struct_size = ctypes.sizeof(_ffi.tg_button)
-        self._lib.tg_button_get(self._h, _key(scope, "scope"), _key(subject, "subject"), byref(raw))
+        self._lib.tg_button_get(self._h, _convert.key(scope, "scope"), _convert.key(subject, "subject"), byref(raw))
         return Button(
-            state=_enum_or_int(ButtonState, raw.state),
+            state=_callbacks.enum_or_int(ButtonState, raw.state),
             enabled=bool(raw.enabled),
             remaining_ms=int(raw.remaining_ms),
             display_seconds=int(raw.display_seconds),
-            title=_decode(raw.title),
+            title=_callbacks.decode(raw.title),
         )
 
     # -- the login gate -------------------------------------------------------------
 
     def gate(self, realm: Key) -> "Gate":
         """The login gate of ``realm`` ("account", "payment-pin"): see :class:`tickgate.Gate`."""
-        from ._gate import Gate
-
         return Gate(self, realm)
-
-
-# ---------------------------------------------------------------------------
-# Subscription
-# ---------------------------------------------------------------------------
-
-
-class Subscription:
-    """A handle on one subscription; ``with`` or :meth:`close` ends it.
-
-    Dropping the handle does not end the subscription (it lives until
-    :meth:`close` or the engine's close). :meth:`close` is idempotent and
-    quiet when the subscription already ended.
-    """
-
-    def __init__(
-        self,
-        engine: Engine,
-        slot: _SubscriptionSlot,
-        scope: Optional[bytes],
-        subject: Optional[bytes],
-    ) -> None:
-        self._engine = engine
-        self._slot = slot
-        self._id = int(slot.id or 0)
-        self.scope: Optional[str] = None if scope is None else _decode(scope)
-        #: None for a subscription to a whole scope.
-        self.subject: Optional[str] = None if subject is None else _decode(subject)
-
-    @property
-    def id(self) -> int:
-        """The ``tg_subscription`` id (also in each :attr:`Event.subscription`)."""
-        return self._id
-
-    @property
-    def engine(self) -> Engine:
-        return self._engine
-
-    @property
-    def active(self) -> bool:
-        """False once the library ran its destructor (unsubscribed or engine closed)."""
-        return not self._slot.ended.is_set()
-
-    def wait_ended(self, timeout: Optional[float] = None) -> bool:
-        """Wait until the subscription ended; True if it did."""
-        return self._slot.ended.wait(timeout)
-
-    def close(self) -> None:
-        """End the subscription; does nothing if it already ended."""
-        if self._slot.ended.is_set():
-            return
-        try:
-            self._engine.unsubscribe(self._id)
-        except (NotFound, Closed):
-            pass
-
-    unsubscribe = close
-
-    def __enter__(self) -> "Subscription":
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        what = self.scope if self.subject is None else f"{self.scope}/{self.subject}"
-        return f"<tickgate.Subscription {self._id} {what} {'active' if self.active else 'ended'}>"
 
 
 class SendTicket:

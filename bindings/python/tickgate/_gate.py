@@ -3,29 +3,17 @@
 from __future__ import annotations
 
 from ctypes import byref, c_int, c_int64
-from typing import Any, Callable, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
-from . import _ffi
-from ._engine import (
-    Engine,
-    Key,
-    Seconds,
-    Subscription,
-    _decode,
-    _enum_or_int,
-    _key,
-    _on_action,
-    _on_cancel,
-    _on_destroy,
-    _on_gate_event,
-    _RequestSlot,
-    _slots,
-    _SubscriptionSlot,
-    _to_ms,
-)
+from . import _callbacks, _convert, _ffi
+from ._convert import Key, Seconds
 from ._enums import CancelReason, RequireResult
+from ._subscription import Subscription
 from ._types import GateEvent, Session
 from .errors import Closed, NotFound
+
+if TYPE_CHECKING:
+    from ._engine import Engine
 
 __all__ = ["Gate", "GateRequest"]
 
@@ -40,7 +28,7 @@ class GateRequest:
     released it.
     """
 
-    def __init__(self, gate: "Gate", slot: _RequestSlot, request_id: int, result: Union[RequireResult, int]) -> None:
+    def __init__(self, gate: "Gate", slot: _callbacks.RequestSlot, request_id: int, result: Union[RequireResult, int]) -> None:
         self.gate = gate
         self._slot = slot
         #: The request's id (for COALESCED: the id of the request it joined).
@@ -92,10 +80,10 @@ class Gate:
     that caused them.
     """
 
-    def __init__(self, engine: Engine, realm: Key) -> None:
+    def __init__(self, engine: "Engine", realm: Key) -> None:
         self.engine = engine
-        self._realm = _key(realm, "realm")
-        self.realm = _decode(self._realm)
+        self._realm = _convert.key(realm, "realm")
+        self.realm = _callbacks.decode(self._realm)
 
     def require(
         self,
@@ -119,55 +107,54 @@ class Gate:
             raise TypeError("action must be callable")
         if on_cancel is not None and not callable(on_cancel):
             raise TypeError("on_cancel must be callable")
-        slot = _RequestSlot(action, on_cancel)
+        slot = _callbacks.RequestSlot(action, on_cancel)
         if _on_end is not None:
             slot.on_end.append(_on_end)
-        key = _key(coalesce_key, "coalesce_key")
-        index = _slots.allocate(slot)
+        key = _convert.key(coalesce_key, "coalesce_key")
+        index = _callbacks.slots.allocate(slot)
         out = _ffi.tg_request(0)
         result = c_int(0)
         try:
-            self.engine._lib.tg_gate_require(
-                self.engine._h, self._realm, 1 if needs_login else 0, key,
-                _on_action, _on_cancel, index, _on_destroy, byref(out), byref(result),
+            self.engine.c_call("tg_gate_require", self._realm, 1 if needs_login else 0, key,
+                _callbacks.on_action, _callbacks.on_cancel, index, _callbacks.on_destroy, byref(out), byref(result),
             )
         except BaseException:
-            _slots.deallocate(index)  # on error the library never calls back
+            _callbacks.slots.deallocate(index)  # on error the library never calls back
             raise
         slot.id = int(out.value)
-        return GateRequest(self, slot, int(out.value), _enum_or_int(RequireResult, result.value))
+        return GateRequest(self, slot, int(out.value), _callbacks.enum_or_int(RequireResult, result.value))
 
     def withdraw(self, request: Union[GateRequest, int]) -> None:
         """Withdraw a request that has not run. Raises NotFound if it already ended."""
         rid = request.id if isinstance(request, GateRequest) else int(request)
-        self.engine._lib.tg_gate_withdraw(self.engine._h, rid)
+        self.engine.c_call("tg_gate_withdraw", rid)
 
     def login_succeeded(self, session_ttl: Optional[Seconds] = None, *, session_ttl_ms: Optional[int] = None) -> None:
         """The user logged in; queued actions run. ``session_ttl`` None: no expiry."""
-        ttl = _to_ms(session_ttl, session_ttl_ms, "session_ttl", 0)
-        self.engine._lib.tg_gate_login_succeeded(self.engine._h, self._realm, ttl)
+        ttl = _convert.to_ms(session_ttl, session_ttl_ms, "session_ttl", 0)
+        self.engine.c_call("tg_gate_login_succeeded", self._realm, ttl)
 
     def login_cancelled(self) -> None:
         """The user abandoned the login screen: every queued request is cancelled."""
-        self.engine._lib.tg_gate_login_cancelled(self.engine._h, self._realm)
+        self.engine.c_call("tg_gate_login_cancelled", self._realm)
 
     def logout(self) -> None:
         """The user logged out: requests that needed login and have not run are cancelled."""
-        self.engine._lib.tg_gate_logout(self.engine._h, self._realm)
+        self.engine.c_call("tg_gate_logout", self._realm)
 
     def session(self) -> Session:
         """The realm's session: logged in, and the time to expiry."""
         logged_in = c_int(0)
         remaining = c_int64(0)
-        self.engine._lib.tg_gate_session(self.engine._h, self._realm, byref(logged_in), byref(remaining))
+        self.engine.c_call("tg_gate_session", self._realm, byref(logged_in), byref(remaining))
         return Session(bool(logged_in.value), int(remaining.value))
 
     def set_request_timeout(self, timeout: Optional[Seconds] = None, *, timeout_ms: Optional[int] = None) -> None:
         """How long requests queued from now on wait for login before TIMED_OUT."""
-        ms = _to_ms(timeout, timeout_ms, "timeout")
+        ms = _convert.to_ms(timeout, timeout_ms, "timeout")
         if ms is None:
             raise TypeError("set_request_timeout() needs timeout or timeout_ms")
-        self.engine._lib.tg_gate_set_request_timeout(self.engine._h, self._realm, ms)
+        self.engine.c_call("tg_gate_set_request_timeout", self._realm, ms)
 
     def subscribe(
         self, callback: Callable[[GateEvent], Any], _on_end: Optional[Callable[[], None]] = None
@@ -178,17 +165,16 @@ class Gate:
         """
         if not callable(callback):
             raise TypeError("callback must be callable")
-        slot = _SubscriptionSlot(callback)  # type: ignore[arg-type]
+        slot = _callbacks.SubscriptionSlot(callback)  # type: ignore[arg-type]
         if _on_end is not None:
             slot.on_end.append(_on_end)
-        index = _slots.allocate(slot)
+        index = _callbacks.slots.allocate(slot)
         out = _ffi.tg_subscription(0)
         try:
-            self.engine._lib.tg_gate_subscribe(
-                self.engine._h, self._realm, _on_gate_event, index, _on_destroy, byref(out)
+            self.engine.c_call("tg_gate_subscribe", self._realm, _callbacks.on_gate_event, index, _callbacks.on_destroy, byref(out)
             )
         except BaseException:
-            _slots.deallocate(index)
+            _callbacks.slots.deallocate(index)
             raise
         slot.id = int(out.value)
         return Subscription(self.engine, slot, self._realm, None)

@@ -1,0 +1,115 @@
+"""Conversions of Python values for the C API: keys, durations, enums."""
+
+from __future__ import annotations
+
+import math
+import numbers
+from datetime import datetime, timedelta, timezone
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any, Optional, Union
+
+from ._enums import ClockKind, Delivery
+from .errors import InvalidDuration, InvalidKey
+
+__all__ = ["Key", "Seconds", "key", "clamp64", "to_ms", "wall_ms", "coerce", "DELIVERY_NAMES", "CLOCK_NAMES"]
+
+#: A scope or subject: ``str`` (encoded as UTF-8) or ``bytes`` (passed as is).
+Key = Union[str, bytes]
+#: A span of time in seconds (int, float, Decimal, Fraction) or a timedelta;
+#: rounded half up to the millisecond.
+Seconds = Union[float, int, Decimal, Fraction, timedelta]
+
+INT64_MIN = -(1 << 63)
+INT64_MAX = (1 << 63) - 1
+
+# ---------------------------------------------------------------------------
+# Conversions
+# ---------------------------------------------------------------------------
+
+
+def key(value: Optional[Key], role: str) -> Optional[bytes]:
+    """A key for C: UTF-8 bytes, or None for NULL (which the library rejects)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        # surrogatepass: lone surrogates become bytes the library rejects as
+        # invalid UTF-8, with its own message, instead of a UnicodeError here.
+        data = value.encode("utf-8", "surrogatepass")
+    elif isinstance(value, (bytes, bytearray, memoryview)):
+        data = bytes(value)
+    else:
+        raise TypeError(f"{role} must be str or bytes, not {type(value).__name__}")
+    if b"\0" in data:
+        raise InvalidKey(f"{role} contains a NUL byte")
+    return data
+
+
+def clamp64(value: int) -> int:
+    # Out-of-range values reach the library as the nearest int64, which it
+    # rejects with its own message (ctypes would silently wrap them).
+    return max(INT64_MIN, min(INT64_MAX, value))
+
+
+def to_ms(
+    seconds: Optional[Seconds], ms: Optional[int], what: str, default: Optional[int] = None
+) -> Optional[int]:
+    """Seconds (or a timedelta) or integer milliseconds -> int milliseconds."""
+    if seconds is not None and ms is not None:
+        raise TypeError(f"give {what} or {what}_ms, not both")
+    if ms is not None:
+        if isinstance(ms, bool) or not isinstance(ms, numbers.Integral):
+            raise TypeError(f"{what}_ms must be an int, not {type(ms).__name__}")
+        return clamp64(int(ms))
+    if seconds is None:
+        return default
+    if isinstance(seconds, timedelta):
+        whole = (seconds.days * 86400 + seconds.seconds) * 1000
+        return clamp64(whole + (seconds.microseconds + 500) // 1000)
+    if isinstance(seconds, bool) or not isinstance(seconds, (numbers.Real, Decimal)):
+        raise TypeError(
+            f"{what} must be seconds (a number) or a timedelta, not {type(seconds).__name__}"
+        )
+    if isinstance(seconds, numbers.Integral):
+        return clamp64(int(seconds) * 1000)
+    if isinstance(seconds, (float, Decimal)) and not math.isfinite(seconds):
+        raise InvalidDuration(f"{what} {seconds!r} is not a finite number of seconds")
+    # Exact arithmetic, rounded half up to the millisecond (0.3 s is 300 ms,
+    # 0.0005 s is 1 ms).
+    return clamp64(math.floor(Fraction(seconds) * 1000 + Fraction(1, 2)))
+
+
+def wall_ms(
+    value: "Optional[Seconds | datetime]", ms: Optional[int], what: str, default: Optional[int] = None
+) -> Optional[int]:
+    """A wall-clock reading: an aware datetime, seconds since the epoch, or ms."""
+    if isinstance(value, datetime):
+        if ms is not None:
+            raise TypeError(f"give {what} or {what}_ms, not both")
+        if value.tzinfo is None:
+            raise ValueError(f"{what} must be an aware datetime (with tzinfo)")
+        delta = value - datetime(1970, 1, 1, tzinfo=timezone.utc)
+        return to_ms(delta, None, what)
+    return to_ms(value, ms, what, default)
+
+
+def coerce(enum: Any, value: Any, aliases: "dict[str, Any]") -> int:
+    if isinstance(value, str):
+        try:
+            return int(aliases[value.lower().replace("-", "_")])
+        except KeyError:
+            raise ValueError(
+                f"unknown {enum.__name__} {value!r}; use one of {sorted(aliases)}"
+            ) from None
+    # Ints outside the enum go to the library, which answers InvalidArgument.
+    return int(value)
+
+
+DELIVERY_NAMES = {
+    "engine_thread": Delivery.ENGINE_THREAD,
+    "thread": Delivery.ENGINE_THREAD,
+    "engine": Delivery.ENGINE_THREAD,
+    "host_thread": Delivery.HOST_THREAD,
+    "host": Delivery.HOST_THREAD,
+}
+CLOCK_NAMES = {"system": ClockKind.SYSTEM, "manual": ClockKind.MANUAL}

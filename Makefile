@@ -14,14 +14,16 @@ CTEST ?= ctest
 
 all: build
 
-# Make sure the build tools (CMake, Ninja, pkg-config) and the libraries the
-# examples and tests link (SQLite, GLib, libuv) exist; install what is missing
+# Make sure the build tools (CMake, Ninja, pkg-config), tmux (the demo's
+# screen test) and the libraries the examples and tests link (SQLite, GLib,
+# libuv) exist; install what is missing
 # with apt-get (Debian/Ubuntu) if we can, else say what to install.
 tools:
 	@missing=""; \
 	command -v $(CMAKE) >/dev/null 2>&1 || missing="$$missing cmake"; \
 	command -v ninja >/dev/null 2>&1 || missing="$$missing ninja-build"; \
 	command -v pkg-config >/dev/null 2>&1 || missing="$$missing pkg-config"; \
+	command -v tmux >/dev/null 2>&1 || missing="$$missing tmux"; \
 	pkg-config --exists glib-2.0 2>/dev/null || missing="$$missing libglib2.0-dev"; \
 	pkg-config --exists libuv 2>/dev/null || missing="$$missing libuv1-dev"; \
 	pkg-config --exists sqlite3 2>/dev/null || missing="$$missing libsqlite3-dev"; \

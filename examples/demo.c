@@ -37,6 +37,7 @@
 #include <sys/stat.h>
 #include <termios.h>
 #include <time.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <tickgate.h>
@@ -59,6 +60,8 @@ typedef struct texts {
     const char *prompt, *keys, *recent, *store, *bye;
     const char *feature_opened, *feature_cancelled, *coalesced;
     const char *sms_sent, *sms_failed, *refused, *finished, *logout_note;
+    const char *not_logged_in, *unknown_key;
+    const char *seconds_fmt, *minutes_fmt; /* a wait, as the titles show it */
     const char *reason[4]; /* by tg_cancel_reason */
 } texts;
 
@@ -72,9 +75,11 @@ static const texts zh = {
     "最近", "存储", "状态已保存在 %s ，再次运行可看到倒计时继续。\n",
     "「账户设置」已打开 (第 %d 次)", "「账户设置」未打开：%s",
     "已在等待登录，这次点击合并到同一个请求",
-    "%s：短信已发送到 %s，冷却 %lld 秒", "%s：短信服务失败 (%s)，没有开始冷却，可立即重试",
-    "%s：按钮不可用，引擎拒绝 (%s，还需 %lld ms)",
+    "%s：短信已发送到 %s，冷却 %lld 秒", "%s：短信服务失败 (%s)，未开始冷却，可重试",
+    "%s：引擎拒绝（%s），还需 %s",
     "%s：冷却结束，按钮变为「%s」", "已退出登录",
+    "未登录，无需退出", "「%s」不是可用的按键（s r l o q）",
+    "%lld 秒", "%lld 分钟",
     { "?", "取消了登录", "等待登录超时", "已退出登录" },
 };
 
@@ -91,9 +96,11 @@ static const texts en = {
     "\"Account settings\" not opened: %s",
     "already waiting for the login: this tap joined the same request",
     "%s: SMS sent to %s, cooldown %lld s",
-    "%s: the SMS service failed (%s): no cooldown started, try again now",
-    "%s: button disabled, the engine refused (%s, %lld ms to wait)",
+    "%s: the SMS service failed (%s), no cooldown: try again",
+    "%s: refused (%s), wait %s",
     "%s: cooled down, the button says \"%s\"", "logged out",
+    "not logged in: nothing to log out", "'%s' is not a key here (s r l o q)",
+    "%lld s", "%lld min",
     { "?", "login cancelled", "timed out waiting for login", "logged out" },
 };
 
@@ -218,6 +225,17 @@ static const char *status_text(tg_status status) {
         }
     }
     return tg_status_string(status);
+}
+
+/* A wait as the titles show it: seconds under a minute, else minutes (both
+ * rounded up). */
+static const char *wait_text(int64_t ms, char *out, size_t size) {
+    int64_t seconds = ms <= 0 ? 0 : (ms + 999) / 1000;
+    if (seconds < 60)
+        snprintf(out, size, D.t->seconds_fmt, (long long)seconds);
+    else
+        snprintf(out, size, D.t->minutes_fmt, (long long)((seconds + 59) / 60));
+    return out;
 }
 
 /* A line of the script's transcript, stamped with the seconds since start. */
@@ -435,8 +453,9 @@ static void tap(button_view *b) {
     tg_status status = tg_send_begin(D.engine, b->scope, D.phone, &ticket, &wait_ms);
     if (status != TG_OK) {
         /* Repeated taps on a disabled button update one line. */
+        char wait[64];
         D.tag_next = b;
-        note(D.t->refused, b->name, status_text(status), (long long)wait_ms);
+        note(D.t->refused, b->name, status_text(status), wait_text(wait_ms, wait, sizeof wait));
         return;
     }
     b->in_flight = 1;
@@ -546,94 +565,212 @@ static void put(sbuf *s, const char *fmt, ...) {
     if (s->len > sizeof s->data) s->len = sizeof s->data;
 }
 
-/* One line of the screen: clear to its end, then a newline. */
-#define LINE(s, ...) do { put(s, __VA_ARGS__); put(s, "\033[K\r\n"); } while (0)
+/* Columns one UTF-8 character takes on a terminal (2 for CJK and up), and
+ * its length in bytes. */
+static int char_width(const unsigned char *p, int *len) {
+    unsigned cp = *p;
+    *len = cp < 0x80 ? 1 : cp < 0xE0 ? 2 : cp < 0xF0 ? 3 : 4;
+    for (int i = 1; i < *len; i++)
+        if (!p[i]) { *len = i; return 1; }
+    if (*len == 3) cp = (cp & 0x0F) << 12 | (p[1] & 0x3Fu) << 6 | (p[2] & 0x3Fu);
+    return (*len >= 3 && cp >= 0x1100 && !(cp >= 0x2000 && cp < 0x2E80)) ? 2 : 1;
+}
 
-/* Columns a UTF-8 string takes on a terminal (wide for CJK and up). */
+/* Columns a UTF-8 string takes (escape sequences take none). */
 static int text_width(const char *text) {
-    int width = 0;
-    for (const unsigned char *p = (const unsigned char *)text; *p;) {
-        unsigned cp = *p;
-        int len = cp < 0x80 ? 1 : cp < 0xE0 ? 2 : cp < 0xF0 ? 3 : 4;
-        if (len == 3) cp = (cp & 0x0F) << 12 | (p[1] & 0x3Fu) << 6 | (p[2] & 0x3Fu);
-        width += (len >= 3 && cp >= 0x1100 && !(cp >= 0x2000 && cp < 0x2E80)) ? 2 : 1;
-        for (int i = 0; i < len && *p; i++) p++;
+    int width = 0, len;
+    for (const unsigned char *p = (const unsigned char *)text; *p; p += len) {
+        if (*p == 0x1B) { /* ESC [ ... final byte */
+            len = 1;
+            if (p[1] == '[') {
+                len = 2;
+                while (p[len] && !(p[len] >= 0x40 && p[len] <= 0x7E)) len++;
+                if (p[len]) len++;
+            }
+            continue;
+        }
+        width += char_width(p, &len);
     }
     return width;
 }
 
-/* label, padded with spaces to cols columns. */
-static void put_label(sbuf *s, const char *label, int cols) {
-    put(s, "  %s", label);
-    for (int w = text_width(label); w < cols; w++) put(s, " ");
+/* The screen as lines, each with what it is worth on a short terminal. */
+enum { KEEP_ALWAYS, KEEP_LOG, KEEP_SPARE };
+#define SCREEN_LINES 40
+typedef struct screen {
+    char text[SCREEN_LINES][768];
+    int keep[SCREEN_LINES];
+    int count;
+} screen;
+
+static void add(screen *sc, int keep, const char *fmt, ...) {
+    va_list ap;
+    if (sc->count >= SCREEN_LINES) return;
+    va_start(ap, fmt);
+    vsnprintf(sc->text[sc->count], sizeof sc->text[0], fmt, ap);
+    va_end(ap);
+    sc->keep[sc->count++] = keep;
+}
+
+static void drop(screen *sc, int i) {
+    memmove(sc->text[i], sc->text[i + 1], sizeof sc->text[0] * (size_t)(sc->count - i - 1));
+    memmove(&sc->keep[i], &sc->keep[i + 1], sizeof sc->keep[0] * (size_t)(sc->count - i - 1));
+    sc->count--;
+}
+
+/* Drops lines until the screen fits `rows`: spare lines (blank ones, the
+ * rule, the store's path) from the bottom first, then the oldest log lines. */
+static void fit_rows(screen *sc, int rows) {
+    while (sc->count > rows) {
+        int victim = -1;
+        for (int i = sc->count - 1; i >= 0 && victim < 0; i--)
+            if (sc->keep[i] == KEEP_SPARE) victim = i;
+        for (int i = 0; i < sc->count && victim < 0; i++)
+            if (sc->keep[i] == KEEP_LOG) victim = i;
+        if (victim < 0) return;
+        drop(sc, victim);
+    }
+}
+
+/* Appends `line` cut to `cols` columns, never splitting a character; styles
+ * are reset after a cut. */
+static void put_fitted(sbuf *s, const char *line, int cols) {
+    int width = 0, len;
+    for (const unsigned char *p = (const unsigned char *)line; *p; p += len) {
+        int w = 0;
+        if (*p == 0x1B) {
+            len = 1;
+            if (p[1] == '[') {
+                len = 2;
+                while (p[len] && !(p[len] >= 0x40 && p[len] <= 0x7E)) len++;
+                if (p[len]) len++;
+            }
+        } else {
+            w = char_width(p, &len);
+            if (width + w > cols) {
+                put(s, "\033[0m");
+                return;
+            }
+        }
+        put(s, "%.*s", len, (const char *)p);
+        width += w;
+    }
+}
+
+/* `label`, padded with spaces to `cols` columns, as a string. */
+static const char *padded(const char *label, int cols, char *out, size_t size) {
+    int n = snprintf(out, size, "%s", label);
+    for (int w = text_width(label); w < cols && n + 1 < (int)size; w++) out[n++] = ' ';
+    out[n < (int)size ? n : (int)size - 1] = '\0';
+    return out;
 }
 
 #define LABEL_COLS 18
+/* The title column: wide enough for "Try again in 10 min" and 请10分钟后再试. */
+#define TITLE_COLS 20
 
-static void put_button(sbuf *s, const char *label, const button_view *b) {
-    put_label(s, label, LABEL_COLS);
+static void add_button(screen *sc, const char *label, const button_view *b) {
+    char name[128], title[TG_TITLE_BUFFER_BYTES + 64];
+    padded(label, LABEL_COLS, name, sizeof name);
     if (!b->known) {
-        LINE(s, "…");
+        add(sc, KEEP_ALWAYS, "  %s…", name);
         return;
     }
+    padded(b->title, TITLE_COLS, title, sizeof title);
     /* Enabled: bold, reverse video. Disabled: dim. */
-    if (b->enabled)
-        put(s, "\033[1;7m[ %s ]\033[0m", b->title);
-    else
-        put(s, "\033[2m[ %s ]\033[0m", b->title);
-    for (int w = text_width(b->title); w < 18; w++) put(s, " ");
-    LINE(s, " \033[2m%s%s\033[0m", state_name(b->state),
-         b->in_flight ? " · SMS …" : "");
+    add(sc, KEEP_ALWAYS, "  %s%s[ %s ]\033[0m \033[2m%s%s\033[0m", name,
+        b->enabled ? "\033[1;7m" : "\033[2m", title, state_name(b->state),
+        b->in_flight ? " · SMS …" : "");
 }
 
-/* Redraw the whole screen in place: home, each line cleared to its end,
- * then clear what is below. */
+/* The terminal's size (80x24 if it cannot be read). */
+static void terminal_size(int *cols, int *rows) {
+    struct winsize ws;
+    *cols = 80;
+    *rows = 24;
+    if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0 && ws.ws_row > 0) {
+        *cols = ws.ws_col;
+        *rows = ws.ws_row;
+    }
+}
+
+/* Redraw the whole screen in place: home, each line cut to the terminal's
+ * width and cleared to its end, then clear what is below. The lines fit the
+ * terminal's height (the last one gets no newline, so nothing scrolls):
+ * on a short terminal the spare lines and the oldest log lines go first. */
 static void render(void) {
+    static screen sc;
     static sbuf s;
-    s.len = 0;
-    put(&s, "\033[H");
-    LINE(&s, "  \033[1m%s\033[0m   \033[2mTickgate %s\033[0m", D.t->heading,
-         tg_version_string());
-    LINE(&s, "  ──────────────────────────────────────────────");
-    put_label(&s, D.t->phone, LABEL_COLS);
-    LINE(&s, "%s", D.phone);
-    LINE(&s, "%s", "");
-    put_button(&s, D.t->login_code, &D.login);
-    put_button(&s, D.t->reset_code, &D.reset);
-    LINE(&s, "%s", "");
+    char name[128];
+    int cols, rows;
+
+    terminal_size(&cols, &rows);
+    sc.count = 0;
+    add(&sc, KEEP_ALWAYS, "  \033[1m%s\033[0m   \033[2mTickgate %s\033[0m", D.t->heading,
+        tg_version_string());
+    add(&sc, KEEP_SPARE, "  ──────────────────────────────────────────────");
+    add(&sc, KEEP_ALWAYS, "  %s%s", padded(D.t->phone, LABEL_COLS, name, sizeof name), D.phone);
+    add(&sc, KEEP_SPARE, "%s", "");
+    add_button(&sc, D.t->login_code, &D.login);
+    add_button(&sc, D.t->reset_code, &D.reset);
+    add(&sc, KEEP_SPARE, "%s", "");
+    padded(D.t->account, LABEL_COLS, name, sizeof name);
     if (D.logged_in) {
         int64_t left = 0;
         tg_gate_session(D.engine, "account", NULL, &left);
-        put_label(&s, D.t->account, LABEL_COLS);
         if (left > 0) {
+            char line[256];
             int64_t sec = (left + 999) / 1000;
-            put(&s, D.t->logged_in_fmt, (long long)(sec / 60), (long long)(sec % 60));
-            LINE(&s, "%s", "");
+            snprintf(line, sizeof line, D.t->logged_in_fmt, (long long)(sec / 60), (long long)(sec % 60));
+            add(&sc, KEEP_ALWAYS, "  %s%s", name, line);
         } else {
-            LINE(&s, "%s", D.t->logged_in_forever);
+            add(&sc, KEEP_ALWAYS, "  %s%s", name, D.t->logged_in_forever);
         }
     } else {
-        put_label(&s, D.t->account, LABEL_COLS);
-        LINE(&s, "%s", D.t->logged_out);
+        add(&sc, KEEP_ALWAYS, "  %s%s", name, D.t->logged_out);
     }
     if (D.queued > 0) {
-        put_label(&s, "", LABEL_COLS);
-        put(&s, D.t->waiting, D.queued);
-        LINE(&s, "%s", "");
+        char line[256];
+        snprintf(line, sizeof line, D.t->waiting, D.queued);
+        add(&sc, KEEP_ALWAYS, "  %s%s", padded("", LABEL_COLS, name, sizeof name), line);
     }
-    LINE(&s, "%s", "");
+    add(&sc, KEEP_SPARE, "%s", "");
     if (D.login_prompt)
-        LINE(&s, "  \033[1;33m> %s\033[0m", D.t->prompt);
-    else
-        LINE(&s, "%s", "");
-    LINE(&s, "%s", "");
-    LINE(&s, "  \033[36m%s\033[0m", D.t->keys);
-    LINE(&s, "%s", "");
-    LINE(&s, "  %s:", D.t->recent);
-    for (int i = 0; i < D.log_count; i++) LINE(&s, "   %s", D.log[i]);
-    for (int i = D.log_count; i < LOG_LINES; i++) LINE(&s, "%s", "");
-    LINE(&s, "%s", "");
-    put(&s, "  \033[2m%s: %s\033[0m\033[K\033[J", D.t->store, D.store_path);
+        add(&sc, KEEP_ALWAYS, "  \033[1;33m> %s\033[0m", D.t->prompt);
+    {
+        /* The keys: on one line, or split at a gap between two keys when
+         * the terminal is too narrow for all of them. */
+        const char *keys = D.t->keys, *cut = NULL;
+        if (text_width(keys) + 3 > cols)
+            for (const char *gap = strstr(keys, "   "); gap; gap = strstr(gap + 3, "   ")) {
+                char head[256];
+                snprintf(head, sizeof head, "%.*s", (int)(gap - keys), keys);
+                if (text_width(head) + 3 > cols) break;
+                cut = gap;
+            }
+        if (cut) {
+            add(&sc, KEEP_ALWAYS, "  \033[36m%.*s\033[0m", (int)(cut - keys), keys);
+            add(&sc, KEEP_ALWAYS, "  \033[36m%s\033[0m", cut + 3);
+        } else {
+            add(&sc, KEEP_ALWAYS, "  \033[36m%s\033[0m", keys);
+        }
+    }
+    add(&sc, KEEP_SPARE, "%s", "");
+    add(&sc, KEEP_SPARE, "  %s:", D.t->recent);
+    for (int i = 0; i < D.log_count; i++) add(&sc, KEEP_LOG, "   %s", D.log[i]);
+    add(&sc, KEEP_SPARE, "%s", "");
+    add(&sc, KEEP_SPARE, "  \033[2m%s: %s\033[0m", D.t->store, D.store_path);
+    fit_rows(&sc, rows);
+
+    s.len = 0;
+    put(&s, "\033[H");
+    for (int i = 0; i < sc.count; i++) {
+        /* One column to spare: a line that fills the width exactly may
+         * wrap on some terminals. */
+        put_fitted(&s, sc.text[i], cols - 1);
+        put(&s, "\033[K%s", i + 1 < sc.count ? "\r\n" : "");
+    }
+    put(&s, "\033[J");
     (void)!write(STDOUT_FILENO, s.data, s.len);
     D.dirty = 0;
 }
@@ -683,12 +820,22 @@ static int handle_key(int c) {
     case 's': case 'S': tap(&D.login); break;
     case 'r': case 'R': tap(&D.reset); break;
     case 'l': case 'L': request_feature(); break;
-    case 'o': case 'O':
-        if (check(tg_gate_logout(D.engine, "account"), "tg_gate_logout") && D.logged_in)
-            note("%s", D.t->logout_note);
+    case 'o': case 'O': {
+        int was = D.logged_in;
+        if (check(tg_gate_logout(D.engine, "account"), "tg_gate_logout"))
+            note("%s", was ? D.t->logout_note : D.t->not_logged_in);
         break;
+    }
     case 'q': case 'Q': case 4 /* Ctrl-D */: return 0;
-    default: break;
+    case '\r': case '\n': break;
+    default: {
+        char key[16];
+        if (c >= 0x80 && c < 0xC0) break; /* the rest of a UTF-8 character */
+        if (c >= 0x20 && c < 0x7F) snprintf(key, sizeof key, "%c", c);
+        else snprintf(key, sizeof key, "0x%02x", (unsigned)c);
+        note(D.t->unknown_key, key);
+        break;
+    }
     }
     D.dirty = 1;
     return 1;
@@ -940,7 +1087,8 @@ static void remove_temp_dir(void) {
 static void usage(FILE *out) {
     fputs("usage: tickgate-demo [--lang zh|en] [--state FILE] [--phone NUMBER] "
           "[--fast] [--script]\n"
-          "  --lang en      English titles (default: Chinese)\n"
+          "  --lang zh|en   Chinese or English (default: Chinese when the locale,\n"
+          "                 LC_ALL, LC_MESSAGES or LANG, is Chinese; else English)\n"
           "  --state FILE   the store file (default: $XDG_STATE_HOME/tickgate/demo.db,\n"
           "                 else ~/.local/state/tickgate/demo.db; the script uses a\n"
           "                 fresh temporary store unless --state is given)\n"
@@ -956,7 +1104,15 @@ int main(int argc, char **argv) {
     const char *state = NULL;
     int force_script = 0, status;
 
-    D.t = &zh;
+    {
+        /* The language of the locale, as LC_MESSAGES resolves it. */
+        const char *names[] = { "LC_ALL", "LC_MESSAGES", "LANG" }, *locale = NULL;
+        for (int i = 0; i < 3 && !locale; i++) {
+            const char *v = getenv(names[i]);
+            if (v && v[0]) locale = v;
+        }
+        D.t = locale && strncmp(locale, "zh", 2) == 0 ? &zh : &en;
+    }
     D.phone = "+8613800000000";
     D.fd = -1;
     D.login.scope = "login";
@@ -969,7 +1125,11 @@ int main(int argc, char **argv) {
             a = argv[++i];
             if (strcmp(a, "en") == 0) D.t = &en;
             else if (strcmp(a, "zh") == 0) D.t = &zh;
-            else { usage(stderr); return 2; }
+            else {
+                fprintf(stderr, "tickgate-demo: unknown language '%s' (zh or en)\n", a);
+                usage(stderr);
+                return 2;
+            }
         } else if (strcmp(a, "--state") == 0 && i + 1 < argc) {
             state = argv[++i];
         } else if (strcmp(a, "--phone") == 0 && i + 1 < argc) {
@@ -982,6 +1142,9 @@ int main(int argc, char **argv) {
             usage(stdout);
             return 0;
         } else {
+            fprintf(stderr, "tickgate-demo: unknown option '%s'%s\n", a,
+                    (strcmp(a, "--lang") == 0 || strcmp(a, "--state") == 0 ||
+                     strcmp(a, "--phone") == 0) ? " (it needs a value)" : "");
             usage(stderr);
             return 2;
         }

@@ -116,9 +116,12 @@ public final class Engine: @unchecked Sendable {
     }
 
     /// Re-arms the OS timer if the earliest timer moved earlier; call with
-    /// the lock held after scheduling.
+    /// the lock held after scheduling. O(1): it compares with a bound of the
+    /// earliest time, never searches for it (removing timers only makes the
+    /// earliest later, and then the armed timer fires early at worst, and
+    /// the pass re-arms it exactly).
     func armIfEarlier() {
-        guard state.manualNow == nil, let first = state.nextTimerTime else { return }
+        guard state.manualNow == nil, let first = state.nextTimerBound else { return }
         if let armed = state.armed, armed <= first { return }
         state.armed = first
         poller.arm(at: first)

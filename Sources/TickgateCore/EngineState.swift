@@ -418,8 +418,15 @@ final class EngineState {
     }
 
     /// The earliest time any timer (countdown or gate) is due.
-    var nextTimerTime: Instant? {
-        var first = wheel.earliest
+    var nextTimerTime: Instant? { firstTimer(wheel.earliest) }
+
+    /// A time at or before `nextTimerTime`, in O(1) (see
+    /// `TimerWheel.earliestBound`): what a change needs to know whether the
+    /// OS timer must fire sooner.
+    var nextTimerBound: Instant? { firstTimer(wheel.earliestBound) }
+
+    private func firstTimer(_ countdowns: Instant?) -> Instant? {
+        var first = countdowns
         if let gate = gateHeap.first?.time, first.map({ gate < $0 }) ?? true { first = gate }
         if let flush = flushDeadline, first.map({ flush < $0 }) ?? true { first = flush }
         return first

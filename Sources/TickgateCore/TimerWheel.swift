@@ -54,6 +54,11 @@ final class TimerWheel {
     /// The earliest time, when known; recomputed lazily after its timer
     /// goes.
     private var cachedEarliest: Int64?
+    /// A time at or before every timer's: the least time scheduled since
+    /// the earliest was last known. Removing a timer leaves it as it is, so
+    /// keeping it costs O(1) even when the earliest timers go one by one
+    /// (a backend's tickets and cooldowns end in the order they began).
+    private var bound: Int64?
 
     /// Scratch for `collectDue`.
     private var due: [Due] = []
@@ -94,7 +99,9 @@ final class TimerWheel {
         return Instant(nanoseconds: timeBuffer.base[Int(slot)])
     }
 
-    /// The earliest timer's time.
+    /// The earliest timer's time. Finding it after the earliest timer went
+    /// sweeps the first occupied bucket: call it when the OS timer fired,
+    /// not on every change (use `earliestBound` there).
     var earliest: Instant? {
         guard count > 0 else { return nil }
         if let cachedEarliest { return Instant(nanoseconds: cachedEarliest) }
@@ -104,7 +111,17 @@ final class TimerWheel {
             return found == nil
         }
         cachedEarliest = found
+        bound = found
         return found.map { Instant(nanoseconds: $0) }
+    }
+
+    /// A time at or before the earliest timer's, in O(1): the earliest when
+    /// it is known, else the least time scheduled since it was. Good for
+    /// "must the OS timer fire sooner?"; an OS timer armed at it may fire
+    /// before anything is due, and then finds the exact earliest.
+    var earliestBound: Instant? {
+        guard count > 0 else { return nil }
+        return (cachedEarliest ?? bound).map { Instant(nanoseconds: $0) }
     }
 
     // MARK: Changes
@@ -120,9 +137,13 @@ final class TimerWheel {
             if cachedEarliest == timeBuffer.base[index] { cachedEarliest = nil }
         } else {
             count += 1
-            if count == 1 { cachedEarliest = nanoseconds }
+            if count == 1 {
+                cachedEarliest = nanoseconds
+                bound = nanoseconds
+            }
         }
         if let cached = cachedEarliest, nanoseconds < cached { cachedEarliest = nanoseconds }
+        if bound.map({ nanoseconds < $0 }) ?? true { bound = nanoseconds }
         nextOrder &+= 1
         if nextOrder == 0 {
             // Orders wrapped: no stale entry may survive to match a new one.
@@ -143,6 +164,7 @@ final class TimerWheel {
         orderBuffer.base[index] = 0
         count -= 1
         if cachedEarliest == timeBuffer.base[index] { cachedEarliest = nil }
+        if count == 0 { bound = nil }
     }
 
     func removeAll() {
@@ -152,6 +174,7 @@ final class TimerWheel {
         count = 0
         storedEntries = 0
         cachedEarliest = nil
+        bound = nil
     }
 
     /// Takes out every timer due at `instant` (time <= instant) and
@@ -159,7 +182,7 @@ final class TimerWheel {
     /// order they were scheduled). The slots have no timer afterwards; the
     /// caller may schedule them again.
     func collectDue(at instant: Instant, into slots: inout [Int32]) {
-        guard count > 0, let first = earliest, first <= instant else { return }
+        guard count > 0, let first = earliestBound, first <= instant else { return }
         let limit = instant.nanoseconds
         let target = max(Self.tick(limit), now)
         due.removeAll(keepingCapacity: true)

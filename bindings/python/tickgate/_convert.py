@@ -30,6 +30,10 @@ INT64_MAX = (1 << 63) - 1
 
 def key(value: Optional[Key], role: str) -> Optional[bytes]:
     """A key for C: UTF-8 bytes, or None for NULL (which the library rejects)."""
+    if type(value) is str:  # the common case first: one encode, one scan
+        if "\0" in value:
+            raise InvalidKey(f"{role} contains a NUL byte")
+        return value.encode("utf-8", "surrogatepass")
     if value is None:
         return None
     if isinstance(value, str):

@@ -114,6 +114,9 @@ class Engine(Managed[int]):
         self._lib = (
             _ffi.load_library(library).cdll if library is not None else _ffi.library()
         )
+        # The functions of the hot paths, looked up once.
+        self._send_begin = self._lib.tg_send_begin
+        self._send_end = self._lib.tg_send_end
         options = _ffi.tg_engine_options()
         self._lib.tg_engine_options_init(byref(options), ctypes.sizeof(options))
         options.delivery = _convert.coerce(Delivery, delivery, _convert.DELIVERY_NAMES)
@@ -139,6 +142,9 @@ class Engine(Managed[int]):
         self._delivery = Delivery(options.delivery)
         self._clock = ClockKind(options.clock)
         self._set_handle(int(handle.value or 0))
+        # The handle as a plain attribute for the hot paths; it stays after
+        # close (the library keeps a tombstone and answers TG_E_CLOSED).
+        self._hv = int(handle.value or 0)
         _live_engines.add(self)
 
     # -- plumbing ----------------------------------------------------------
@@ -459,8 +465,10 @@ class Engine(Managed[int]):
         ticket = _ffi.tg_ticket(0)
         wait = c_int64(0)
         scope_b, subject_b = _convert.key(scope, "scope"), _convert.key(subject, "subject")
-        self._lib.tg_send_begin(self._h, scope_b, subject_b, byref(ticket), byref(wait))
-        return SendTicket(self, int(ticket.value), _callbacks.decode(scope_b), _callbacks.decode(subject_b))
+        self._send_begin(self._hv, scope_b, subject_b, byref(ticket), byref(wait))
+        return SendTicket(self, ticket.value,
+                          scope if type(scope) is str else _callbacks.decode(scope_b),
+                          subject if type(subject) is str else _callbacks.decode(subject_b))
 
     def send_end(
         self,
@@ -479,10 +487,12 @@ class Engine(Managed[int]):
         :class:`tickgate.NotFound` for an unknown or already ended ticket.
         """
         tid = ticket.id if isinstance(ticket, SendTicket) else int(ticket)
-        retry = _convert.to_ms(retry_after, retry_after_ms, "retry_after", 0)
+        retry = 0 if retry_after is None and retry_after_ms is None else _convert.to_ms(
+            retry_after, retry_after_ms, "retry_after", 0)
         out = c_int64(0)
-        self._lib.tg_send_end(self._h, tid, int(outcome), retry, byref(out))
-        return Remaining(int(out.value), display_seconds_of(int(out.value)))
+        self._send_end(self._hv, tid, int(outcome), retry, byref(out))
+        ms = out.value
+        return Remaining(ms, display_seconds_of(ms))
 
     def verified(self, scope: Key, subject: Key) -> None:
         """The host verified the code: the key's escalation starts again and it becomes IDLE."""

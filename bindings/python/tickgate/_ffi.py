@@ -305,10 +305,12 @@ def _out_value(arg: Any) -> Optional[int]:
     """The value behind a ``pointer(x)`` or ``byref(x)`` argument (None for NULL)."""
     if arg is None:
         return None
+    obj = getattr(arg, "_obj", None)  # a byref() CArgObject
+    if obj is not None:
+        return obj.value
     if hasattr(arg, "contents"):
         return arg.contents.value if arg else None
-    obj = getattr(arg, "_obj", None)  # a byref() CArgObject
-    return None if obj is None else obj.value
+    return None
 
 
 def _make_errcheck(cdll: ctypes.CDLL, wait_index: Optional[int] = None) -> Callable[..., int]:

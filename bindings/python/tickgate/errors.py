@@ -46,6 +46,8 @@ __all__ = [
 
 # The library's tg_status_string() texts; _ffi refreshes them from the
 # library when it loads it.
+_STATUSES: Dict[int, Status] = {int(s): s for s in Status}
+
 _STATUS_TEXT = {
     Status.OK: "ok",
     Status.E_INVALID_ARGUMENT: "invalid argument",
@@ -83,10 +85,9 @@ class TickgateError(Exception):
     def __init__(self, message: str = "", *, status: Optional[int] = None) -> None:
         if status is None:
             status = self.STATUS if self.STATUS is not None else -1
-        try:
-            status = Status(status)
-        except ValueError:
-            pass
+        # A dict lookup, not Status(status): errors are raised on hot paths
+        # (a refused send), and an unknown value stays an int.
+        status = _STATUSES.get(status, status)
         self.status = status
         self.message = message
         text = _STATUS_TEXT.get(status, f"status {int(status)}")  # type: ignore[call-overload]

@@ -1,0 +1,224 @@
+/*
+ * bench_sendflow.c — a backend's main flow at n pending keys, in memory, on
+ * the default policy (60 s cooldown), system clock, host-thread delivery:
+ *
+ *   send_decision_P       tg_send_begin + tg_send_end(SUCCEEDED) of a new key
+ *   send_step_oldest_P    tg_verified of the oldest pending key (users verify
+ *                         in the order they asked), then a decision for a
+ *                         new key
+ *   send_step_random_P    the same, verifying a random pending key
+ *   churn_uniform_oldest  tg_countdown_cancel of the oldest + start of a new
+ *                         key, every countdown 60 s (bare countdowns)
+ *   churn_uniform_random  the same, cancelling a random one
+ *
+ * P is the start pattern of the n pending keys: "burst" (all sent within the
+ * setup, so their deadlines share one wheel bucket) or "spread" (keys as if
+ * sent evenly over the last minute: key i has 60 s * (i + 1) / n left).
+ * Each row is the median ns per operation over RUNS runs of M = min(n, 20000)
+ * operations, printed in the suite's format (benchmarks/bench.c):
+ *
+ *   BENCH <workload> n=<N> tickgate=<ns> libuv=- libevent=- unit=ns ratio_libuv=- ratio_libevent=-
+ *
+ * then the targets: a decision under 1 us at 1e3, and no operation growing
+ * with the number of pending keys (each row at the largest n within 2x of
+ * the same row at 1e3):
+ *
+ *   TARGET <what> n=<N> value=<v> limit=<op><l> unit=<u> PASS|MISS
+ *
+ * Usage: bench_sendflow [--quick]   (--quick: up to 1e5 keys)
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <tickgate.h>
+
+#define SCOPE "login"
+#define RUNS 3
+#define MAX_OPS 20000
+
+static char (*subjects)[32];
+static size_t subject_count;
+
+static void die(const char *what)
+{
+    fprintf(stderr, "bench_sendflow: %s: %s\n", what, tg_last_error_message());
+    exit(1);
+}
+
+static void check(tg_status s, const char *what)
+{
+    if (s != TG_OK)
+        die(what);
+}
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static uint64_t rng_state = UINT64_C(0x9E3779B97F4A7C15);
+static uint64_t rng(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+static const char *subject(size_t i)
+{
+    return subjects[i];
+}
+
+static void decision(tg_engine *e, size_t i)
+{
+    tg_ticket t;
+    check(tg_send_begin(e, SCOPE, subject(i), &t, NULL), "tg_send_begin");
+    check(tg_send_end(e, t, TG_SEND_SUCCEEDED, 0, NULL), "tg_send_end");
+}
+
+static tg_engine *open_engine(void)
+{
+    tg_engine_options o = TG_ENGINE_OPTIONS_INIT;
+    tg_engine *e;
+    o.delivery = TG_DELIVERY_HOST_THREAD;
+    check(tg_engine_open(&o, &e), "tg_engine_open");
+    return e;
+}
+
+/* n pending keys 0..n-1, in send records (sends) or bare countdowns. */
+static void setup(tg_engine *e, size_t n, int spread, int bare)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (bare || spread) {
+            int64_t ms = spread ? (int64_t)(60000 * (i + 1) / n) + 1 : 60000;
+            check(tg_countdown_start(e, SCOPE, subject(i), ms, 0, 0, NULL), "tg_countdown_start");
+        } else {
+            decision(e, i);
+        }
+    }
+}
+
+enum kind { DECISION, STEP_OLDEST, STEP_RANDOM, CHURN_OLDEST, CHURN_RANDOM };
+
+/* One run: ns per operation. */
+static double run_once(enum kind kind, size_t n, int spread)
+{
+    size_t m = n < MAX_OPS ? n : MAX_OPS, fresh = n;
+    int bare = kind == CHURN_OLDEST || kind == CHURN_RANDOM;
+    tg_engine *e = open_engine();
+    /* distinct victims: the oldest first, or a random sample (a partial
+     * Fisher-Yates shuffle of 0..n-1) */
+    size_t *victims = malloc(n * sizeof *victims);
+    int64_t t0, t1;
+    if (!victims)
+        die("out of memory");
+    setup(e, n, spread, bare);
+    for (size_t j = 0; j < n; j++)
+        victims[j] = j;
+    if (kind == STEP_RANDOM || kind == CHURN_RANDOM)
+        for (size_t j = 0; j < m; j++) {
+            size_t k = j + (size_t)(rng() % (n - j)), tmp = victims[j];
+            victims[j] = victims[k];
+            victims[k] = tmp;
+        }
+    tg_engine_dispatch(e, NULL);
+    t0 = now_ns();
+    for (size_t j = 0; j < m; j++) {
+        switch (kind) {
+        case DECISION:
+            decision(e, fresh + j);
+            break;
+        case STEP_OLDEST:
+        case STEP_RANDOM:
+            check(tg_verified(e, SCOPE, subject(victims[j])), "tg_verified");
+            decision(e, fresh + j);
+            break;
+        case CHURN_OLDEST:
+        case CHURN_RANDOM:
+            check(tg_countdown_cancel(e, SCOPE, subject(victims[j])), "tg_countdown_cancel");
+            check(tg_countdown_start(e, SCOPE, subject(fresh + j), 60000, 0, 0, NULL),
+                  "tg_countdown_start");
+            break;
+        }
+    }
+    t1 = now_ns();
+    tg_engine_close(e);
+    free(victims);
+    return (double)(t1 - t0) / (double)m;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double measure(enum kind kind, size_t n, int spread)
+{
+    double v[RUNS];
+    for (int r = 0; r < RUNS; r++)
+        v[r] = run_once(kind, n, spread);
+    qsort(v, RUNS, sizeof v[0], cmp_double);
+    return v[RUNS / 2];
+}
+
+#define WORKLOADS 8
+static const struct {
+    const char *name;
+    enum kind kind;
+    int spread;
+} workloads[WORKLOADS] = {
+    {"send_decision_burst", DECISION, 0},    {"send_decision_spread", DECISION, 1},
+    {"send_step_oldest_burst", STEP_OLDEST, 0}, {"send_step_oldest_spread", STEP_OLDEST, 1},
+    {"send_step_random_burst", STEP_RANDOM, 0}, {"send_step_random_spread", STEP_RANDOM, 1},
+    {"churn_uniform_oldest", CHURN_OLDEST, 0}, {"churn_uniform_random", CHURN_RANDOM, 0},
+};
+
+int main(int argc, char **argv)
+{
+    static const size_t all_sizes[] = {1000, 10000, 100000, 1000000};
+    size_t sizes = (argc > 1 && strcmp(argv[1], "--quick") == 0) ? 3 : 4;
+    double result[WORKLOADS][4];
+    int misses = 0;
+
+    subject_count = all_sizes[sizes - 1] + MAX_OPS;
+    subjects = malloc(subject_count * sizeof *subjects);
+    if (!subjects)
+        die("out of memory");
+    for (size_t i = 0; i < subject_count; i++)
+        snprintf(subjects[i], sizeof subjects[i], "+86138%010zu", i);
+
+    for (int w = 0; w < WORKLOADS; w++)
+        for (size_t s = 0; s < sizes; s++) {
+            result[w][s] = measure(workloads[w].kind, all_sizes[s], workloads[w].spread);
+            printf("BENCH %s n=%zu tickgate=%.1f libuv=- libevent=- unit=ns ratio_libuv=- "
+                   "ratio_libevent=-\n", workloads[w].name, all_sizes[s], result[w][s]);
+            fflush(stdout);
+        }
+    for (int w = 0; w < 2; w++) {
+        int pass = result[w][0] < 1000;
+        misses += !pass;
+        printf("TARGET %s n=1000 value=%.1f limit=<1000 unit=ns %s\n", workloads[w].name,
+               result[w][0], pass ? "PASS" : "MISS");
+    }
+    for (int w = 0; w < WORKLOADS; w++) {
+        double ratio = result[w][sizes - 1] / result[w][0];
+        int pass = ratio <= 2.0;
+        misses += !pass;
+        printf("TARGET %s_growth n=%zu/n=1000 value=%.2f limit=<=2 unit=x %s\n", workloads[w].name,
+               all_sizes[sizes - 1], ratio, pass ? "PASS" : "MISS");
+    }
+    printf("# send flow targets missed: %d\n", misses);
+    free(subjects);
+    return 0;
+}

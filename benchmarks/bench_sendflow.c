@@ -11,6 +11,12 @@
  *                         key, every countdown 60 s (bare countdowns)
  *   churn_uniform_random  the same, cancelling a random one
  *
+ *   start_observed_elsewhere / cancel_observed_elsewhere
+ *                         tg_countdown_start and tg_countdown_cancel (random
+ *                         order) of n keys at the largest n, with one
+ *                         subscription to another scope, beside the same
+ *                         without it, in one run (target: at most 1.1x)
+ *
  * P is the start pattern of the n pending keys: "burst" (all sent within the
  * setup, so their deadlines share one wheel bucket) or "spread" (keys as if
  * sent evenly over the last minute: key i has 60 s * (i + 1) / n left).
@@ -184,6 +190,45 @@ static const struct {
     {"churn_uniform_oldest", CHURN_OLDEST, 0}, {"churn_uniform_random", CHURN_RANDOM, 0},
 };
 
+static void on_event(const tg_event *event, void *user_data)
+{
+    (void)event;
+    (void)user_data;
+}
+
+/* Start n keys, then cancel them in a random order: ns per start and per
+ * cancel, with or without a subscription to another scope. */
+static void start_cancel(size_t n, int observer, double *start_ns, double *cancel_ns)
+{
+    tg_engine *e = open_engine();
+    tg_subscription id;
+    size_t *order = malloc(n * sizeof *order);
+    int64_t t0, t1, t2;
+    if (!order)
+        die("out of memory");
+    for (size_t i = 0; i < n; i++)
+        order[i] = i;
+    for (size_t i = n - 1; i > 0; i--) {
+        size_t k = (size_t)(rng() % (i + 1)), tmp = order[i];
+        order[i] = order[k];
+        order[k] = tmp;
+    }
+    if (observer)
+        check(tg_subscribe(e, "otp", NULL, on_event, NULL, NULL, &id), "tg_subscribe");
+    t0 = now_ns();
+    for (size_t i = 0; i < n; i++)
+        check(tg_countdown_start(e, SCOPE, subject(i), 1000 + (int64_t)(i % 3600) * 1000, 0, 0, NULL),
+              "tg_countdown_start");
+    t1 = now_ns();
+    for (size_t i = 0; i < n; i++)
+        check(tg_countdown_cancel(e, SCOPE, subject(order[i])), "tg_countdown_cancel");
+    t2 = now_ns();
+    *start_ns = (double)(t1 - t0) / (double)n;
+    *cancel_ns = (double)(t2 - t1) / (double)n;
+    tg_engine_close(e);
+    free(order);
+}
+
 int main(int argc, char **argv)
 {
     static const size_t all_sizes[] = {1000, 10000, 100000, 1000000};
@@ -217,6 +262,30 @@ int main(int argc, char **argv)
         misses += !pass;
         printf("TARGET %s_growth n=%zu/n=1000 value=%.2f limit=<=2 unit=x %s\n", workloads[w].name,
                all_sizes[sizes - 1], ratio, pass ? "PASS" : "MISS");
+    }
+    {
+        /* one observer on another scope costs the others nothing */
+        size_t n = all_sizes[sizes - 1];
+        double plain[2][RUNS], seen[2][RUNS], p[2], o[2];
+        for (int r = 0; r < RUNS; r++) { /* interleaved: same machine for both */
+            start_cancel(n, 0, &plain[0][r], &plain[1][r]);
+            start_cancel(n, 1, &seen[0][r], &seen[1][r]);
+        }
+        for (int k = 0; k < 2; k++) {
+            qsort(plain[k], RUNS, sizeof plain[k][0], cmp_double);
+            qsort(seen[k], RUNS, sizeof seen[k][0], cmp_double);
+            p[k] = plain[k][RUNS / 2];
+            o[k] = seen[k][RUNS / 2];
+            printf("BENCH %s_observed_elsewhere n=%zu tickgate=%.1f libuv=- libevent=- unit=ns "
+                   "ratio_libuv=- ratio_libevent=-\n", k ? "cancel" : "start", n, o[k]);
+        }
+        for (int k = 0; k < 2; k++) {
+            int pass = o[k] / p[k] <= 1.1;
+            misses += !pass;
+            printf("TARGET %s_observed_elsewhere n=%zu value=%.2f limit=<=1.1 unit=x (%.1f ns "
+                   "against %.1f ns with no observer) %s\n", k ? "cancel" : "start", n, o[k] / p[k],
+                   o[k], p[k], pass ? "PASS" : "MISS");
+        }
     }
     printf("# send flow targets missed: %d\n", misses);
     free(subjects);

@@ -84,6 +84,16 @@ public struct KeyName: Hashable, Comparable, Sendable {
         return hasher.finalize()
     }
 
+    /// Whether the name's bytes are `bytes`.
+    @inline(__always)
+    func hasBytes(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        withBytes { own in
+            guard own.count == bytes.count else { return false }
+            guard let a = own.baseAddress, let b = bytes.baseAddress else { return true }
+            return ByteHash.equal(a, b, count: own.count)
+        }
+    }
+
     /// Calls `body` with the name's UTF-8 bytes.
     public func withBytes<T>(_ body: (UnsafeRawBufferPointer) -> T) -> T {
         var text = value

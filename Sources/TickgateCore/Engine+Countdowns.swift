@@ -160,12 +160,15 @@ extension Engine {
 
     // MARK: Fast paths by the caller's bytes
 
-    /// Whether a change of a countdown needs the full path: a store to
-    /// write, observers to tell, a callback to wait for, or a closed engine
-    /// to report. Otherwise the fast paths below find the key by its bytes
-    /// and make no names. Lock held.
-    private var needsFullPath: Bool {
-        store != nil || state.closed || state.hasCountdownObservers || state.runningEvent != nil
+    /// Whether a change of the key's countdown needs the full path: a store
+    /// to write, observers of its scope (or of it) to tell, a callback to
+    /// wait for, or a closed engine to report. Otherwise the fast paths
+    /// below find the key by its bytes and make no names; observers of
+    /// other scopes cost them one comparison each. Lock held.
+    @inline(__always)
+    private func needsFullPath(_ key: RawKey) -> Bool {
+        store != nil || state.closed || state.runningEvent != nil
+            || state.isObserved(scopeBytes: key.scope)
     }
 
     /// `start` for a key given as bytes.
@@ -174,7 +177,7 @@ extension Engine {
         let duration = try duration.validatedDuration()
         let interval = try tickInterval?.validatedTickInterval() ?? defaultTickInterval
         lock.lock()
-        if needsFullPath {
+        if needsFullPath(key) {
             lock.unlock()
             try start(key.names(), duration: duration, tickInterval: interval, restart: restart)
             return
@@ -215,7 +218,7 @@ extension Engine {
     /// `cancel` for a key given as bytes.
     public func cancel(_ key: RawKey) throws(TickgateError) {
         lock.lock()
-        if needsFullPath {
+        if needsFullPath(key) {
             lock.unlock()
             try cancel(key.names())
             return

@@ -16,6 +16,7 @@ extension Engine {
         switch target {
         case .key(let key):
             state.keyObservers[key, default: []].append(id)
+            state.countObserver(of: key.scope, 1)
             state.queueState(of: key, for: id, at: now)
             state.rescheduleForTicks(key, at: now)
         case .realm(let realm):
@@ -24,6 +25,7 @@ extension Engine {
                 state.gateEvent(.state, realm, at: now, subscription: id))))
         case .scope(let scope):
             state.scopeObservers[scope, default: []].append(id)
+            state.countObserver(of: scope, 1)
             let keys = state.table.liveSlots().map { state.table.key($0) }
                 .filter { $0.scope == scope }.sorted()
             for key in keys where state.counting(key, at: now) != nil {

@@ -118,6 +118,32 @@ final class EngineState {
         return observer
     }
     var keyObservers: [CountdownKey: [SubscriptionID]] = [:]
+    /// Scopes with a subscription (to the scope or to one of its keys), and
+    /// how many: a change on a key of any other scope has nobody to tell,
+    /// so an observer costs only its own scope.
+    private var observedScopeCounts: [KeyName: Int] = [:]
+    /// The keys of `observedScopeCounts`, for the fast paths to compare.
+    private(set) var observedScopes: [KeyName] = []
+
+    /// Counts a subscription to `scope` or to one of its keys (`delta` 1),
+    /// or its end (-1).
+    func countObserver(of scope: KeyName, _ delta: Int) {
+        let count = (observedScopeCounts[scope] ?? 0) + delta
+        if count > 0 {
+            observedScopeCounts[scope] = count
+        } else {
+            observedScopeCounts.removeValue(forKey: scope)
+        }
+        observedScopes = Array(observedScopeCounts.keys)
+    }
+
+    /// Whether a key of the scope with these bytes may have observers.
+    @inline(__always)
+    func isObserved(scopeBytes: UnsafeRawBufferPointer) -> Bool {
+        if observedScopes.isEmpty { return false }
+        for scope in observedScopes where scope.hasBytes(scopeBytes) { return true }
+        return false
+    }
     var scopeObservers: [KeyName: [SubscriptionID]] = [:] { didSet { cachedScope = nil } }
     var realmObservers: [KeyName: [SubscriptionID]] = [:]
     var nextSubscription: SubscriptionID = 0
@@ -519,9 +545,11 @@ final class EngineState {
         if lastObserver?.id == id { lastObserver = nil }
         switch subscription.target {
         case .key(let key):
+            countObserver(of: key.scope, -1)
             keyObservers[key]?.removeAll { $0 == id }
             if keyObservers[key]?.isEmpty == true { keyObservers.removeValue(forKey: key) }
         case .scope(let scope):
+            countObserver(of: scope, -1)
             scopeObservers[scope]?.removeAll { $0 == id }
             if scopeObservers[scope]?.isEmpty == true {
                 scopeObservers.removeValue(forKey: scope)

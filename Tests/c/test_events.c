@@ -1243,6 +1243,47 @@ static void test_host_loop_system_clock(void)
     tg_rec_free(&r);
 }
 
+/* An observer costs only its own scope: keys of other scopes take the fast
+ * path (no events to make), and a later subscription to such a scope still
+ * sees its running countdowns and their ticks exactly. */
+static void test_observer_of_another_scope(void)
+{
+    tg_engine *e = open_host(TG_CLOCK_MANUAL, 0);
+    tg_rec other, later;
+
+    tg_rec_init(&other);
+    tg_rec_init(&later);
+    subscribe_rec(e, &other, "otp", NULL);
+    ASSERT_EQ_INT(dispatch(e), 0);
+    /* started, cancelled and restarted while only "otp" is observed */
+    ASSERT_STATUS(tg_countdown_start(e, "login", "alice", 60000, 0, 0, NULL), TG_OK);
+    ASSERT_STATUS(tg_countdown_start(e, "login", "bob", 10000, 0, 0, NULL), TG_OK);
+    ASSERT_STATUS(tg_countdown_cancel(e, "login", "bob"), TG_OK);
+    ASSERT_STATUS(tg_countdown_start(e, "login", "alice", 5000, 0, 0, NULL), TG_E_COOLING_DOWN);
+    ASSERT_EQ_INT(dispatch(e), 0);
+    ASSERT_EQ_INT(tg_rec_count(&other), 0);
+    advance(e, 1500);
+    ASSERT_EQ_INT(dispatch(e), 0);
+    /* the scope gains an observer: its state, then ticks from the deadline */
+    subscribe_rec(e, &later, "login", NULL);
+    ASSERT_EQ_INT(dispatch(e), 1);
+    ASSERT_EVENT(&later, 0, TG_EVENT_STATE, "login", "alice", 58500, 59);
+    STEP(e, &later, 500, 1);
+    ASSERT_EVENT(&later, 1, TG_EVENT_TICK, "login", "alice", 58000, 58);
+    /* a key of the observed scope reports again; the other scope still nothing */
+    ASSERT_STATUS(tg_countdown_start(e, "login", "carol", 3000, 0, 0, NULL), TG_OK);
+    ASSERT_EQ_INT(dispatch(e), 1);
+    ASSERT_EVENT(&later, 2, TG_EVENT_STARTED, "login", "carol", 3000, 3);
+    ASSERT_EQ_INT(tg_rec_count(&other), 0);
+    /* unobserved again: fast path, nothing delivered */
+    ASSERT_STATUS(tg_unsubscribe(e, later.id), TG_OK);
+    ASSERT_STATUS(tg_countdown_start(e, "login", "dave", 3000, 0, 0, NULL), TG_OK);
+    ASSERT_EQ_INT(dispatch(e), 0);
+    tg_engine_close(e);
+    tg_rec_free(&other);
+    tg_rec_free(&later);
+}
+
 int main(void)
 {
     RUN_TEST(test_state_idle);
@@ -1254,6 +1295,7 @@ int main(void)
     RUN_TEST(test_catch_up);
     RUN_TEST(test_scope_subscription);
     RUN_TEST(test_key_and_scope_subscribers);
+    RUN_TEST(test_observer_of_another_scope);
     RUN_TEST(test_cancelled_events);
     RUN_TEST(test_finish_due_before_dispatch);
     RUN_TEST(test_cancel_at_deadline_not_found);

@@ -33,15 +33,18 @@
  *      - A struct the caller fills in (tg_engine_options; tg_policy given to
  *        tg_policy_set; tg_titles) or hands out for the library to fill
  *        (tg_button; tg_policy given to tg_policy_get) carries sizeof(struct)
- *        as the caller was compiled. A size smaller than the struct's first
- *        layout (today, for every struct, its whole size) or larger than
- *        TG_STRUCT_SIZE_MAX gives TG_E_VERSION and changes nothing. A larger
- *        size (a caller built against a later header) is accepted: in a
- *        struct the caller fills in, every byte past the fields this library
- *        knows must be zero (a later field left at its default), else
- *        TG_E_VERSION; in a struct the library fills, it writes the fields it
- *        knows and zeros the bytes past them up to struct_size, and leaves
- *        struct_size as the caller set it.
+ *        as the caller was compiled. The library accepts the size of every
+ *        layout the struct has had (a later layout only adds fields at the
+ *        end; tg_engine_options has two, the first ending at manual_boot_id,
+ *        every other struct one) and any larger size up to
+ *        TG_STRUCT_SIZE_MAX (a caller built against a later header). Any
+ *        other size gives TG_E_VERSION and changes nothing. From an older
+ *        layout, the fields it lacks take their defaults. In a larger struct
+ *        the caller fills in, every byte past the fields this library knows
+ *        must be zero (a later field left at its default), else
+ *        TG_E_VERSION; in a larger struct the library fills, it writes the
+ *        fields it knows and zeros the bytes past them up to struct_size,
+ *        and leaves struct_size as the caller set it.
  *      - Initialisers (tg_engine_options_init, tg_policy_init) take the
  *        caller's sizeof and write exactly that many bytes: struct_size, the
  *        defaults of the fields this library knows, and zeros past them.
@@ -238,11 +241,21 @@ typedef struct tg_engine_options {
     int64_t manual_boot_ms;
     int64_t manual_wall_ms;
     const char *manual_boot_id;
+    /* The longest a call waits for the store, retries included, when
+     * another process holds its write lock: 0 (default) means
+     * TG_STORE_TIMEOUT_DEFAULT_MS, else 1 to TG_DURATION_MAX_MS. Past it the
+     * call fails with TG_E_STORE_IO ("store busy for 5000 ms") and changes
+     * nothing. (Added after the struct's first layout, which ends at
+     * manual_boot_id: a caller built before it gets the default.) */
+    int64_t store_timeout_ms;
 } tg_engine_options;
+
+/* The default of tg_engine_options.store_timeout_ms. */
+#define TG_STORE_TIMEOUT_DEFAULT_MS INT64_C(5000)
 
 #define TG_ENGINE_OPTIONS_INIT \
     { sizeof(tg_engine_options), TG_DELIVERY_ENGINE_THREAD, TG_CLOCK_SYSTEM, \
-      0, NULL, 0, 0, 0, 0, NULL }
+      0, NULL, 0, 0, 0, 0, NULL, 0 }
 
 /*
  * Fill *options with the defaults (as TG_ENGINE_OPTIONS_INIT does). Pass
@@ -263,7 +276,8 @@ tg_status tg_engine_options_init(tg_engine_options *options,
  *
  * Errors: TG_E_INVALID_ARGUMENT (out_engine NULL, unknown delivery or clock),
  * TG_E_VERSION (struct_size refused by the rule of "Versioned structs"),
- * TG_E_INVALID_DURATION (tick_interval_ms out of range), TG_E_SYSTEM (no
+ * TG_E_INVALID_DURATION (tick_interval_ms, store_commit_delay_ms or
+ * store_timeout_ms out of range), TG_E_SYSTEM (no
  * descriptors or thread); with store_path: TG_E_STORE_CORRUPT (a damaged
  * file, or a row out of range), TG_E_STORE_VERSION (a newer schema),
  * TG_E_STORE_IO (cannot create, open or read the file).

@@ -8,7 +8,8 @@ import TickgateCore
 public func tg_engine_options_init(_ options: UnsafeMutablePointer<tg_engine_options>?,
                                    _ struct_size: Int) -> tg_status {
     Boundary.call { () throws(TickgateError) in
-        try Versioned.initialise(options, struct_size, to: EngineOptionsReader.defaults, "options")
+        try Versioned.initialise(options, struct_size, to: EngineOptionsReader.defaults,
+                                 olderLayouts: EngineOptionsReader.olderLayouts, "options")
     }
 }
 
@@ -93,6 +94,11 @@ public func tg_clock_now(_ engine: OpaquePointer?,
 
 /// Reads a caller's `tg_engine_options`.
 enum EngineOptionsReader {
+    /// The first layout ended at manual_boot_id (store_timeout_ms came
+    /// after it).
+    static let olderLayouts = [MemoryLayout<tg_engine_options>.offset(of: \tg_engine_options.store_timeout_ms)
+        ?? MemoryLayout<tg_engine_options>.size]
+
     static var defaults: tg_engine_options {
         var options = tg_engine_options()
         options.struct_size = UInt32(MemoryLayout<tg_engine_options>.size)
@@ -103,7 +109,7 @@ enum EngineOptionsReader {
 
     static func read(_ pointer: UnsafePointer<tg_engine_options>?) throws(TickgateError) -> EngineOptions {
         guard let pointer else { return EngineOptions() }
-        let raw = try Versioned.read(pointer, "options")
+        let raw = try Versioned.read(pointer, defaults: defaults, olderLayouts: olderLayouts, "options")
         var options = EngineOptions()
         switch raw.delivery {
         case TG_DELIVERY_ENGINE_THREAD: options.delivery = .engineThread
@@ -135,8 +141,13 @@ enum EngineOptionsReader {
             guard delay >= 0, delay <= Boundary.maximumDurationMilliseconds else {
                 throw TickgateError(.invalidDuration, "options.store_commit_delay_ms \(delay) is out of range")
             }
+            let timeout = raw.store_timeout_ms == 0 ? Limits.defaultStoreTimeout.nanoseconds / 1_000_000 : raw.store_timeout_ms
+            guard timeout >= 1, timeout <= Boundary.maximumDurationMilliseconds else {
+                throw TickgateError(.invalidDuration,
+                    "options.store_timeout_ms \(raw.store_timeout_ms) is outside 0 ... \(Boundary.maximumDurationMilliseconds) ms")
+            }
             options.store = StoreOptions(
-                path: text, commitDelay: .milliseconds(delay),
+                path: text, commitDelay: .milliseconds(delay), timeout: .milliseconds(timeout),
                 startFreshIfCorrupt: raw.store_flags & TG_STORE_START_FRESH_IF_CORRUPT != 0,
                 fullSync: raw.store_flags & TG_STORE_FULL_SYNC != 0)
         }

@@ -84,7 +84,7 @@ public func tg_titles_set(_ engine: OpaquePointer?, _ scope: UnsafePointer<CChar
                           _ titles: UnsafePointer<tg_titles>?) -> tg_status {
     Boundary.call(engine) { (engine) throws(TickgateError) in
         let scope = try Boundary.name(scope, "scope")
-        let raw = try Versioned.read(try Boundary.required(titles, "titles"), "titles")
+        let raw = try Versioned.read(try Boundary.required(titles, "titles"), defaults: tg_titles(), "titles")
         let english = TitleSet.english
         func template(_ text: UnsafePointer<CChar>?, _ role: String,
                       _ fallback: TitleTemplate) throws(TickgateError) -> TitleTemplate {
@@ -141,7 +141,7 @@ enum PolicyReader {
     static let steps = Int(TG_POLICY_MAX_STEPS)
 
     static func read(_ pointer: UnsafePointer<tg_policy>) throws(TickgateError) -> SendPolicy {
-        let raw = try Versioned.read(pointer, "policy")
+        let raw = try Versioned.read(pointer, defaults: cPolicy(SendPolicy()), "policy")
         let count = Int(raw.step_count)
         guard (1...steps).contains(count) else {
             throw TickgateError(.invalidArgument, "policy.step_count \(raw.step_count) is outside 1 ... \(steps)")

@@ -4,8 +4,10 @@ import TickgateCore
 /// The one struct_size rule of tickgate.h ("Versioned structs" in its
 /// conventions), written once for every struct that crosses the boundary:
 ///
-/// - a declared size below the struct's first layout (today: its whole
-///   size) or above `TG_STRUCT_SIZE_MAX` is refused with `TG_E_VERSION`;
+/// - a declared size is one of the struct's layouts (the older ones listed
+///   by the caller, whose missing fields take their defaults) or at least
+///   this library's, up to `TG_STRUCT_SIZE_MAX`; anything else is refused
+///   with `TG_E_VERSION`;
 /// - a struct the caller fills in may be larger (a later header) only if the
 ///   bytes past this library's fields are zero;
 /// - a struct the library fills out gets the library's fields and zeros up
@@ -14,12 +16,16 @@ import TickgateCore
 enum Versioned {
     static var largest: Int { Int(TG_STRUCT_SIZE_MAX) }
 
-    /// Checks a caller's declared size for a `T`.
-    static func check<T>(_ declared: Int, _ type: T.Type, _ role: String) throws(TickgateError) {
+    /// Checks a caller's declared size for a `T`: this library's size or
+    /// larger, or the size of one of `olderLayouts`.
+    static func check<T>(_ declared: Int, _ type: T.Type, olderLayouts: [Int] = [],
+                         _ role: String) throws(TickgateError) {
         let size = MemoryLayout<T>.size
+        if olderLayouts.contains(declared) { return }
         guard declared >= size else {
+            let accepted = (olderLayouts + [size]).map(String.init).joined(separator: ", ")
             throw TickgateError(.version,
-                "\(role).struct_size is \(declared); this library (\(String(cString: tgshim_version_string()))) needs at least \(size)")
+                "\(role).struct_size is \(declared); this library (\(String(cString: tgshim_version_string()))) takes \(accepted) or more")
         }
         guard declared <= largest else {
             throw TickgateError(.version, "\(role).struct_size \(declared) is larger than TG_STRUCT_SIZE_MAX (\(largest))")
@@ -31,13 +37,23 @@ enum Versioned {
         Int(pointer.load(as: UInt32.self))
     }
 
-    /// A struct the caller filled in, after the size check and the check
-    /// that no field this library does not know was set.
-    static func read<T>(_ pointer: UnsafePointer<T>, _ role: String) throws(TickgateError) -> T {
+    /// A struct the caller filled in, after the size check: an older
+    /// layout's bytes over `defaults`, or (for this layout or a later one)
+    /// the struct, once no field this library does not know is set.
+    static func read<T>(_ pointer: UnsafePointer<T>, defaults: T, olderLayouts: [Int] = [],
+                        _ role: String) throws(TickgateError) -> T {
         let bytes = UnsafeRawPointer(pointer)
         let declared = declared(bytes)
-        try check(declared, T.self, role)
-        for offset in MemoryLayout<T>.size..<declared where bytes.load(fromByteOffset: offset, as: UInt8.self) != 0 {
+        let size = MemoryLayout<T>.size
+        try check(declared, T.self, olderLayouts: olderLayouts, role)
+        guard declared >= size else {
+            var value = defaults
+            withUnsafeMutableBytes(of: &value) { target in
+                target.copyMemory(from: UnsafeRawBufferPointer(start: bytes, count: declared))
+            }
+            return value
+        }
+        for offset in size..<declared where bytes.load(fromByteOffset: offset, as: UInt8.self) != 0 {
             throw TickgateError(.version,
                 "\(role) sets a field this library version (\(String(cString: tgshim_version_string()))) does not know, at byte \(offset)")
         }
@@ -52,13 +68,13 @@ enum Versioned {
         fill(UnsafeMutableRawPointer(pointer), declared, with: value)
     }
 
-    /// An initialiser: `defaults` with struct_size = `declared`, zeros
-    /// past this library's fields; exactly `declared` bytes are written, and
-    /// none if the size is refused.
+    /// An initialiser: `defaults` with struct_size = `declared`, cut to an
+    /// older layout or with zeros past this library's fields; exactly
+    /// `declared` bytes are written, and none if the size is refused.
     static func initialise<T>(_ pointer: UnsafeMutablePointer<T>?, _ declared: Int, to defaults: T,
-                              _ role: String) throws(TickgateError) {
+                              olderLayouts: [Int] = [], _ role: String) throws(TickgateError) {
         let pointer = try Boundary.required(pointer, role)
-        try check(declared, T.self, "\(role) (struct_size argument)")
+        try check(declared, T.self, olderLayouts: olderLayouts, "\(role) (struct_size argument)")
         fill(UnsafeMutableRawPointer(pointer), declared, with: defaults)
     }
 
@@ -67,8 +83,11 @@ enum Versioned {
         var copy = value
         withUnsafeMutableBytes(of: &copy) { bytes in
             bytes.storeBytes(of: UInt32(truncatingIfNeeded: declared), as: UInt32.self)
-            UnsafeMutableRawBufferPointer(start: target, count: size).copyMemory(from: UnsafeRawBufferPointer(bytes))
+            UnsafeMutableRawBufferPointer(start: target, count: min(size, declared))
+                .copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[..<min(size, declared)]))
         }
-        (target + size).initializeMemory(as: UInt8.self, repeating: 0, count: declared - size)
+        if declared > size {
+            (target + size).initializeMemory(as: UInt8.self, repeating: 0, count: declared - size)
+        }
     }
 }

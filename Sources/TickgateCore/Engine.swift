@@ -42,7 +42,7 @@ public final class Engine: @unchecked Sendable {
             }
             commitDelay = options.commitDelay
             store = try Store.open(path: options.path, startFreshIfCorrupt: options.startFreshIfCorrupt,
-                                   fullSync: options.fullSync)
+                                   fullSync: options.fullSync, timeout: options.timeout)
             do {
                 try lock.withLock { () throws(TickgateError) in try restore() }
             } catch where error.status == .storeCorrupt && options.startFreshIfCorrupt {
@@ -50,7 +50,8 @@ public final class Engine: @unchecked Sendable {
                 // restore applied nothing, so the new store starts empty.
                 store = nil
                 _ = try Store.moveAside(options.path)
-                store = try Store.open(path: options.path, startFreshIfCorrupt: false, fullSync: options.fullSync)
+                store = try Store.open(path: options.path, startFreshIfCorrupt: false, fullSync: options.fullSync,
+                                       timeout: options.timeout)
             }
         } else {
             commitDelay = .zero

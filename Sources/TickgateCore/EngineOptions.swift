@@ -26,11 +26,15 @@ public struct StoreOptions: Sendable {
     public var startFreshIfCorrupt: Bool
     /// Sync to disk on every commit (survives power loss, not only crashes).
     public var fullSync: Bool
+    /// The longest a call waits for the store (another process holding its
+    /// write lock), retries included.
+    public var timeout: Span
 
-    public init(path: String, commitDelay: Span = .zero, startFreshIfCorrupt: Bool = false,
-                fullSync: Bool = false) {
+    public init(path: String, commitDelay: Span = .zero, timeout: Span = Limits.defaultStoreTimeout,
+                startFreshIfCorrupt: Bool = false, fullSync: Bool = false) {
         self.path = path
         self.commitDelay = commitDelay
+        self.timeout = timeout
         self.startFreshIfCorrupt = startFreshIfCorrupt
         self.fullSync = fullSync
     }

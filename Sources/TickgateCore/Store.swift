@@ -78,25 +78,31 @@ final class Store {
 
     private let db: OpaquePointer
     let path: String
+    /// The longest one operation waits for another connection's lock.
+    let timeout: Span
+    /// The current operation's deadline, read by the busy handler.
+    private let wait = BusyWait()
     private var statements: [String: OpaquePointer] = [:]
     private(set) var inTransaction = false
 
     /// Opens the store at `path`; a corrupt one is moved aside and replaced
     /// by a new one if `startFreshIfCorrupt`, else refused.
-    static func open(path: String, startFreshIfCorrupt: Bool,
-                     fullSync: Bool) throws(TickgateError) -> Store {
+    static func open(path: String, startFreshIfCorrupt: Bool, fullSync: Bool,
+                     timeout: Span = Limits.defaultStoreTimeout) throws(TickgateError) -> Store {
         do {
-            return try Store(path: path, fullSync: fullSync)
+            return try Store(path: path, fullSync: fullSync, timeout: timeout)
         } catch {
             guard error.status == .storeCorrupt, startFreshIfCorrupt else { throw error }
             _ = try moveAside(path)
-            return try Store(path: path, fullSync: fullSync)
+            return try Store(path: path, fullSync: fullSync, timeout: timeout)
         }
     }
 
     /// Opens (creating it 0600 if missing), checks and migrates the store.
-    private init(path: String, fullSync: Bool) throws(TickgateError) {
+    private init(path: String, fullSync: Bool, timeout: Span) throws(TickgateError) {
         self.path = path
+        self.timeout = timeout
+        wait.deadline = Poller.boottime().advanced(by: timeout)
         let link = path.withCString { tgshim_is_symlink($0) }
         if link == 1 {
             throw TickgateError(.storeIO, "the store path \(path) is a symbolic link; refusing to follow it")
@@ -114,7 +120,18 @@ final class Store {
             throw TickgateError(.storeIO, "cannot open the store \(path): \(message)")
         }
         db = handle
-        sqlite3_busy_timeout(db, 5_000)
+        // Waits for another connection's lock end at the operation's
+        // deadline (the busy handler reads it), never later.
+        sqlite3_busy_handler(db, { context, count in
+            guard let context else { return 0 }
+            let wait = Unmanaged<BusyWait>.fromOpaque(context).takeUnretainedValue()
+            let left = wait.deadline.since(Poller.boottime()).nanoseconds
+            guard left > 0 else { return 0 }
+            // 1, 2, 4 ... 16 ms between tries, never past the deadline.
+            let step = Int64(1_000_000) << Int64(min(max(count, 0), 4))
+            usleep(useconds_t(min(step, left) / 1_000 + 1))
+            return 1
+        }, Unmanaged.passUnretained(wait).toOpaque())
         // On a throw from here on, deinit closes the database.
         try configure(fullSync: fullSync)
         try migrate()
@@ -206,6 +223,7 @@ final class Store {
 
     func begin() throws(TickgateError) {
         guard !inTransaction else { return }
+        wait.deadline = Poller.boottime().advanced(by: timeout)
         if hasMoved {
             throw TickgateError(.storeIO,
                 "the store file \(path) was deleted or replaced while open; nothing more is written to it")
@@ -483,6 +501,10 @@ final class Store {
     private func error(_ rc: Int32, _ what: String) -> TickgateError {
         let message = String(cString: sqlite3_errmsg(db))
         let primary = rc & 0xFF
+        if primary == SQLITE_BUSY || primary == SQLITE_LOCKED {
+            return TickgateError(.storeIO,
+                "store busy for \(timeout.millisecondsRoundedUp) ms: another connection holds the lock of \(path) (\(what): \(message))")
+        }
         let status: Status = primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB ? .storeCorrupt : .storeIO
         return TickgateError(status, "store \(path): \(what): \(message) (SQLite code \(rc))")
     }
@@ -491,11 +513,9 @@ final class Store {
         var rc = sqlite3_exec(db, sql, nil, nil, nil)
         // Some statements (switching the journal mode while another process
         // creates the store) report BUSY without consulting the busy
-        // handler: wait for them the same 5 s.
-        var waited = 0
-        while rc & 0xFF == SQLITE_BUSY && waited < 5_000 {
+        // handler: retry them until the same deadline.
+        while rc & 0xFF == SQLITE_BUSY && Poller.boottime() < wait.deadline {
             usleep(10_000)
-            waited += 10
             rc = sqlite3_exec(db, sql, nil, nil, nil)
         }
         guard rc == SQLITE_OK else { throw error(rc, sql.split(separator: " ").first.map(String.init) ?? sql) }
@@ -575,3 +595,8 @@ final class Store {
     }
 }
 
+/// The deadline of the store operation under way, shared with SQLite's busy
+/// handler (which gets it as its context pointer; the store owns it).
+private final class BusyWait {
+    var deadline = Instant(nanoseconds: 0)
+}

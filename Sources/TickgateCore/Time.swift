@@ -60,6 +60,9 @@ public enum Limits {
     /// One day.
     @inlinable public static var maximumTickInterval: Span { Span(nanoseconds: 86_400_000 * 1_000_000) }
     @inlinable public static var defaultTickInterval: Span { Span(nanoseconds: 1_000 * 1_000_000) }
+    /// How long a call waits for the store by default
+    /// (TG_STORE_TIMEOUT_DEFAULT_MS).
+    @inlinable public static var defaultStoreTimeout: Span { Span(nanoseconds: 5_000 * 1_000_000) }
     /// Most successful sends a policy's window may count (and a store row
     /// may list).
     @inlinable public static var maximumWindowSends: Int { 1_000_000 }

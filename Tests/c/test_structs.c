@@ -150,11 +150,25 @@ static void test_options_sizes(void)
     ASSERT_STATUS(tg_engine_open(&b.options, &e), TG_E_VERSION);
     ASSERT(e == NULL);
     b.bytes[size + 39] = 0;
-    /* older sizes, including the layout up to store_path that was never
-     * released: refused */
+    /* the first layout (up to manual_boot_id): accepted, the later field
+     * takes its default; even with garbage where that field would be */
+    fill(&b, 0);
+    ASSERT_STATUS(tg_engine_options_init(&b.options, offsetof(tg_engine_options, store_timeout_ms)),
+                  TG_OK);
+    b.options.delivery = TG_DELIVERY_HOST_THREAD;
+    b.options.clock = TG_CLOCK_MANUAL;
+    memset(&b.options.store_timeout_ms, 0xFF, sizeof b.options.store_timeout_ms);
+    e = NULL;
+    ASSERT_STATUS(tg_engine_open(&b.options, &e), TG_OK);
+    tg_engine_close(e);
+    e = NULL;
+    /* sizes of no layout, including the layout up to store_path that was
+     * never released, and one ending inside store_timeout_ms: refused */
     set_size(&b, offsetof(tg_engine_options, store_path));
     ASSERT_STATUS(tg_engine_open(&b.options, &e), TG_E_VERSION);
-    set_size(&b, size - 8);
+    set_size(&b, size - 4);
+    ASSERT_STATUS(tg_engine_open(&b.options, &e), TG_E_VERSION);
+    set_size(&b, offsetof(tg_engine_options, store_timeout_ms) - 8);
     ASSERT_STATUS(tg_engine_open(&b.options, &e), TG_E_VERSION);
     set_size(&b, TG_STRUCT_SIZE_MAX + 8);
     ASSERT_STATUS(tg_engine_open(&b.options, &e), TG_E_VERSION);

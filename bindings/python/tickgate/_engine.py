@@ -73,7 +73,8 @@ class Engine(Managed[int]):
         change before its call returns; see :meth:`flush`);
         ``store_start_fresh_if_corrupt`` moves a corrupt store aside instead
         of raising :class:`tickgate.StoreCorrupt`; ``store_full_sync`` syncs
-        every commit to disk.
+        every commit to disk; ``store_timeout`` / ``_ms`` bounds every wait
+        for the store's lock (default 5 s; past it :class:`tickgate.StoreIO`).
     ``manual_boot`` / ``manual_wall`` / ``manual_boot_id``
         MANUAL clock only: the first readings of its boot clock and its wall
         clock (seconds, or ``_ms``; the wall clock also takes an aware
@@ -104,6 +105,8 @@ class Engine(Managed[int]):
         store_commit_delay_ms: Optional[int] = None,
         store_start_fresh_if_corrupt: bool = False,
         store_full_sync: bool = False,
+        store_timeout: Optional[Seconds] = None,
+        store_timeout_ms: Optional[int] = None,
         manual_boot: Optional[Seconds] = None,
         manual_boot_ms: Optional[int] = None,
         manual_wall: "Optional[Seconds | datetime]" = None,
@@ -137,6 +140,7 @@ class Engine(Managed[int]):
         options.manual_wall_ms = _convert.wall_ms(manual_wall, manual_wall_ms, "manual_wall", 0)
         if manual_boot_id is not None:
             options.manual_boot_id = manual_boot_id.encode("utf-8")
+        options.store_timeout_ms = _convert.to_ms(store_timeout, store_timeout_ms, "store_timeout", 0)
         handle = _ffi.tg_engine_p()
         self._lib.tg_engine_open(byref(options), byref(handle))
         self._delivery = Delivery(options.delivery)

@@ -49,6 +49,8 @@ TG_VERSION_PATCH = 0
 TG_VERSION_STRING = f"{TG_VERSION_MAJOR}.{TG_VERSION_MINOR}.{TG_VERSION_PATCH}"
 TG_VERSION_HEX = (TG_VERSION_MAJOR << 16) | (TG_VERSION_MINOR << 8) | TG_VERSION_PATCH
 
+#: The default of tg_engine_options.store_timeout_ms.
+TG_STORE_TIMEOUT_DEFAULT_MS = 5000
 #: Largest struct_size any versioned struct may declare.
 TG_STRUCT_SIZE_MAX = 4096
 TG_KEY_MAX_BYTES = 256
@@ -103,6 +105,7 @@ class tg_engine_options(Structure):
         ("manual_boot_ms", c_int64),
         ("manual_wall_ms", c_int64),
         ("manual_boot_id", c_char_p),
+        ("store_timeout_ms", c_int64),
     ]
 
 

@@ -28,6 +28,24 @@
  *    Otherwise the destructor runs exactly once, when the engine is done with
  *    user_data (see tg_unsubscribe and tg_engine_close).
  *  - Every *_close function accepts NULL.
+ *  - Statuses. Each function's comment lists the statuses particular to it
+ *    ("Errors:"); these apply everywhere and are not repeated:
+ *      - a function that takes a tg_engine * may return TG_E_INVALID_HANDLE
+ *        (NULL, or not a handle this library returned) and TG_E_CLOSED (the
+ *        engine was closed);
+ *      - a function that takes a scope, subject or realm may return
+ *        TG_E_INVALID_KEY;
+ *      - a required pointer that is NULL gives TG_E_INVALID_ARGUMENT;
+ *      - a function marked "Store: may wait" may, on an engine opened with
+ *        store_path, return TG_E_STORE_IO (the file cannot be read or
+ *        written, or another process held its lock past store_timeout_ms)
+ *        and TG_E_STORE_CORRUPT (a row it read is out of range), and then
+ *        changed nothing.
+ *    Every failing call leaves a message for tg_last_error_message().
+ *  - Waiting. "Store: may wait" means the call may wait for the store's
+ *    file, at most store_timeout_ms per wait. "Store: never" means the call
+ *    does no store I/O itself; today it still takes the engine's lock,
+ *    which a call waiting for the store holds (so it may wait as long).
  *  - Versioned structs. Every struct that crosses this interface starts with
  *    uint32_t struct_size, and one rule covers them all:
  *      - A struct the caller fills in (tg_engine_options; tg_policy given to
@@ -281,6 +299,7 @@ tg_status tg_engine_options_init(tg_engine_options *options,
  * descriptors or thread); with store_path: TG_E_STORE_CORRUPT (a damaged
  * file, or a row out of range), TG_E_STORE_VERSION (a newer schema),
  * TG_E_STORE_IO (cannot create, open or read the file).
+ * Store: may wait (it opens, checks and reads the whole store).
  */
 tg_status tg_engine_open(const tg_engine_options *options,
                          tg_engine **out_engine);
@@ -298,6 +317,8 @@ tg_status tg_engine_open(const tg_engine_options *options,
  * After close, the handle is dead: passing it to any function returns
  * TG_E_CLOSED (the library keeps a tombstone for it), never a crash. NULL
  * returns TG_OK; closing twice returns TG_E_CLOSED.
+ * Errors: TG_E_CLOSED (closed already). Store: may wait (a group commit
+ * still open is committed).
  */
 tg_status tg_engine_close(tg_engine *engine);
 
@@ -309,6 +330,7 @@ tg_status tg_engine_close(tg_engine *engine);
  * polling it before tg_engine_close().
  *
  * Errors: TG_E_WRONG_MODE on an engine-thread engine.
+ * Store: never.
  */
 tg_status tg_engine_fd(tg_engine *engine, int *out_fd);
 
@@ -319,6 +341,8 @@ tg_status tg_engine_fd(tg_engine *engine, int *out_fd);
  *
  * Errors: TG_E_WRONG_MODE on an engine-thread engine; TG_E_BUSY when a
  * dispatch of this engine is already running.
+ * Store: may wait (with store_commit_delay_ms, a group commit that is
+ * due is committed here).
  */
 tg_status tg_engine_dispatch(tg_engine *engine, size_t *out_delivered);
 
@@ -329,10 +353,15 @@ tg_status tg_engine_dispatch(tg_engine *engine, size_t *out_delivered);
  * the engine thread has run their callbacks (unless called from inside a
  * callback); on a host-thread engine they wait for tg_engine_dispatch().
  * A step over several tick times gives one catch-up tick, not a burst.
+ * Errors: TG_E_INVALID_DURATION (delta out of range, or the manual clock
+ * would pass 100 years), TG_E_WRONG_MODE (system clock). Store: never itself
+ * (on an engine-thread engine it waits for the engine thread's pass).
  */
 tg_status tg_clock_advance(tg_engine *engine, int64_t delta_ms);
 
-/* The engine's clock, in milliseconds (CLOCK_BOOTTIME or manual). */
+/* The engine's clock, in milliseconds (CLOCK_BOOTTIME or manual).
+ * Store: never.
+ */
 tg_status tg_clock_now(tg_engine *engine, int64_t *out_now_ms);
 
 /*
@@ -340,12 +369,15 @@ tg_status tg_clock_now(tg_engine *engine, int64_t *out_now_ms);
  * epoch), as a user changing the date would. Countdowns keep running on the
  * boot part; the wall part matters only to a store opened after a "reboot"
  * (another manual_boot_id).
+ * Errors: TG_E_INVALID_DURATION (wall_ms out of range), TG_E_WRONG_MODE
+ * (system clock). Store: never.
  */
 tg_status tg_clock_set_wall(tg_engine *engine, int64_t wall_ms);
 
 /*
  * Commit what a group commit (store_commit_delay_ms > 0) holds now. With no
  * store, or nothing pending, returns TG_OK. Errors: TG_E_STORE_IO.
+ * Store: may wait.
  */
 tg_status tg_store_flush(tg_engine *engine);
 
@@ -374,6 +406,9 @@ tg_status tg_store_flush(tg_engine *engine);
  * This is the bare countdown: it records no send, so it does not count
  * towards the policy's window or escalation, and after it the key's button
  * is IDLE again unless a send was recorded (see tg_send_begin).
+ * Errors: TG_E_COOLING_DOWN, TG_E_IN_FLIGHT, TG_E_LOCKED (as above),
+ * TG_E_INVALID_DURATION (duration or tick interval out of range),
+ * TG_E_INVALID_ARGUMENT (unknown flags). Store: may wait.
  */
 tg_status tg_countdown_start(tg_engine *engine, const char *scope,
                              const char *subject, int64_t duration_ms,
@@ -385,17 +420,22 @@ tg_status tg_countdown_start(tg_engine *engine, const char *scope,
  * TG_EVENT_CANCELLED. When this returns (called from outside a callback of
  * that countdown), no TICK or FINISHED of the cancelled countdown runs or
  * will run. Errors: TG_E_NOT_FOUND if it is not counting down.
+ * Store: may wait.
  */
 tg_status tg_countdown_cancel(tg_engine *engine, const char *scope,
                               const char *subject);
 
 /* Cancel every countdown of a scope (a flow completed). *out_cancelled (may
- * be NULL) receives how many. Same guarantees as tg_countdown_cancel. */
+ * be NULL) receives how many. Same guarantees as tg_countdown_cancel.
+ * Store: may wait.
+ */
 tg_status tg_countdown_cancel_scope(tg_engine *engine, const char *scope,
                                     size_t *out_cancelled);
 
 /* Cancel every countdown of the engine (a user logged out). *out_cancelled
- * (may be NULL) receives how many. Same guarantees as tg_countdown_cancel. */
+ * (may be NULL) receives how many. Same guarantees as tg_countdown_cancel.
+ * Store: may wait.
+ */
 tg_status tg_countdown_cancel_all(tg_engine *engine, size_t *out_cancelled);
 
 /*
@@ -404,6 +444,7 @@ tg_status tg_countdown_cancel_all(tg_engine *engine, size_t *out_cancelled);
  * the remaining seconds: what a button shows). Either pointer may be NULL.
  * If the key is not counting down, both are set to 0 and TG_E_NOT_FOUND is
  * returned.
+ * Errors: TG_E_NOT_FOUND. Store: never.
  */
 tg_status tg_countdown_remaining(tg_engine *engine, const char *scope,
                                  const char *subject,
@@ -430,6 +471,7 @@ typedef int (*tg_countdown_visit_fn)(const tg_countdown_info *info,
  * calls visit (may be NULL to only count) on the calling thread with no lock
  * held, so visit may call the engine. *out_count (may be NULL) receives the
  * number in the snapshot.
+ * Store: never.
  */
 tg_status tg_countdown_list(tg_engine *engine, const char *scope,
                             tg_countdown_visit_fn visit, void *user_data,
@@ -512,6 +554,8 @@ typedef void (*tg_destroy_fn)(void *user_data);
  *
  * destroy (may be NULL) runs once for user_data when the subscription ends.
  * *out_subscription receives the id.
+ * Errors: TG_E_INVALID_ARGUMENT (callback or out_subscription NULL).
+ * Store: never.
  */
 tg_status tg_subscribe(tg_engine *engine, const char *scope,
                        const char *subject, tg_event_fn callback,
@@ -524,6 +568,7 @@ tg_status tg_subscribe(tg_engine *engine, const char *scope,
  * will not run again, and its destructor has run. Called from inside its own
  * callback, the destructor runs right after that callback returns.
  * Errors: TG_E_NOT_FOUND for an unknown or already ended id.
+ * Store: never.
  */
 tg_status tg_unsubscribe(tg_engine *engine, tg_subscription subscription);
 
@@ -579,12 +624,15 @@ tg_status tg_policy_init(tg_policy *policy, size_t struct_size);
  * tg_send_begin of every key of the scope (a running cooldown keeps its
  * length). Errors: TG_E_INVALID_ARGUMENT (policy NULL, step_count out of
  * range), TG_E_INVALID_DURATION (a time out of range), TG_E_VERSION.
+ * Store: may wait.
  */
 tg_status tg_policy_set(tg_engine *engine, const char *scope,
                         const tg_policy *policy);
 
 /* The policy of scope (the defaults if none was set) into *out_policy, whose
- * struct_size the caller sets first (tg_policy_init does). */
+ * struct_size the caller sets first (tg_policy_init does).
+ * Errors: TG_E_VERSION (out_policy->struct_size). Store: never.
+ */
 tg_status tg_policy_get(tg_engine *engine, const char *scope,
                         tg_policy *out_policy);
 
@@ -600,6 +648,8 @@ typedef uint64_t tg_ticket;
  * TG_E_COOLING_DOWN (the cooldown's remaining time), TG_E_IN_FLIGHT (a
  * ticket is open: the time until it expires), TG_E_LOCKED (the time until
  * the window frees a send).
+ * Errors: TG_E_COOLING_DOWN, TG_E_IN_FLIGHT, TG_E_LOCKED (as above),
+ * TG_E_INVALID_ARGUMENT (out_ticket NULL). Store: may wait.
  */
 tg_status tg_send_begin(tg_engine *engine, const char *scope,
                         const char *subject, tg_ticket *out_ticket,
@@ -625,6 +675,8 @@ typedef enum tg_send_outcome {
  * Errors: TG_E_EXPIRED (the ticket timed out first; the key was freed
  * then), TG_E_NOT_FOUND (unknown ticket, already ended, or its countdown
  * was cancelled), TG_E_INVALID_ARGUMENT (unknown outcome).
+ * Also TG_E_INVALID_DURATION (server_retry_after_ms out of range).
+ * Store: may wait.
  */
 tg_status tg_send_end(tg_engine *engine, tg_ticket ticket,
                       tg_send_outcome outcome, int64_t server_retry_after_ms,
@@ -635,6 +687,7 @@ tg_status tg_send_end(tg_engine *engine, tg_ticket ticket,
  * key's escalation starts again from the first step, a running cooldown is
  * cancelled, and the state becomes IDLE (TG_EVENT_RESET). The send history
  * of the window is kept, so a LOCKED key stays locked.
+ * Store: may wait.
  */
 tg_status tg_verified(tg_engine *engine, const char *scope,
                       const char *subject);
@@ -669,6 +722,8 @@ typedef struct tg_titles {
  * is checked now, so rendering never fails: TG_E_INVALID_TEMPLATE names the
  * bad one and why, and then nothing is changed. Events from now on carry
  * the new titles.
+ * Errors: TG_E_INVALID_TEMPLATE, TG_E_VERSION (titles->struct_size).
+ * Store: may wait.
  */
 tg_status tg_titles_set(tg_engine *engine, const char *scope,
                         const tg_titles *titles);
@@ -684,7 +739,9 @@ typedef struct tg_button {
 } tg_button;
 
 /* The button of (scope, subject) now: state, enabled flag, remaining time
- * and rendered title. Set out_button->struct_size first. */
+ * and rendered title. Set out_button->struct_size first.
+ * Errors: TG_E_VERSION (out_button->struct_size). Store: never.
+ */
 tg_status tg_button_get(tg_engine *engine, const char *scope,
                         const char *subject, tg_button *out_button);
 
@@ -748,6 +805,8 @@ typedef enum tg_require_result {
  * (ten taps on one button make one action). action is required; cancel and
  * destroy may be NULL. *out_request receives the request's id, *out_result
  * (may be NULL) what happened.
+ * Errors: TG_E_INVALID_ARGUMENT (action or out_request NULL).
+ * Store: never.
  */
 tg_status tg_gate_require(tg_engine *engine, const char *realm,
                           int needs_login, const char *coalesce_key,
@@ -761,6 +820,7 @@ tg_status tg_gate_require(tg_engine *engine, const char *realm,
  * When it returns (outside that request's own callback), neither its action
  * nor its cancel callback runs or will run, and its destructor has run.
  * Errors: TG_E_NOT_FOUND if it already ran, was cancelled, or is unknown.
+ * Store: never.
  */
 tg_status tg_gate_withdraw(tg_engine *engine, tg_request request);
 
@@ -770,6 +830,8 @@ tg_status tg_gate_withdraw(tg_engine *engine, tg_request request);
  * when it passes, the session ends by itself (TG_GATE_EXPIRED). Every queued
  * request's action then runs once, in the order they were required. Calling
  * it while logged in renews the session (TG_GATE_LOGGED_IN again).
+ * Errors: TG_E_INVALID_DURATION (session_ttl_ms out of range).
+ * Store: may wait.
  */
 tg_status tg_gate_login_succeeded(tg_engine *engine, const char *realm,
                                   int64_t session_ttl_ms);
@@ -779,6 +841,7 @@ tg_status tg_gate_login_succeeded(tg_engine *engine, const char *realm,
  * callback runs once (TG_CANCEL_LOGIN_CANCELLED) and the queue is empty.
  * With nothing queued it changes nothing and returns TG_OK. The next
  * require that queues asks for the login screen again.
+ * Store: may wait.
  */
 tg_status tg_gate_login_cancelled(tg_engine *engine, const char *realm);
 
@@ -786,19 +849,23 @@ tg_status tg_gate_login_cancelled(tg_engine *engine, const char *realm);
  * The user logged out. Requests that needed login and have not run yet
  * (queued, or granted while the session was live) are cancelled with
  * TG_CANCEL_LOGGED_OUT. Logging out while logged out returns TG_OK.
+ * Store: may wait.
  */
 tg_status tg_gate_logout(tg_engine *engine, const char *realm);
 
 /*
  * The realm's session: *out_logged_in (1 or 0) and *out_remaining_ms (time
  * to expiry, or 0 for no expiry or logged out). Either may be NULL.
+ * Store: never.
  */
 tg_status tg_gate_session(tg_engine *engine, const char *realm,
                           int *out_logged_in, int64_t *out_remaining_ms);
 
 /* How long a queued request waits for login before it is cancelled with
  * TG_CANCEL_TIMED_OUT (1 to TG_DURATION_MAX_MS; default 300000). Applies to
- * requests queued from now on. */
+ * requests queued from now on.
+ * Errors: TG_E_INVALID_DURATION. Store: may wait.
+ */
 tg_status tg_gate_set_request_timeout(tg_engine *engine, const char *realm,
                                       int64_t timeout_ms);
 
@@ -831,6 +898,8 @@ typedef void (*tg_gate_event_fn)(const tg_gate_event *event, void *user_data);
 /*
  * Observe a realm: its state first (TG_GATE_STATE), then every change. End
  * it with tg_unsubscribe, with the same guarantees as countdown observers.
+ * Errors: TG_E_INVALID_ARGUMENT (callback or out_subscription NULL).
+ * Store: never.
  */
 tg_status tg_gate_subscribe(tg_engine *engine, const char *realm,
                             tg_gate_event_fn callback, void *user_data,

@@ -138,9 +138,9 @@ def sh_block(name, code):
         env = env_for({"BUILD_DIR": build})
         while words and re.match(r"^\w+=", words[0]):  # VAR=value prefixes
             key, value = words.pop(0).split("=", 1)
-            env[key] = os.path.join(source, value) if key != "PYTHONPATH" else os.path.join(source, value)
-            if key == "TICKGATE_LIBRARY":
-                env[key] = library
+            # paths in the README are relative to the clone; the library is
+            # the one under test
+            env[key] = library if key == "TICKGATE_LIBRARY" else os.path.join(source, value)
         if words[:2] == ["make", "test"]:
             words = ["make", "-n", "test"]  # the command running this test: dry run only
         if words[:1] == ["pip"]:

@@ -9,25 +9,20 @@ extension Engine {
                       restart: Bool = false) throws(TickgateError) -> Span {
         let duration = try duration.validatedDuration()
         let interval = try tickInterval?.validatedTickInterval() ?? defaultTickInterval
-        lock.lock()
-        defer { endChange() }
-        let now = try beginChange()
-        try reconcile(key, at: now)
-        let slot = state.table.find(key)
-        if !restart, let slot, let running = state.running(slot: slot, at: now) {
-            throw Self.busyError(running, at: now)
+        return try decide(key, { () throws(TickgateError) in
+            .start(duration: duration, tickInterval: interval, restart: restart)
+        }) { (result) throws(TickgateError) -> Span in
+            if let refusal = result.refusal { throw refusal }
+            guard var countdown = result.after.countdown else { return duration }
+            state.nextInstance &+= 1
+            countdown.instance = state.nextInstance
+            replace(with: countdown, at: result.now)
+            if state.emit(.started, key, instance: countdown.instance,
+                          remaining: duration, duration: duration, state: .cooling) {
+                poller.wake()
+            }
+            return duration
         }
-        state.nextInstance &+= 1
-        let countdown = Countdown(key: key, instance: state.nextInstance,
-                                  deadline: now.advanced(by: duration),
-                                  duration: duration, tickInterval: interval)
-        try storeWrite { (store) throws(TickgateError) in try store.save(row(countdown, at: now)) }
-        replace(with: countdown, at: now, known: slot)
-        if state.emit(.started, key, instance: countdown.instance,
-                      remaining: duration, duration: duration, state: .cooling) {
-            poller.wake()
-        }
-        return duration
     }
 
     /// The error for a key that cannot start or send: what it is busy with
@@ -73,32 +68,32 @@ extension Engine {
     /// Cancels the key's countdown. Once this returns (outside that
     /// countdown's own callback), no tick or finish of it runs.
     public func cancel(_ key: CountdownKey) throws(TickgateError) {
-        lock.lock()
-        defer { endChange() }
-        let now = try beginChange()
-        try reconcile(key, at: now)
-        guard let slot = state.table.find(key), state.isRunning(slot, at: now) else {
-            throw TickgateError(.notFound, "no countdown is running for \(key.description)")
+        try decide(key, { () throws(TickgateError) in .cancel }) { (result) throws(TickgateError) in
+            if let refusal = result.refusal { throw refusal }
+            guard let run = state.cancel(key, at: result.now) else { return }
+            if state.emit(.cancelled, key, instance: 0, remaining: .zero, duration: run.duration,
+                          state: state.restingState(key)) {
+                poller.wake()
+            }
+            waitUntilNotRunning([key])
         }
-        try storeWrite { (store) throws(TickgateError) in
-            try store.deleteCountdown(key)
-        }
-        guard let run = state.cancel(slot: slot, at: now) else { return }
-        if state.emit(.cancelled, key, instance: 0, remaining: .zero, duration: run.duration,
-                      state: state.restingState(key)) {
-            poller.wake()
-        }
-        waitUntilNotRunning([key])
     }
 
     /// Cancels every countdown of `scope` (or of every scope when nil);
     /// returns how many.
     @discardableResult
     public func cancelAll(scope: KeyName? = nil) throws(TickgateError) -> Int {
-        lock.lock()
-        defer { endChange() }
-        let now = try beginChange()
-        try storeWrite { (store) throws(TickgateError) in try store.deleteCountdowns(scope: scope) }
+        let body = { () throws(TickgateError) -> Int in
+            try self.write(nil, { (store) throws(TickgateError) in try store.cancelAll(scope: scope) }) {
+                self.cancelInMemory(scope: scope)
+            }
+        }
+        return store == nil ? try body() : try lanes.withScope(scope, body)
+    }
+
+    /// Ends every countdown of `scope` (or all) in memory; lock held.
+    private func cancelInMemory(scope: KeyName?) -> Int {
+        let now = state.now()
         var keys = state.table.liveSlots().filter { state.isRunning($0, at: now) }
             .map { state.table.key($0) }
         if let scope { keys = keys.filter { $0.scope == scope } }

@@ -23,7 +23,7 @@ extension Engine {
     /// once the engine thread has delivered what became due (unless called
     /// from inside a callback).
     public func advance(by step: Span) throws(TickgateError) {
-        guard clock == .manual else {
+        guard clock.isManual else {
             throw TickgateError(.wrongMode, "the engine runs on the system clock; only a manual clock can be advanced")
         }
         guard step >= .zero, step <= Limits.maximumDuration else {
@@ -37,8 +37,7 @@ extension Engine {
         guard now <= Limits.maximumManualTime else {
             throw TickgateError(.invalidDuration, "the manual clock cannot go past 100 years")
         }
-        state.manualNow = now
-        state.manualWall &+= step.nanoseconds
+        clock.advance(to: now, by: step)
         state.passesRequested &+= 1
         let target = state.passesRequested
         guard delivery == .engineThread else {
@@ -54,22 +53,19 @@ extension Engine {
 
     /// Manual clock: sets the wall part (nanoseconds since the epoch).
     public func setWall(_ wall: Int64) throws(TickgateError) {
-        guard clock == .manual else {
+        guard clock.isManual else {
             throw TickgateError(.wrongMode, "the engine runs on the system clock; only a manual clock's wall can be set")
         }
         try lock.withLock { () throws(TickgateError) in
             try checkOpen()
-            state.manualWall = wall
+            clock.setWall(wall)
         }
     }
 
     /// Commits what a group commit holds now.
     public func flush() throws(TickgateError) {
-        try lock.withLock { () throws(TickgateError) in
-            try checkOpen()
-            flushStore()
-            if let failure = storeFailure { throw failure }
-        }
+        try lock.withLock { () throws(TickgateError) in try checkOpen() }
+        try store?.flush()
     }
 
     /// One delivery pass: fire due timers, then run the queued callbacks one
@@ -92,8 +88,12 @@ extension Engine {
         let served = state.passesRequested
         let now = state.now()
         state.fireDueTimers(at: now)
-        if let flush = state.flushDeadline, flush <= now { flushStore() }
-        if state.manualNow == nil {
+        var flushDue = false
+        if let flush = state.flushDeadline, flush <= now {
+            state.flushDeadline = nil
+            flushDue = true
+        }
+        if !clock.isManual {
             let first = state.nextTimerTime
             if first != state.armed {
                 state.armed = first
@@ -157,6 +157,8 @@ extension Engine {
         lock.broadcast()
         lock.unlock()
         for observer in releases { observer.release() }
+        // Group commit, after the deliveries and with no lock held.
+        if flushDue { flushIfDue(at: now) }
         return (delivered, served)
     }
 

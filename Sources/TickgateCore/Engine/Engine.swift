@@ -8,54 +8,50 @@ import CTickgateShim
 /// always run with the lock released.
 public final class Engine: @unchecked Sendable {
     let lock = ConditionLock()
-    let state = EngineState()
+    let state: EngineState
+    let clock: Clock
     let poller: Poller
     public let delivery: Delivery
-    public let clock: ClockKind
+    public let clockKind: ClockKind
     let defaultTickInterval: Span
     /// The engine thread (engine-thread delivery only), 0 before it starts.
     private var thread: UInt = 0
-    /// The durable store, if the options named one (used under the lock).
-    var store: Store?
-    let commitDelay: Span
-    /// Group commit: a failed commit, reported by every later change.
-    var storeFailure: TickgateError?
+    /// The durable store, if the options named one; called with no engine
+    /// lock held.
+    let store: Store?
+    /// One store decision at a time per key.
+    let lanes = KeyLanes()
 
-    public init(options: EngineOptions = EngineOptions()) throws(TickgateError) {
+    public convenience init(options: EngineOptions = EngineOptions()) throws(TickgateError) {
+        let clock = Clock(manual: options.clock == .manual, boot: options.manualBoot,
+                          wall: options.manualWall, bootID: options.manualBootID)
+        var store: SQLiteStore?
+        var snapshot = StoreSnapshot()
+        if let storeOptions = options.store {
+            let opened = try SQLiteStore(options: storeOptions, clock: clock)
+            do {
+                snapshot = try opened.load()
+            } catch where error.status == .storeCorrupt && storeOptions.startFreshIfCorrupt {
+                // A row out of range is a corrupt store like a bad page is;
+                // nothing was applied, so the new store starts empty.
+                try opened.startFresh(options: storeOptions)
+            }
+            store = opened
+        }
+        try self.init(options: options, clock: clock, store: store, snapshot: snapshot)
+    }
+
+    /// An engine on `store` (any `Store`; tests pass their own), starting
+    /// from `snapshot`.
+    init(options: EngineOptions, clock: Clock, store: Store?, snapshot: StoreSnapshot) throws(TickgateError) {
         defaultTickInterval = try options.tickInterval.validatedTickInterval()
         delivery = options.delivery
-        clock = options.clock
+        clockKind = options.clock
+        self.clock = clock
+        self.store = store
+        state = EngineState(clock: clock)
         poller = try Poller()
-        if options.clock == .manual {
-            state.manualNow = options.manualBoot
-            state.manualWall = options.manualWall
-            state.bootID = options.manualBootID
-        } else {
-            var buffer = [CChar](repeating: 0, count: 64)
-            tgshim_boot_id(&buffer, buffer.count)
-            state.bootID = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) },
-                                  as: UTF8.self)
-        }
-        if let options = options.store {
-            guard options.commitDelay >= .zero, options.commitDelay <= Limits.maximumDuration else {
-                throw TickgateError(.invalidDuration, "store commit delay is outside 0 ... 365 days")
-            }
-            commitDelay = options.commitDelay
-            store = try Store.open(path: options.path, startFreshIfCorrupt: options.startFreshIfCorrupt,
-                                   fullSync: options.fullSync, timeout: options.timeout)
-            do {
-                try lock.withLock { () throws(TickgateError) in try restore() }
-            } catch where error.status == .storeCorrupt && options.startFreshIfCorrupt {
-                // A row out of range is a corrupt store like a bad page is;
-                // restore applied nothing, so the new store starts empty.
-                store = nil
-                _ = try Store.moveAside(options.path)
-                store = try Store.open(path: options.path, startFreshIfCorrupt: false, fullSync: options.fullSync,
-                                       timeout: options.timeout)
-            }
-        } else {
-            commitDelay = .zero
-        }
+        lock.withLock { restore(snapshot) }
         if options.delivery == .engineThread { try startThread() }
     }
 
@@ -75,8 +71,6 @@ public final class Engine: @unchecked Sendable {
             return false
         }
         state.closed = true
-        flushStore()
-        store = nil
         var releases: [Observer] = []
         for id in state.subscriptions.keys.sorted() {
             guard let subscription = state.unregister(id) else { continue }
@@ -103,6 +97,9 @@ public final class Engine: @unchecked Sendable {
         }
         lock.broadcast()
         lock.unlock()
+        // Commits what a group commit holds (it waits for a decision under
+        // way; every later one fails as closed).
+        store?.close()
         poller.arm(at: nil)
         poller.wake()
         if thread != 0 && !onEngineThread { _ = tgshim_thread_join(thread) }
@@ -122,7 +119,7 @@ public final class Engine: @unchecked Sendable {
     /// earliest later, and then the armed timer fires early at worst, and
     /// the pass re-arms it exactly).
     func armIfEarlier() {
-        guard state.manualNow == nil, let first = state.nextTimerBound else { return }
+        guard !clock.isManual, let first = state.nextTimerBound else { return }
         if let armed = state.armed, armed <= first { return }
         state.armed = first
         poller.arm(at: first)

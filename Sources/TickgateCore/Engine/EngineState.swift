@@ -69,14 +69,14 @@ struct Subscription {
 /// Everything an engine knows, guarded by the engine's lock.
 final class EngineState {
     var closed = false
-    /// The manual clock's reading; nil for the system clock.
-    var manualNow: Instant?
-    /// The manual clock's wall reading (ns since the epoch).
-    var manualWall: Int64 = 0
-    /// This boot's id (the manual clock's own, or the system's).
-    var bootID = ""
-    /// Group commit: when the open store transaction must be committed.
+    /// The engine's clock (shared with the store, which reads it without
+    /// this state's lock).
+    let clock: Clock
+
+    /// Group commit: when the store's open transaction is due.
     var flushDeadline: Instant?
+
+    init(clock: Clock) { self.clock = clock }
 
     // Countdowns: records found by key, and one timing wheel over their slots.
     let table = CountdownTable()
@@ -177,10 +177,8 @@ final class EngineState {
     var passesCompleted: UInt64 = 0
     var detachThread = false
 
-    func now() -> Instant { manualNow ?? Poller.boottime() }
-
-    /// The wall clock, in nanoseconds since the epoch.
-    func wallNow() -> Int64 { manualNow == nil ? tgshim_walltime_ns() : manualWall }
+    @inline(__always)
+    func now() -> Instant { clock.now() }
 
     func isObserved(_ key: CountdownKey) -> Bool {
         // Most engines of a backend have no observers at all: skip hashing.
@@ -263,6 +261,11 @@ final class EngineState {
     func counting(_ key: CountdownKey, at now: Instant) -> Countdown? {
         guard let countdown = running(key, at: now), countdown.phase != .sending else { return nil }
         return countdown
+    }
+
+    /// The key as memory holds it, for a decision made in memory.
+    func keyRows(_ key: CountdownKey, at now: Instant) -> KeyRows {
+        KeyRows(countdown: running(key, at: now), record: records.isEmpty ? nil : records[key])
     }
 
     func policy(of scope: KeyName) -> SendPolicy { policies[scope] ?? SendPolicy() }

@@ -74,13 +74,10 @@ extension Engine {
                 throw TickgateError(.invalidDuration, "session TTL is outside 1 ms ... 365 days")
             }
         }
-        try changeGate { (now) throws(TickgateError) in
-            let expiry = sessionTTL.map { now.advanced(by: $0) }
-            try storeWrite { (store) throws(TickgateError) in
-                try store.save(StoredSession(realm: realm, expiry: expiry.map { stamp($0, at: now) },
-                                             ttl: sessionTTL ?? .zero),
-                               realm: realm)
-            }
+        let expiry = sessionTTL.map { clock.now().advanced(by: $0) }
+        try changeGate(.realm(realm), { (store) throws(TickgateError) in
+            try store.saveSession(realm: realm, loggedIn: true, expiry: expiry, ttl: sessionTTL)
+        }) { (now) throws(TickgateError) in
             var gate = state.gates[realm] ?? Gate()
             gate.loggedIn = true
             state.cancelGateTimer(gate.expiryTimer)
@@ -105,7 +102,7 @@ extension Engine {
 
     /// The user abandoned the login screen; see `tg_gate_login_cancelled`.
     public func loginCancelled(realm: KeyName) throws(TickgateError) {
-        try changeGate { (now) throws(TickgateError) in
+        try changeGate(nil, nil) { (now) throws(TickgateError) in
             guard var gate = state.gates[realm] else { return }
             gate.presenting = false
             let queued = gate.queue
@@ -125,8 +122,9 @@ extension Engine {
 
     /// The user logged out; see `tg_gate_logout`.
     public func logout(realm: KeyName) throws(TickgateError) {
-        try changeGate { (now) throws(TickgateError) in
-            try storeWrite { (store) throws(TickgateError) in try store.save(nil, realm: realm) }
+        try changeGate(.realm(realm), { (store) throws(TickgateError) in
+            try store.saveSession(realm: realm, loggedIn: false, expiry: nil, ttl: nil)
+        }) { (now) throws(TickgateError) in
             state.endSession(realm, kind: .loggedOut, at: now)
         }
     }
@@ -152,17 +150,16 @@ extension Engine {
         }
     }
 
-    /// Runs a gate change under the lock, then wakes the dispatcher if it
-    /// queued anything.
-    private func changeGate(_ body: (Instant) throws(TickgateError) -> Void) throws(TickgateError) {
-        lock.lock()
-        defer { lock.unlock() }
-        try checkOpen()
-        try storeBegin()
-        defer { storeAbandon() }
-        let wasEmpty = state.pending.isEmpty
-        try body(state.now())
-        armIfEarlier()
-        if wasEmpty && !state.pending.isEmpty { poller.wake() }
+    /// Runs a gate change: its store write (if any) with no engine lock
+    /// held, then `body` under the lock; wakes the dispatcher if it queued
+    /// anything.
+    private func changeGate(_ lane: Lane?, _ storeWrite: ((Store) throws(TickgateError) -> Void)?,
+                            _ body: (Instant) throws(TickgateError) -> Void) throws(TickgateError) {
+        try write(lane, { (store) throws(TickgateError) in try storeWrite?(store) }) { () throws(TickgateError) in
+            let wasEmpty = state.pending.isEmpty
+            try body(state.now())
+            armIfEarlier()
+            if wasEmpty && !state.pending.isEmpty { poller.wake() }
+        }
     }
 }

@@ -1,0 +1,603 @@
+import CTickgateShim
+import Glibc
+
+/// A moment as the store keeps it: the boot it happened in, the boot clock
+/// (CLOCK_BOOTTIME) and the wall clock, all in nanoseconds. Within one boot
+/// the boot clock is the truth; across a reboot only the wall clock is
+/// left, and the engine never trusts it for more than a countdown's length.
+struct Stamp: Equatable {
+    var bootID: String
+    var boot: Int64
+    var wall: Int64
+}
+
+/// A countdown row, checked.
+struct StoredCountdown {
+    var key: CountdownKey
+    var phase: Phase
+    var duration: Span
+    var tickInterval: Span
+    var deadline: Stamp
+}
+
+/// A send-history row, checked.
+struct StoredRecord {
+    var key: CountdownKey
+    var consecutive: Int
+    var hasSent: Bool
+    var lastSend: Stamp?
+    var sends: [Stamp]
+}
+
+/// A live session's row, checked.
+struct StoredSession {
+    var realm: KeyName
+    var expiry: Stamp?
+    /// The session's length, which caps it across a reboot (zero: unknown).
+    var ttl: Span
+}
+
+/// The SQLite file behind `SQLiteStore`: one connection, WAL mode, shared
+/// safely by several processes; its rows and transactions. Used by one
+/// thread at a time (the store's lock).
+final class SQLiteFile {
+    static let schemaVersion: Int64 = 2
+    /// Schema steps: entry i takes a store from version i to i + 1.
+    static let migrations: [[String]] = [
+        [
+            """
+            CREATE TABLE countdowns(scope TEXT NOT NULL, subject TEXT NOT NULL,
+                phase INTEGER NOT NULL, duration_ns INTEGER NOT NULL, tick_ns INTEGER NOT NULL,
+                boot_id TEXT NOT NULL, boot_deadline_ns INTEGER NOT NULL,
+                wall_deadline_ns INTEGER NOT NULL, PRIMARY KEY(scope, subject)) WITHOUT ROWID
+            """,
+            """
+            CREATE TABLE send_records(scope TEXT NOT NULL, subject TEXT NOT NULL,
+                consecutive INTEGER NOT NULL, has_sent INTEGER NOT NULL,
+                last_send TEXT, sends TEXT NOT NULL, PRIMARY KEY(scope, subject)) WITHOUT ROWID
+            """,
+            """
+            CREATE TABLE policies(scope TEXT PRIMARY KEY NOT NULL, cooldowns_ms TEXT NOT NULL,
+                window_max_sends INTEGER NOT NULL, window_ms INTEGER NOT NULL,
+                quiet_reset_ms INTEGER NOT NULL, ticket_timeout_ms INTEGER NOT NULL) WITHOUT ROWID
+            """,
+            """
+            CREATE TABLE titles(scope TEXT PRIMARY KEY NOT NULL, idle TEXT NOT NULL,
+                sending TEXT NOT NULL, cooling TEXT NOT NULL, ready_again TEXT NOT NULL,
+                locked TEXT NOT NULL) WITHOUT ROWID
+            """,
+            """
+            CREATE TABLE sessions(realm TEXT PRIMARY KEY NOT NULL, logged_in INTEGER NOT NULL,
+                expiry TEXT) WITHOUT ROWID
+            """,
+        ],
+        // 2: a session's TTL, which caps it across a reboot (0: unknown).
+        [
+            "ALTER TABLE sessions ADD COLUMN ttl_ns INTEGER NOT NULL DEFAULT 0",
+        ],
+    ]
+
+    private let db: OpaquePointer
+    let path: String
+    /// The longest one operation waits for another connection's lock.
+    let timeout: Span
+    /// The current operation's deadline, read by the busy handler.
+    private let wait = BusyWait()
+    private var statements: [String: OpaquePointer] = [:]
+    private(set) var inTransaction = false
+
+    /// Opens the store at `path`; a corrupt one is moved aside and replaced
+    /// by a new one if `startFreshIfCorrupt`, else refused.
+    static func open(path: String, startFreshIfCorrupt: Bool, fullSync: Bool,
+                     timeout: Span = Limits.defaultStoreTimeout) throws(TickgateError) -> SQLiteFile {
+        do {
+            return try SQLiteFile(path: path, fullSync: fullSync, timeout: timeout)
+        } catch {
+            guard error.status == .storeCorrupt, startFreshIfCorrupt else { throw error }
+            _ = try moveAside(path)
+            return try SQLiteFile(path: path, fullSync: fullSync, timeout: timeout)
+        }
+    }
+
+    /// Opens (creating it 0600 if missing), checks and migrates the store.
+    private init(path: String, fullSync: Bool, timeout: Span) throws(TickgateError) {
+        self.path = path
+        self.timeout = timeout
+        wait.deadline = Poller.boottime().advanced(by: timeout)
+        let link = path.withCString { tgshim_is_symlink($0) }
+        if link == 1 {
+            throw TickgateError(.storeIO, "the store path \(path) is a symbolic link; refusing to follow it")
+        }
+        let created = path.withCString { tgshim_create_private_file($0) }
+        if created != 0 && created != EEXIST {
+            throw TickgateError(.storeIO, "cannot create the store \(path): \(SQLiteFile.describe(errno: created))")
+        }
+        var handle: OpaquePointer?
+        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_FULLMUTEX
+        let rc = sqlite3_open_v2(path, &handle, flags, nil)
+        guard rc == SQLITE_OK, let handle else {
+            let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
+            sqlite3_close(handle)
+            throw TickgateError(.storeIO, "cannot open the store \(path): \(message)")
+        }
+        db = handle
+        // Waits for another connection's lock end at the operation's
+        // deadline (the busy handler reads it), never later.
+        sqlite3_busy_handler(db, { context, count in
+            guard let context else { return 0 }
+            let wait = Unmanaged<BusyWait>.fromOpaque(context).takeUnretainedValue()
+            let left = wait.deadline.since(Poller.boottime()).nanoseconds
+            guard left > 0 else { return 0 }
+            // 1, 2, 4 ... 16 ms between tries, never past the deadline.
+            let step = Int64(1_000_000) << Int64(min(max(count, 0), 4))
+            usleep(useconds_t(min(step, left) / 1_000 + 1))
+            return 1
+        }, Unmanaged.passUnretained(wait).toOpaque())
+        // On a throw from here on, deinit closes the database.
+        try configure(fullSync: fullSync)
+        try migrate()
+    }
+
+    deinit {
+        let moved = hasMoved
+        for statement in statements.values { sqlite3_finalize(statement) }
+        sqlite3_close_v2(db)
+        if moved {
+            // Our WAL and shared-memory files still sit next to whatever is
+            // at the path now; left there, the next open would replay our
+            // pages over that file.
+            unlink(path + "-wal")
+            unlink(path + "-shm")
+        }
+    }
+
+    /// Moves a corrupt store (and its WAL and SHM files) aside under a
+    /// timestamped name; returns the new name.
+    static func moveAside(_ path: String) throws(TickgateError) -> String {
+        var now = time(nil)
+        var parts = tm()
+        gmtime_r(&now, &parts)
+        let stamp = "\(Int(parts.tm_year) + 1900)" + two(parts.tm_mon + 1) + two(parts.tm_mday)
+            + "-" + two(parts.tm_hour) + two(parts.tm_min) + two(parts.tm_sec)
+        var target = "\(path).corrupt-\(stamp)"
+        var attempt = 1
+        while access(target, F_OK) == 0 {
+            attempt += 1
+            target = "\(path).corrupt-\(stamp)-\(attempt)"
+        }
+        guard rename(path, target) == 0 else {
+            throw TickgateError(.storeIO, "cannot move the corrupt store \(path) aside: \(describe(errno: errno))")
+        }
+        for suffix in ["-wal", "-shm"] { _ = rename(path + suffix, target + suffix) }
+        return target
+    }
+
+    private static func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
+
+    static func describe(errno code: Int32) -> String {
+        String(cString: strerror(code)) + " (errno \(code))"
+    }
+
+    private func configure(fullSync: Bool) throws(TickgateError) {
+        // Refuse a newer store before changing anything in it (even its
+        // journal mode).
+        let version = try scalarInt("PRAGMA user_version") ?? 0
+        if version > SQLiteFile.schemaVersion {
+            throw TickgateError(.storeVersion,
+                "the store \(path) has schema version \(version); this library knows up to \(SQLiteFile.schemaVersion)")
+        }
+        try execute("PRAGMA journal_mode=WAL")
+        try execute(fullSync ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL")
+        let check = try scalarText("PRAGMA quick_check")
+        guard check == "ok" else {
+            throw TickgateError(.storeCorrupt, "the store \(path) is corrupt: \(check ?? "no answer")")
+        }
+    }
+
+    private func migrate() throws(TickgateError) {
+        let version = try scalarInt("PRAGMA user_version") ?? 0
+        if version > SQLiteFile.schemaVersion {
+            throw TickgateError(.storeVersion,
+                "the store \(path) has schema version \(version); this library knows up to \(SQLiteFile.schemaVersion)")
+        }
+        if version < 0 {
+            throw TickgateError(.storeCorrupt, "the store \(path) has schema version \(version)")
+        }
+        guard version < SQLiteFile.schemaVersion else { return }
+        try execute("BEGIN IMMEDIATE")
+        do {
+            // Another process may have migrated while we waited for the lock.
+            var current = try scalarInt("PRAGMA user_version") ?? 0
+            while current < SQLiteFile.schemaVersion {
+                for sql in SQLiteFile.migrations[Int(current)] { try execute(sql) }
+                current += 1
+                try execute("PRAGMA user_version=\(current)")
+            }
+            try execute("COMMIT")
+        } catch {
+            _ = sqlite3_exec(db, "ROLLBACK", nil, nil, nil)
+            throw error
+        }
+    }
+
+    // MARK: Transactions
+
+    func begin() throws(TickgateError) {
+        guard !inTransaction else { return }
+        wait.deadline = Poller.boottime().advanced(by: timeout)
+        if hasMoved {
+            throw TickgateError(.storeIO,
+                "the store file \(path) was deleted or replaced while open; nothing more is written to it")
+        }
+        try execute("BEGIN IMMEDIATE")
+        inTransaction = true
+    }
+
+    /// Whether the file at `path` is no longer the one this connection has
+    /// open (deleted, or replaced by a rename).
+    var hasMoved: Bool {
+        var moved: Int32 = 0
+        let rc = sqlite3_file_control(db, "main", SQLITE_FCNTL_HAS_MOVED, &moved)
+        return rc == SQLITE_OK && moved != 0
+    }
+
+    func commit() throws(TickgateError) {
+        guard inTransaction else { return }
+        do {
+            try execute("COMMIT")
+            inTransaction = false
+        } catch {
+            _ = sqlite3_exec(db, "ROLLBACK", nil, nil, nil)
+            inTransaction = false
+            throw error
+        }
+    }
+
+    func savepoint() throws(TickgateError) { try execute("SAVEPOINT operation") }
+    func release() throws(TickgateError) { try execute("RELEASE operation") }
+
+    func rollbackToSavepoint() {
+        _ = sqlite3_exec(db, "ROLLBACK TO operation", nil, nil, nil)
+        _ = sqlite3_exec(db, "RELEASE operation", nil, nil, nil)
+    }
+
+    func rollback() {
+        guard inTransaction else { return }
+        _ = sqlite3_exec(db, "ROLLBACK", nil, nil, nil)
+        inTransaction = false
+    }
+
+    // MARK: Countdowns
+
+    /// A phase as the countdowns table keeps it.
+    static func code(_ phase: Phase) -> Int64 {
+        switch phase {
+        case .sending: 0
+        case .cooling: 1
+        case .locked: 2
+        }
+    }
+
+    func save(_ row: StoredCountdown) throws(TickgateError) {
+        try run("""
+            INSERT OR REPLACE INTO countdowns(scope, subject, phase, duration_ns, tick_ns,
+                boot_id, boot_deadline_ns, wall_deadline_ns) VALUES(?, ?, ?, ?, ?, ?, ?, ?)
+            """, [.text(row.key.scope.value), .text(row.key.subject.value), .int(SQLiteFile.code(row.phase)),
+                  .int(row.duration.nanoseconds), .int(row.tickInterval.nanoseconds),
+                  .text(row.deadline.bootID), .int(row.deadline.boot), .int(row.deadline.wall)])
+    }
+
+    func deleteCountdown(_ key: CountdownKey) throws(TickgateError) {
+        try run("DELETE FROM countdowns WHERE scope = ? AND subject = ?",
+                [.text(key.scope.value), .text(key.subject.value)])
+    }
+
+    func deleteCountdowns(scope: KeyName?) throws(TickgateError) {
+        if let scope {
+            try run("DELETE FROM countdowns WHERE scope = ?", [.text(scope.value)])
+        } else {
+            try run("DELETE FROM countdowns", [])
+        }
+    }
+
+    func countdown(_ key: CountdownKey) throws(TickgateError) -> StoredCountdown? {
+        try countdowns(where: "WHERE scope = ? AND subject = ?",
+                       [.text(key.scope.value), .text(key.subject.value)]).first
+    }
+
+    func countdowns(where clause: String = "", _ values: [Value] = []) throws(TickgateError) -> [StoredCountdown] {
+        var rows: [StoredCountdown] = []
+        try query("""
+            SELECT scope, subject, phase, duration_ns, tick_ns, boot_id, boot_deadline_ns,
+                wall_deadline_ns FROM countdowns \(clause)
+            """, values, table: "countdowns") { (row) throws(TickgateError) in
+            let key = try SQLiteFile.key(&row)
+            let phase: Phase
+            switch try row.integer(2, "phase", 0...2) {
+            case 0: phase = .sending
+            case 1: phase = .cooling
+            default: phase = .locked
+            }
+            let duration = try row.nanoseconds(3, "duration_ns", Span(nanoseconds: 1)...Limits.maximumDuration)
+            let tick = try row.nanoseconds(4, "tick_ns", Limits.minimumTickInterval...Limits.maximumTickInterval)
+            let deadline = try row.stamp(
+                bootID: try row.text(5, "boot_id", maximumBytes: Limits.maximumKeyBytes),
+                boot: try row.integer(6, "boot_deadline_ns", 0...Int64.max),
+                wall: try row.integer(7, "wall_deadline_ns", 0...Int64.max), "boot_id")
+            rows.append(StoredCountdown(key: key, phase: phase, duration: duration, tickInterval: tick,
+                                        deadline: deadline))
+        }
+        return rows
+    }
+
+    /// Reads the scope and subject of a row (columns 0 and 1) and names the
+    /// row by them.
+    private static func key(_ row: inout StoreRow) throws(TickgateError) -> CountdownKey {
+        let scope = try row.keyName(0, "scope")
+        let subject = try row.keyName(1, "subject")
+        row.name = "row (\(scope.value), \(subject.value))"
+        return CountdownKey(scope: scope, subject: subject)
+    }
+
+    // MARK: Send records
+
+    func save(_ record: StoredRecord) throws(TickgateError) {
+        try run("""
+            INSERT OR REPLACE INTO send_records(scope, subject, consecutive, has_sent, last_send, sends)
+            VALUES(?, ?, ?, ?, ?, ?)
+            """, [.text(record.key.scope.value), .text(record.key.subject.value),
+                  .int(Int64(record.consecutive)), .int(record.hasSent ? 1 : 0),
+                  record.lastSend.map { .text(SQLiteFile.encode($0)) } ?? .null,
+                  .text(record.sends.map(SQLiteFile.encode).joined(separator: "\n"))])
+    }
+
+    func deleteRecord(_ key: CountdownKey) throws(TickgateError) {
+        try run("DELETE FROM send_records WHERE scope = ? AND subject = ?",
+                [.text(key.scope.value), .text(key.subject.value)])
+    }
+
+    func record(_ key: CountdownKey) throws(TickgateError) -> StoredRecord? {
+        try records(where: "WHERE scope = ? AND subject = ?",
+                    [.text(key.scope.value), .text(key.subject.value)]).first
+    }
+
+    func records(where clause: String = "", _ values: [Value] = []) throws(TickgateError) -> [StoredRecord] {
+        var rows: [StoredRecord] = []
+        try query("SELECT scope, subject, consecutive, has_sent, last_send, sends FROM send_records \(clause)",
+                  values, table: "send_records") { (row) throws(TickgateError) in
+            let key = try SQLiteFile.key(&row)
+            let consecutive = try row.integer(2, "consecutive", 0...Int64(Limits.maximumConsecutiveSends))
+            let hasSent = try row.flag(3, "has_sent")
+            let lastSend = try row.optionalStamp(4, "last_send")
+            let list = try row.text(5, "sends",
+                                    maximumBytes: Limits.maximumWindowSends * (StoreRow.maximumStampBytes + 1))
+            var sends: [Stamp] = []
+            for line in list.split(separator: "\n", omittingEmptySubsequences: false) where !list.isEmpty {
+                sends.append(try row.stamp(line, "sends"))
+                guard sends.count <= Limits.maximumWindowSends else {
+                    throw row.corrupt("sends", "more than \(Limits.maximumWindowSends) sends")
+                }
+            }
+            rows.append(StoredRecord(key: key, consecutive: Int(consecutive), hasSent: hasSent,
+                                     lastSend: lastSend, sends: sends))
+        }
+        return rows
+    }
+
+    // MARK: Policies, titles, sessions
+
+    func save(policy: SendPolicy, scope: KeyName) throws(TickgateError) {
+        try run("""
+            INSERT OR REPLACE INTO policies(scope, cooldowns_ms, window_max_sends, window_ms,
+                quiet_reset_ms, ticket_timeout_ms) VALUES(?, ?, ?, ?, ?, ?)
+            """, [.text(scope.value),
+                  .text(policy.cooldowns.map { String($0.millisecondsRoundedUp) }.joined(separator: ",")),
+                  .int(Int64(policy.windowMaximumSends)), .int(policy.window.millisecondsRoundedUp),
+                  .int(policy.quietReset.millisecondsRoundedUp),
+                  .int(policy.ticketTimeout.millisecondsRoundedUp)])
+    }
+
+    func policies() throws(TickgateError) -> [(KeyName, SendPolicy)] {
+        var rows: [(KeyName, SendPolicy)] = []
+        try query("""
+            SELECT scope, cooldowns_ms, window_max_sends, window_ms, quiet_reset_ms, ticket_timeout_ms
+            FROM policies
+            """, [], table: "policies") { (row) throws(TickgateError) in
+            let scope = try row.keyName(0, "scope")
+            row.name = "row (\(scope.value))"
+            let list = try row.text(1, "cooldowns_ms", maximumBytes: 256)
+            let one = Span(nanoseconds: Span.nanosecondsPerMillisecond)
+            let maximumMs = Limits.maximumDuration.nanoseconds / Span.nanosecondsPerMillisecond
+            var steps: [Span] = []
+            for part in list.split(separator: ",", omittingEmptySubsequences: false) {
+                guard let ms = Int64(part), ms >= 1, ms <= maximumMs else {
+                    throw row.corrupt("cooldowns_ms", "step \"\(part.prefix(30))\" is not 1 ... \(maximumMs) ms")
+                }
+                steps.append(.milliseconds(ms))
+            }
+            guard (1...SendPolicy.maximumSteps).contains(steps.count) else {
+                throw row.corrupt("cooldowns_ms", "\(steps.count) steps; a policy has 1 to \(SendPolicy.maximumSteps)")
+            }
+            let cap = try row.integer(2, "window_max_sends", 0...Int64(Limits.maximumWindowSends))
+            let window = try row.milliseconds(3, "window_ms", (cap > 0 ? one : .zero)...Limits.maximumDuration)
+            let quiet = try row.milliseconds(4, "quiet_reset_ms", .zero...Limits.maximumDuration)
+            let timeout = try row.milliseconds(5, "ticket_timeout_ms", one...Limits.maximumDuration)
+            let policy = SendPolicy(cooldowns: steps, windowMaximumSends: Int(cap), window: window,
+                                    quietReset: quiet, ticketTimeout: timeout)
+            do throws(TickgateError) {
+                rows.append((scope, try policy.validated()))
+            } catch {
+                throw row.corrupt("cooldowns_ms", error.message)
+            }
+        }
+        return rows
+    }
+
+    func save(titles: TitleSet, scope: KeyName) throws(TickgateError) {
+        try run("""
+            INSERT OR REPLACE INTO titles(scope, idle, sending, cooling, ready_again, locked)
+            VALUES(?, ?, ?, ?, ?, ?)
+            """, [.text(scope.value), .text(titles.idle.source), .text(titles.sending.source),
+                  .text(titles.cooling.source), .text(titles.readyAgain.source), .text(titles.locked.source)])
+    }
+
+    func titles() throws(TickgateError) -> [(KeyName, TitleSet)] {
+        var rows: [(KeyName, TitleSet)] = []
+        try query("SELECT scope, idle, sending, cooling, ready_again, locked FROM titles", [],
+                  table: "titles") { (row) throws(TickgateError) in
+            let scope = try row.keyName(0, "scope")
+            row.name = "row (\(scope.value))"
+            func template(_ index: Int32, _ column: String) throws(TickgateError) -> TitleTemplate {
+                let text = try row.text(index, column, maximumBytes: TitleTemplate.maximumBytes)
+                do throws(TickgateError) {
+                    return try TitleTemplate(text, role: column)
+                } catch {
+                    throw row.corrupt(column, error.message)
+                }
+            }
+            rows.append((scope, TitleSet(idle: try template(1, "idle"), sending: try template(2, "sending"),
+                                         cooling: try template(3, "cooling"),
+                                         readyAgain: try template(4, "ready_again"),
+                                         locked: try template(5, "locked"))))
+        }
+        return rows
+    }
+
+    func save(_ session: StoredSession?, realm: KeyName) throws(TickgateError) {
+        try run("INSERT OR REPLACE INTO sessions(realm, logged_in, expiry, ttl_ns) VALUES(?, ?, ?, ?)",
+                [.text(realm.value), .int(session == nil ? 0 : 1),
+                 session?.expiry.map { .text(SQLiteFile.encode($0)) } ?? .null,
+                 .int(session?.ttl.nanoseconds ?? 0)])
+    }
+
+    /// The live sessions (every row is checked, logged in or not).
+    func sessions() throws(TickgateError) -> [StoredSession] {
+        var rows: [StoredSession] = []
+        try query("SELECT realm, logged_in, expiry, ttl_ns FROM sessions", [],
+                  table: "sessions") { (row) throws(TickgateError) in
+            let realm = try row.keyName(0, "realm")
+            row.name = "row (\(realm.value))"
+            let loggedIn = try row.flag(1, "logged_in")
+            let expiry = try row.optionalStamp(2, "expiry")
+            let ttl = try row.nanoseconds(3, "ttl_ns", .zero...Limits.maximumDuration)
+            if loggedIn { rows.append(StoredSession(realm: realm, expiry: expiry, ttl: ttl)) }
+        }
+        return rows
+    }
+
+    // MARK: Stamps as text
+
+    // "BOOT/WALL/BOOT_ID": the id goes last, whatever it holds; a list of
+    // stamps is one stamp per line (boot ids have no line breaks).
+    static func encode(_ stamp: Stamp) -> String { "\(stamp.boot)/\(stamp.wall)/\(stamp.bootID)" }
+
+    // MARK: SQL
+
+    enum Value {
+        case int(Int64)
+        case text(String)
+        case null
+    }
+
+    private func error(_ rc: Int32, _ what: String) -> TickgateError {
+        let message = String(cString: sqlite3_errmsg(db))
+        let primary = rc & 0xFF
+        if primary == SQLITE_BUSY || primary == SQLITE_LOCKED {
+            return TickgateError(.storeIO,
+                "store busy for \(timeout.millisecondsRoundedUp) ms: another connection holds the lock of \(path) (\(what): \(message))")
+        }
+        let status: Status = primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB ? .storeCorrupt : .storeIO
+        return TickgateError(status, "store \(path): \(what): \(message) (SQLite code \(rc))")
+    }
+
+    private func execute(_ sql: String) throws(TickgateError) {
+        var rc = sqlite3_exec(db, sql, nil, nil, nil)
+        // Some statements (switching the journal mode while another process
+        // creates the store) report BUSY without consulting the busy
+        // handler: retry them until the same deadline.
+        while rc & 0xFF == SQLITE_BUSY && Poller.boottime() < wait.deadline {
+            usleep(10_000)
+            rc = sqlite3_exec(db, sql, nil, nil, nil)
+        }
+        guard rc == SQLITE_OK else { throw error(rc, sql.split(separator: " ").first.map(String.init) ?? sql) }
+    }
+
+    private func prepared(_ sql: String) throws(TickgateError) -> OpaquePointer {
+        if let statement = statements[sql] { return statement }
+        var statement: OpaquePointer?
+        let rc = sqlite3_prepare_v3(db, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil)
+        guard rc == SQLITE_OK, let statement else {
+            // Our own fixed SQL fails to prepare only if the tables are not
+            // the ones this schema version has.
+            let failure = error(rc, "prepare")
+            if rc & 0xFF == SQLITE_ERROR {
+                throw TickgateError(.storeCorrupt, "the store \(path) is corrupt: its tables do not match schema version \(SQLiteFile.schemaVersion): \(failure.message)")
+            }
+            throw failure
+        }
+        statements[sql] = statement
+        return statement
+    }
+
+    private func bind(_ statement: OpaquePointer, _ values: [Value]) throws(TickgateError) {
+        for (offset, value) in values.enumerated() {
+            let index = Int32(offset + 1)
+            let rc: Int32
+            switch value {
+            case .int(let number): rc = sqlite3_bind_int64(statement, index, number)
+            case .null: rc = sqlite3_bind_null(statement, index)
+            case .text(let text):
+                rc = text.withCString { tgshim_sqlite_bind_text(statement, index, $0, -1) }
+            }
+            guard rc == SQLITE_OK else { throw error(rc, "bind") }
+        }
+    }
+
+    private func run(_ sql: String, _ values: [Value]) throws(TickgateError) {
+        let statement = try prepared(sql)
+        defer { sqlite3_reset(statement); sqlite3_clear_bindings(statement) }
+        try bind(statement, values)
+        let rc = sqlite3_step(statement)
+        guard rc == SQLITE_DONE else { throw error(rc, "write") }
+    }
+
+    /// Runs a query and hands each row to `each`, checked by the row's
+    /// own readers; `table` names the rows in messages.
+    private func query(_ sql: String, _ values: [Value], table: String,
+                       _ each: (inout StoreRow) throws(TickgateError) -> Void) throws(TickgateError) {
+        let statement = try prepared(sql)
+        defer { sqlite3_reset(statement); sqlite3_clear_bindings(statement) }
+        try bind(statement, values)
+        var position = 0
+        while true {
+            let rc = sqlite3_step(statement)
+            if rc == SQLITE_DONE { return }
+            guard rc == SQLITE_ROW else { throw error(rc, "read") }
+            position += 1
+            var row = StoreRow(statement: statement, path: path, table: table, position: position)
+            try each(&row)
+        }
+    }
+
+    private func scalarInt(_ sql: String) throws(TickgateError) -> Int64? {
+        var result: Int64?
+        try query(sql, [], table: "pragma") { (row) throws(TickgateError) in
+            result = try row.integer(0, sql, Int64.min...Int64.max)
+        }
+        return result
+    }
+
+    private func scalarText(_ sql: String) throws(TickgateError) -> String? {
+        var result: String?
+        try query(sql, [], table: "pragma") { (row) throws(TickgateError) in
+            result = try row.text(0, sql, maximumBytes: 1 << 20)
+        }
+        return result
+    }
+}
+
+/// The deadline of the store operation under way, shared with SQLite's busy
+/// handler (which gets it as its context pointer; the store owns it).
+private final class BusyWait {
+    var deadline = Instant(nanoseconds: 0)
+}

@@ -1,0 +1,262 @@
+import Synchronization
+
+/// The SQLite store: every decision is one transaction (`BEGIN IMMEDIATE`),
+/// so processes sharing the file decide on the same key state. With a
+/// commit delay, decisions join one open transaction (each in a savepoint)
+/// that is committed at most `commitDelay` after its first write.
+///
+/// One connection, behind the store's own lock (never the engine's): its
+/// decisions run one at a time, and their waits for another process's
+/// write lock end at the store's timeout.
+final class SQLiteStore: Store {
+    private struct State {
+        var file: SQLiteFile?
+        /// Group commit: when the open transaction began.
+        var groupSince: Instant?
+        /// Group commit: a failed commit, reported by every later call.
+        var failure: TickgateError?
+    }
+
+    private let state: Mutex<State>
+    let commitDelay: Span
+    let path: String
+    /// The engine's clock: decisions are made at its readings.
+    let clock: Clock
+
+    init(options: StoreOptions, clock: Clock) throws(TickgateError) {
+        self.clock = clock
+        guard options.commitDelay >= .zero, options.commitDelay <= Limits.maximumDuration else {
+            throw TickgateError(.invalidDuration, "store commit delay is outside 0 ... 365 days")
+        }
+        commitDelay = options.commitDelay
+        path = options.path
+        let file = try SQLiteFile.open(path: options.path, startFreshIfCorrupt: options.startFreshIfCorrupt,
+                                       fullSync: options.fullSync, timeout: options.timeout)
+        state = Mutex(State(file: file))
+    }
+
+    /// Replaces the file by a new empty one after moving it aside (a row
+    /// out of range at open, with `startFreshIfCorrupt`).
+    func startFresh(options: StoreOptions) throws(TickgateError) {
+        try state.withLock { (state) throws(TickgateError) in
+            state.file = nil
+            _ = try SQLiteFile.moveAside(options.path)
+            state.file = try SQLiteFile.open(path: options.path, startFreshIfCorrupt: false,
+                                             fullSync: options.fullSync, timeout: options.timeout)
+        }
+    }
+
+    // MARK: Transactions
+
+    /// Runs one decision's reads and writes atomically: its own committed
+    /// transaction, or a savepoint in the open group. Nothing of it is
+    /// kept if it throws.
+    private func transaction<R>(_ body: (SQLiteFile) throws(TickgateError) -> R) throws(TickgateError) -> R {
+        try state.withLock { (state) throws(TickgateError) -> R in
+            guard let file = state.file else { throw TickgateError(.closed, "the store \(path) is closed") }
+            if let failure = state.failure { throw failure }
+            if commitDelay == .zero {
+                try file.begin()
+                do throws(TickgateError) {
+                    let result = try body(file)
+                    try file.commit()
+                    return result
+                } catch {
+                    file.rollback()
+                    throw error
+                }
+            }
+            try file.begin()
+            if state.groupSince == nil { state.groupSince = clock.now() }
+            try file.savepoint()
+            let result: R
+            do throws(TickgateError) {
+                result = try body(file)
+                try file.release()
+            } catch {
+                file.rollbackToSavepoint()
+                if !file.inTransaction { state.groupSince = nil }
+                throw error
+            }
+            if let since = state.groupSince, clock.now() >= since.advanced(by: commitDelay) {
+                Self.commitGroup(&state, commitDelay)
+            }
+            return result
+        }
+    }
+
+    private static func commitGroup(_ state: inout State, _ delay: Span) {
+        state.groupSince = nil
+        guard let file = state.file, file.inTransaction else { return }
+        do {
+            try file.commit()
+        } catch {
+            state.failure = TickgateError(.storeIO,
+                "the store could not commit changes made in the last \(delay.millisecondsRoundedUp) ms: \(error.message)")
+        }
+    }
+
+    /// Group commit: when the open transaction must be committed, if one
+    /// is open.
+    var flushDue: Instant? {
+        guard commitDelay > .zero else { return nil }
+        return state.withLockIfAvailable { $0.groupSince }?.map { $0.advanced(by: commitDelay) }
+    }
+
+    /// Group commit: commits the open transaction if it is due at `now`,
+    /// unless another call holds the store (that call commits it then).
+    /// Never waits; returns when the open transaction is due, if one still
+    /// is.
+    func flushIfDue(at now: Instant) -> Instant? {
+        guard commitDelay > .zero else { return nil }
+        let due = state.withLockIfAvailable { (state) -> Instant? in
+            guard let since = state.groupSince else { return nil }
+            let due = since.advanced(by: commitDelay)
+            guard now >= due else { return due }
+            Self.commitGroup(&state, commitDelay)
+            return nil
+        }
+        return due ?? nil
+    }
+
+    func flush() throws(TickgateError) {
+        try state.withLock { (state) throws(TickgateError) in
+            if state.file != nil { Self.commitGroup(&state, commitDelay) }
+            if let failure = state.failure { throw failure }
+        }
+    }
+
+    func close() {
+        state.withLock { state in
+            if state.file != nil { Self.commitGroup(&state, commitDelay) }
+            state.file = nil
+        }
+    }
+
+    // MARK: Decisions
+
+    func decide(_ decision: KeyDecision, for key: CountdownKey)
+        throws(TickgateError) -> DecisionResult {
+        try transaction { (file) throws(TickgateError) -> DecisionResult in
+            // Read and checked in full before anything is decided: a
+            // corrupt row fails the call with nothing changed.
+            let storedCountdown = try file.countdown(key)
+            let storedRecord = try file.record(key)
+            // The clock is read once the store is ours: the decision's
+            // moment follows every decision before it.
+            let now = clock.now()
+            let before = KeyRows(countdown: storedCountdown.flatMap { Self.countdown($0, clock, at: now) },
+                                 record: storedRecord.map { Self.record($0, clock, at: now) })
+            var after = before
+            let changes: KeyDecision.Changes
+            do throws(TickgateError) {
+                changes = try decision.apply(to: &after, key: key, at: now)
+            } catch {
+                return DecisionResult(before: before, after: before, now: now, refusal: error)
+            }
+            if changes.contains(.countdown) {
+                if let countdown = after.countdown {
+                    try file.save(Self.row(countdown, clock, at: now))
+                } else if storedCountdown != nil {
+                    try file.deleteCountdown(key)
+                }
+            }
+            if changes.contains(.record) {
+                if let record = after.record {
+                    try file.save(Self.row(record, for: key, clock, at: now))
+                } else if storedRecord != nil {
+                    try file.deleteRecord(key)
+                }
+            }
+            return DecisionResult(before: before, after: after, now: now, refusal: nil)
+        }
+    }
+
+    func cancelAll(scope: KeyName?) throws(TickgateError) {
+        try transaction { (file) throws(TickgateError) in try file.deleteCountdowns(scope: scope) }
+    }
+
+    func save(policy: SendPolicy, scope: KeyName) throws(TickgateError) {
+        try transaction { (file) throws(TickgateError) in try file.save(policy: policy, scope: scope) }
+    }
+
+    func save(titles: TitleSet, scope: KeyName) throws(TickgateError) {
+        try transaction { (file) throws(TickgateError) in try file.save(titles: titles, scope: scope) }
+    }
+
+    func saveSession(realm: KeyName, loggedIn: Bool, expiry: Instant?, ttl: Span?)
+        throws(TickgateError) {
+        try transaction { (file) throws(TickgateError) in
+            let now = clock.now()
+            let session = loggedIn
+                ? StoredSession(realm: realm, expiry: expiry.map { clock.stamp($0, at: now) }, ttl: ttl ?? .zero)
+                : nil
+            try file.save(session, realm: realm)
+        }
+    }
+
+    func load() throws(TickgateError) -> StoreSnapshot {
+        try state.withLock { (state) throws(TickgateError) -> StoreSnapshot in
+            guard let file = state.file else { throw TickgateError(.closed, "the store \(path) is closed") }
+            let now = clock.now()
+            var snapshot = StoreSnapshot()
+            try file.begin()
+            do throws(TickgateError) {
+                let countdownRows = try file.countdowns()
+                let recordRows = try file.records()
+                snapshot.policies = try file.policies()
+                snapshot.titles = try file.titles()
+                let sessionRows = try file.sessions()
+                for row in countdownRows {
+                    if let countdown = Self.countdown(row, clock, at: now) {
+                        snapshot.countdowns.append(countdown)
+                    } else {
+                        try file.deleteCountdown(row.key)
+                    }
+                }
+                try file.commit()
+                snapshot.records = recordRows.map { ($0.key, Self.record($0, clock, at: now)) }
+                for session in sessionRows {
+                    guard let expiry = session.expiry else {
+                        snapshot.sessions.append((session.realm, nil))
+                        continue
+                    }
+                    let ttl = session.ttl > .zero ? session.ttl : Limits.maximumDuration
+                    let end = clock.deadline(of: expiry, length: ttl, at: now)
+                    if end > now { snapshot.sessions.append((session.realm, end)) }
+                }
+            } catch {
+                file.rollback()
+                throw error
+            }
+            return snapshot
+        }
+    }
+
+    // MARK: Rows
+
+    static func row(_ countdown: Countdown, _ clock: Clock, at now: Instant) -> StoredCountdown {
+        StoredCountdown(key: countdown.key, phase: countdown.phase, duration: countdown.duration,
+                        tickInterval: countdown.tickInterval, deadline: clock.stamp(countdown.deadline, at: now))
+    }
+
+    /// The countdown a checked row describes, or nil if it has ended.
+    static func countdown(_ row: StoredCountdown, _ clock: Clock, at now: Instant) -> Countdown? {
+        let end = clock.deadline(of: row.deadline, length: row.duration, at: now)
+        guard end > now else { return nil }
+        return Countdown(key: row.key, phase: row.phase, instance: 0, deadline: end,
+                         duration: row.duration, tickInterval: row.tickInterval)
+    }
+
+    static func row(_ record: SendRecord, for key: CountdownKey, _ clock: Clock, at now: Instant) -> StoredRecord {
+        StoredRecord(key: key, consecutive: record.consecutive, hasSent: record.hasSent,
+                     lastSend: record.lastSend.map { clock.stamp($0, at: now) },
+                     sends: record.sends.map { clock.stamp($0, at: now) })
+    }
+
+    static func record(_ row: StoredRecord, _ clock: Clock, at now: Instant) -> SendRecord {
+        SendRecord(sends: row.sends.map { clock.moment(of: $0, at: now) }.sorted(),
+                   consecutive: row.consecutive,
+                   lastSend: row.lastSend.map { clock.moment(of: $0, at: now) }, hasSent: row.hasSent)
+    }
+}

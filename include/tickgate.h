@@ -42,10 +42,19 @@
  *        and TG_E_STORE_CORRUPT (a row it read is out of range), and then
  *        changed nothing.
  *    Every failing call leaves a message for tg_last_error_message().
- *  - Waiting. "Store: may wait" means the call may wait for the store's
- *    file, at most store_timeout_ms per wait. "Store: never" means the call
- *    does no store I/O itself; today it still takes the engine's lock,
- *    which a call waiting for the store holds (so it may wait as long).
+ *  - Waiting. "Store: may wait" means the call may wait for the store, at
+ *    most store_timeout_ms in all (busy waits and retries included); past it
+ *    the call fails with TG_E_STORE_IO ("store busy for N ms") and changed
+ *    nothing. "Store: never" means the call does no store I/O and never
+ *    waits for another call's: the engine talks to its store with none of
+ *    its own locks held, so queries (tg_countdown_remaining,
+ *    tg_countdown_list, tg_button_get), tg_subscribe, tg_unsubscribe,
+ *    tg_engine_dispatch and the delivery of events answer while another
+ *    thread's decision waits on the store. Decisions on one key (start,
+ *    cancel, send begin and end, verified) run one at a time, in the order
+ *    the store made them, and their events reach observers in that order;
+ *    the engine adds no order across keys (the SQLite store itself makes
+ *    one decision at a time: one connection, one write lock).
  *  - Versioned structs. Every struct that crosses this interface starts with
  *    uint32_t struct_size, and one rule covers them all:
  *      - A struct the caller fills in (tg_engine_options; tg_policy given to
@@ -341,8 +350,9 @@ tg_status tg_engine_fd(tg_engine *engine, int *out_fd);
  *
  * Errors: TG_E_WRONG_MODE on an engine-thread engine; TG_E_BUSY when a
  * dispatch of this engine is already running.
- * Store: may wait (with store_commit_delay_ms, a group commit that is
- * due is committed here).
+ * Store: never waits for the store. With store_commit_delay_ms, a group
+ * commit that is due is committed here after the callbacks ran (its local
+ * write), unless another call is using the store (that call commits it).
  */
 tg_status tg_engine_dispatch(tg_engine *engine, size_t *out_delivered);
 

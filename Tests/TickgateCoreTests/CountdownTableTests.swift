@@ -48,7 +48,7 @@ import Testing
             let key = try key(random.next(Self.scopes.count), random.next(3_000))
             if let (slot, expected) = reference[key] {
                 #expect(table.find(key) == slot)
-                #expect(table.records[Int(slot)].instance == expected)
+                #expect(table.record(slot).instance == expected)
                 #expect(table.key(slot) == key)
                 if random.next(2) == 0 {
                     table.remove(slot)

@@ -46,7 +46,7 @@ final class CountdownTable {
 
     private var recordBuffer = PageBuffer<Record>(capacity: 64)
     /// The slab (moves when it grows: hold no pointer across an insert).
-    var records: UnsafeMutablePointer<Record> { recordBuffer.base }
+    private var records: UnsafeMutablePointer<Record> { recordBuffer.base }
     /// Slots ever used (live or free); records past it are uninitialised.
     private var used: Int32 = 0
     private var freeSlots: [Int32] = []
@@ -83,8 +83,6 @@ final class CountdownTable {
 
     deinit {
         removeAll()
-        recordBuffer.free()
-        bucketBuffer.free()
     }
 
     // MARK: Keys
@@ -313,6 +311,23 @@ final class CountdownTable {
         return slot
     }
 
+    /// The record in a slot, as a value.
+    @inline(__always)
+    func record(_ slot: Int32) -> Record { records[Int(slot)] }
+
+    /// Gives a live slot's key a new run.
+    @inline(__always)
+    func update(_ slot: Int32, deadline: Instant, duration: Span, tickInterval: Span, phase: Phase,
+                instance: UInt64, ticket: UInt64) {
+        let record = records + Int(slot)
+        record.pointee.phase = phase
+        record.pointee.ticket = ticket
+        record.pointee.instance = instance
+        record.pointee.deadline = deadline
+        record.pointee.duration = duration
+        record.pointee.tickMilliseconds = Int32(truncatingIfNeeded: tickInterval.nanoseconds / 1_000_000)
+    }
+
     func insert(_ key: CountdownKey, deadline: Instant, duration: Span, tickInterval: Span,
                 phase: Phase, instance: UInt64, ticket: UInt64) -> Int32 {
         key.withBytes { scope, subject in
@@ -422,10 +437,10 @@ final class CountdownTable {
 
     private func growBuckets() {
         let oldMask = bucketMask
-        let oldBuffer = bucketBuffer
-        let old = buckets
         bucketMask = (oldMask + 1) * 2 - 1
-        bucketBuffer = PageBuffer(capacity: bucketMask + 1)
+        var oldBuffer = PageBuffer<UInt64>(capacity: bucketMask + 1)
+        swap(&oldBuffer, &bucketBuffer)
+        let old = oldBuffer.base
         buckets = bucketBuffer.base
         buckets.initialize(repeating: 0, count: bucketMask + 1)
         var index = 0
@@ -437,6 +452,6 @@ final class CountdownTable {
             while buckets[at] != 0 { at = (at &+ 1) & bucketMask }
             buckets[at] = bucket
         }
-        oldBuffer.free()
+        _ = consume oldBuffer
     }
 }

@@ -185,20 +185,15 @@ extension Engine {
         let slot = try state.withTable { (table) throws(TickgateError) -> Int32 in
             switch table.lookup(scope: key.scope, subject: key.subject) {
             case .found(let found):
-                let record = table.records + Int(found)
-                if record.pointee.deadline > now, !restart, let running = state.countdown(found) {
+                let record = table.record(found)
+                if record.deadline > now, !restart, let running = state.countdown(found) {
                     throw Self.busyError(running, at: now)
                 }
-                if record.pointee.phase == .sending {
-                    state.recordEnd(of: record.pointee.ticket,
-                                    record.pointee.deadline <= now ? .expired : .cancelled)
+                if record.phase == .sending {
+                    state.recordEnd(of: record.ticket, record.deadline <= now ? .expired : .cancelled)
                 }
-                record.pointee.phase = .cooling
-                record.pointee.ticket = 0
-                record.pointee.instance = instance
-                record.pointee.deadline = deadline
-                record.pointee.duration = duration
-                record.pointee.tickMilliseconds = Int32(truncatingIfNeeded: interval.nanoseconds / 1_000_000)
+                table.update(found, deadline: deadline, duration: duration, tickInterval: interval,
+                             phase: .cooling, instance: instance, ticket: 0)
                 return found
             case .missing(let miss):
                 return table.insert(scope: key.scope, subject: key.subject, deadline: deadline,
@@ -236,7 +231,7 @@ extension Engine {
             guard let slot = table.find(scope: key.scope, subject: key.subject), table.isLive(slot) else {
                 return nil
             }
-            let record = table.records[Int(slot)]
+            let record = table.record(slot)
             return record.deadline > now && record.phase != .sending ? record.deadline.since(now) : nil
         }
         guard let remaining else {

@@ -233,7 +233,7 @@ final class EngineState {
     /// The countdown in a live slot, as a value (makes its key's names).
     func countdown(_ slot: Int32) -> Countdown? {
         guard table.isLive(slot) else { return nil }
-        let record = table.records[Int(slot)]
+        let record = table.record(slot)
         return Countdown(key: table.key(slot), phase: record.phase, ticket: record.ticket,
                          instance: record.instance, deadline: record.deadline,
                          duration: record.duration,
@@ -243,7 +243,7 @@ final class EngineState {
     /// Whether the slot holds a run with time left at `now`.
     @inline(__always)
     func isRunning(_ slot: Int32, at now: Instant) -> Bool {
-        table.isLive(slot) && table.records[Int(slot)].deadline > now
+        table.isLive(slot) && table.record(slot).deadline > now
     }
 
     /// The running countdown of a key (any phase), if it has time left.
@@ -322,14 +322,9 @@ final class EngineState {
         let slot: Int32
         if let existing = known ?? table.find(countdown.key) {
             slot = existing
-            let record = table.records + Int(slot)
-            record.pointee.phase = countdown.phase
-            record.pointee.ticket = countdown.ticket
-            record.pointee.instance = countdown.instance
-            record.pointee.deadline = countdown.deadline
-            record.pointee.duration = countdown.duration
-            record.pointee.tickMilliseconds =
-                Int32(truncatingIfNeeded: countdown.tickInterval.nanoseconds / 1_000_000)
+            table.update(slot, deadline: countdown.deadline, duration: countdown.duration,
+                         tickInterval: countdown.tickInterval, phase: countdown.phase,
+                         instance: countdown.instance, ticket: countdown.ticket)
         } else {
             slot = table.insert(countdown.key, deadline: countdown.deadline, duration: countdown.duration,
                                 tickInterval: countdown.tickInterval, phase: countdown.phase,
@@ -356,7 +351,7 @@ final class EngineState {
 
     func cancel(slot: Int32, at now: Instant) -> (instance: UInt64, duration: Span)? {
         guard isRunning(slot, at: now) else { return nil }
-        let record = table.records[Int(slot)]
+        let record = table.record(slot)
         remove(slot: slot)
         if record.phase == .sending { recordEnd(of: record.ticket, .cancelled) }
         return (record.instance, record.duration)
@@ -366,7 +361,7 @@ final class EngineState {
     /// deadline only (it just gained an observer).
     func rescheduleForTicks(_ key: CountdownKey, at now: Instant) {
         guard let slot = table.find(key), let current = wheel.time(of: slot) else { return }
-        let record = table.records[Int(slot)]
+        let record = table.record(slot)
         let next = Self.nextFireTime(deadline: record.deadline,
                                      interval: .milliseconds(Int64(record.tickMilliseconds)),
                                      phase: record.phase, at: now, observed: true)
@@ -443,7 +438,7 @@ final class EngineState {
             event.subject.withBytes { subject in table.find(scope: scope, subject: subject) }
         }
         guard let slot else { return false }
-        return table.records[Int(slot)].instance == instance
+        return table.record(slot).instance == instance
     }
 
     /// The earliest time any timer (countdown or gate) is due.
@@ -483,7 +478,7 @@ final class EngineState {
             if index + ahead < due.count { table.prefetchRecord(due[index + ahead]) }
             let slot = due[index]
             guard table.isLive(slot) else { continue }
-            let record = table.records[Int(slot)]
+            let record = table.record(slot)
             if record.scope != run.id {
                 let name = table.scopeName(record.scope) ?? KeyName(validated: table.scopeBytes(record.scope))
                 run = ScopeRun(id: record.scope, name: name,

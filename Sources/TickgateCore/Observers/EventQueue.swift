@@ -15,7 +15,6 @@ final class EventQueue {
 
     deinit {
         removeAll()
-        buffer.free()
     }
 
     func append(_ item: PendingEvent) {

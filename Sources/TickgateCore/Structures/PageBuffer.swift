@@ -5,7 +5,11 @@ import CTickgateShim
 /// a buffer has its own anonymous mapping that the kernel grows in place or
 /// moves (mremap), so growing a million-entry table copies nothing, and the
 /// old pages never stay resident the way freed heap blocks do.
-struct PageBuffer<Element> {
+///
+/// The buffer owns its memory and frees it exactly once, when it goes away
+/// (it cannot be copied). It never initialises or deinitialises elements:
+/// its owner does, for the elements it placed.
+struct PageBuffer<Element>: ~Copyable {
     private(set) var base: UnsafeMutablePointer<Element>
     private(set) var capacity: Int
     private var mappedBytes = 0
@@ -49,12 +53,11 @@ struct PageBuffer<Element> {
         }
         let fresh = PageBuffer(capacity: newCapacity)
         fresh.base.moveInitialize(from: base, count: count)
-        free()
+        // The old memory goes with the old value.
         self = fresh
     }
 
-    /// Gives the memory back; the buffer must not be used afterwards.
-    func free() {
+    deinit {
         if mappedBytes > 0 {
             tgshim_pages_unmap(base, mappedBytes)
         } else {

@@ -25,11 +25,6 @@ final class TimerHeap {
         position.initialize(repeating: -1, count: positionCount)
     }
 
-    deinit {
-        entryBuffer.free()
-        positionBuffer.free()
-    }
-
     var first: Entry? { count > 0 ? entries[0] : nil }
 
     func time(of slot: Int32) -> Instant? {

@@ -87,8 +87,6 @@ final class TimerWheel {
         }
         buckets.deallocate()
         occupied.deallocate()
-        timeBuffer.free()
-        orderBuffer.free()
     }
 
     // MARK: Queries
@@ -350,7 +348,6 @@ final class TimerWheel {
         // Scratch of plain values: its own mapping (huge pages) when big,
         // nothing initialised that the passes do not write.
         let scratch = PageBuffer<Due>(capacity: items.count)
-        defer { scratch.free() }
         var source = items.baseAddress!
         var target = scratch.base
         let count = items.count
@@ -386,6 +383,7 @@ final class TimerWheel {
         if source != items.baseAddress! {
             items.baseAddress!.update(from: source, count: count)
         }
+        _ = consume scratch
         // Equal times: schedule order (runs are short; usually length 1).
         var start = items.startIndex
         while start < items.endIndex {

@@ -5,6 +5,13 @@
  *
  *   BENCH <workload> n=<N> tickgate=<v> libuv=<v> libevent=<v> unit=<u>
  *         ratio_libuv=<tickgate/libuv> ratio_libevent=<tickgate/libevent>
+ *         keyed_absl=<v> keyed_uthash=<v>
+ *         ratio_keyed_absl=<tickgate/keyed_absl> ratio_keyed_uthash=<...>
+ *
+ * The keyed peers are libuv timers found by key through an Abseil
+ * flat_hash_map or a uthash table: what a C or C++ programmer writes for
+ * keyed countdowns. libuv and libevent alone are handle-indexed timers
+ * (the caller holds the handle; no key is looked up).
  *
  * ("-" where there is no figure), then TARGET lines that compare the
  * Tickgate figures with the issue's targets, and writes the BENCH rows as
@@ -125,9 +132,9 @@ static double elapsed_s(void);
 /* Rows: the output                                                          */
 /* ------------------------------------------------------------------------ */
 
-enum { ENGINES = 3 };
-static const bench_engine *const engines[ENGINES] = {&bench_tickgate, &bench_libuv,
-                                                     &bench_libevent};
+enum { ENGINES = 5, KEYED_ABSL = 3, KEYED_UTHASH = 4 };
+static const bench_engine *const engines[ENGINES] = {
+    &bench_tickgate, &bench_libuv, &bench_libevent, &bench_keyed_absl, &bench_keyed_uthash};
 
 typedef struct row {
     char workload[48];
@@ -151,26 +158,32 @@ static void fmt_ratio(char *buf, size_t size, double a, double b) {
     else snprintf(buf, size, "%.2f", a / b);
 }
 
-static const row *add_row(const char *workload, long n, double tickgate, double libuv,
-                          double libevent, const char *unit) {
+/* A row with a figure per engine (in engines[] order). */
+static const row *add_row_all(const char *workload, long n, const double *v, const char *unit) {
     if (row_count == (int)(sizeof rows / sizeof rows[0])) bench_die("too many rows");
     row *r = &rows[row_count++];
     snprintf(r->workload, sizeof r->workload, "%s", workload);
     r->n = n;
-    r->v[0] = tickgate;
-    r->v[1] = libuv;
-    r->v[2] = libevent;
+    for (int e = 0; e < ENGINES; e++) r->v[e] = v[e];
     snprintf(r->unit, sizeof r->unit, "%s", unit);
-    char a[32], b[32], c[32], ra[32], rb[32];
-    fmt_value(a, sizeof a, tickgate, unit);
-    fmt_value(b, sizeof b, libuv, unit);
-    fmt_value(c, sizeof c, libevent, unit);
-    fmt_ratio(ra, sizeof ra, tickgate, libuv);
-    fmt_ratio(rb, sizeof rb, tickgate, libevent);
+    char f[ENGINES][32], ratio[ENGINES][32];
+    for (int e = 0; e < ENGINES; e++) {
+        fmt_value(f[e], sizeof f[e], v[e], unit);
+        fmt_ratio(ratio[e], sizeof ratio[e], v[0], v[e]);
+    }
     printf("BENCH %s n=%ld tickgate=%s libuv=%s libevent=%s unit=%s ratio_libuv=%s "
-           "ratio_libevent=%s\n", workload, n, a, b, c, unit, ra, rb);
+           "ratio_libevent=%s keyed_absl=%s keyed_uthash=%s ratio_keyed_absl=%s "
+           "ratio_keyed_uthash=%s\n", workload, n, f[0], f[1], f[2], unit, ratio[1], ratio[2],
+           f[KEYED_ABSL], f[KEYED_UTHASH], ratio[KEYED_ABSL], ratio[KEYED_UTHASH]);
     fflush(stdout);
     return r;
+}
+
+/* A row with figures for Tickgate, libuv and libevent only. */
+static const row *add_row(const char *workload, long n, double tickgate, double libuv,
+                          double libevent, const char *unit) {
+    double v[ENGINES] = {tickgate, libuv, libevent, NAN, NAN};
+    return add_row_all(workload, n, v, unit);
 }
 
 static const row *find_row(const char *workload, long n) {
@@ -182,15 +195,18 @@ static const row *find_row(const char *workload, long n) {
 static void write_csv(const char *path) {
     FILE *f = fopen(path, "w");
     if (!f) bench_die("cannot write %s: %s", path, strerror(errno));
-    fprintf(f, "workload,n,tickgate,libuv,libevent,unit,ratio_libuv,ratio_libevent\n");
+    fprintf(f, "workload,n,tickgate,libuv,libevent,unit,ratio_libuv,ratio_libevent,"
+               "keyed_absl,keyed_uthash,ratio_keyed_absl,ratio_keyed_uthash\n");
     for (int i = 0; i < row_count; i++) {
         const row *r = &rows[i];
-        char v[ENGINES][32], ra[32], rb[32];
-        for (int e = 0; e < ENGINES; e++) fmt_value(v[e], sizeof v[e], r->v[e], r->unit);
-        fmt_ratio(ra, sizeof ra, r->v[0], r->v[1]);
-        fmt_ratio(rb, sizeof rb, r->v[0], r->v[2]);
-        fprintf(f, "%s,%ld,%s,%s,%s,%s,%s,%s\n", r->workload, r->n, v[0], v[1], v[2], r->unit,
-                ra, rb);
+        char v[ENGINES][32], ratio[ENGINES][32];
+        for (int e = 0; e < ENGINES; e++) {
+            fmt_value(v[e], sizeof v[e], r->v[e], r->unit);
+            fmt_ratio(ratio[e], sizeof ratio[e], r->v[0], r->v[e]);
+        }
+        fprintf(f, "%s,%ld,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n", r->workload, r->n, v[0], v[1], v[2],
+                r->unit, ratio[1], ratio[2], v[KEYED_ABSL], v[KEYED_UTHASH], ratio[KEYED_ABSL],
+                ratio[KEYED_UTHASH]);
     }
     if (fclose(f) != 0) bench_die("cannot write %s", path);
 }
@@ -344,7 +360,7 @@ static void run_memory(void) {
         med[e] = median(v, reps);
     }
     progress("memory n=%zu done", n);
-    add_row("memory", (long)n, med[0], med[1], med[2], "bytes");
+    add_row_all("memory", (long)n, med, "bytes");
     /* The issue's budget excludes the key bytes themselves. */
     double key_bytes = (double)(strlen(BENCH_SCOPE) + BENCH_SUBJECT_BYTES);
     add_row("memory_excl_key_bytes", (long)n, med[0] - key_bytes, NAN, NAN, "bytes");
@@ -363,7 +379,7 @@ static void run_start_cancel_query(void) {
         size_t n = (size_t)cfg.sizes[s];
         uint32_t *order = permutation(n);
         uint32_t *queries = random_keys(n, n);
-        double start[ENGINES][16], cancel[ENGINES][16], query[ENGINES][16];
+        double start[ENGINES][16], cancel[ENGINES][16], query[ENGINES][16], floor_ns[16];
         uint64_t checksum = 0;
         int reps = reps_for(n);
         for (int r = 0; r < reps; r++) {
@@ -376,6 +392,11 @@ static void run_start_cancel_query(void) {
                 int64_t t1 = bench_now_ns();
                 checksum += en->query_list(ctx, queries, n);
                 int64_t t2 = bench_now_ns();
+                if (en->find_list) {
+                    checksum += en->find_list(ctx, queries, n);
+                    floor_ns[r] = (double)(bench_now_ns() - t2) / (double)n;
+                    t2 = bench_now_ns();
+                }
                 en->cancel_list(ctx, order, n);
                 int64_t t3 = bench_now_ns();
                 en->destroy(ctx);
@@ -393,9 +414,11 @@ static void run_start_cancel_query(void) {
         }
         progress("start/query/cancel n=%zu done (checksum %llu)", n,
                  (unsigned long long)(checksum & 0xffff));
-        add_row("start", (long)n, ms[0], ms[1], ms[2], "ns");
-        add_row("cancel", (long)n, mc[0], mc[1], mc[2], "ns");
-        add_row("query", (long)n, mq[0], mq[1], mq[2], "ns");
+        add_row_all("start", (long)n, ms, "ns");
+        add_row_all("cancel", (long)n, mc, "ns");
+        add_row_all("query", (long)n, mq, "ns");
+        double floor_row[ENGINES] = {NAN, NAN, NAN, median(floor_ns, reps), NAN};
+        add_row_all("query_floor_absl_find", (long)n, floor_row, "ns");
         if (bench_expired_seen[BENCH_OP_QUERY] || bench_expired_seen[BENCH_OP_CANCEL])
             printf("# n=%zu: of %d x %zu tickgate calls, %zu queries and %zu cancels found their "
                    "countdown already over (TG_E_NOT_FOUND: a 1 s countdown ends during a long "
@@ -427,7 +450,7 @@ static void run_churn(void) {
     }
     free(slots);
     progress("churn at %zu pending done", pending);
-    add_row("churn", (long)pending, med[0], med[1], med[2], "ns");
+    add_row_all("churn", (long)pending, med, "ns");
     printf("# churn: ns per cancel+start pair at a steady %zu pending, %ld pairs per run; "
            "tickgate starts a new key each time, the peers re-arm the cancelled slot's handle; "
            "%zu tickgate cancels found their countdown already over\n",
@@ -488,7 +511,7 @@ static void run_expiry(void) {
         double med[ENGINES];
         for (int e = 0; e < ENGINES; e++) med[e] = median(v[e], reps);
         progress("expiry n=%zu done", n);
-        add_row("expiry", (long)n, med[0], med[1], med[2], "ns");
+        add_row_all("expiry", (long)n, med, "ns");
         printf("# expiry n=%zu: untimed setup, ns per countdown: tickgate=%.0f (start with an "
                "observer + delivery of its STARTED event) libuv=%.0f libevent=%.0f\n", n,
                median(setup[0], reps), median(setup[1], reps), median(setup[2], reps));
@@ -783,10 +806,23 @@ static void check_targets(void) {
         if (strcmp(r->workload, "start") && strcmp(r->workload, "cancel") &&
             strcmp(r->workload, "query") && strcmp(r->workload, "expiry"))
             continue;
-        for (int e = 1; e < ENGINES; e++) {
+        for (int e = 1; e < KEYED_ABSL; e++) {
             snprintf(what, sizeof what, "ratio_%s %.47s n=%ld", engines[e]->name, r->workload, r->n);
             target(what, r->v[0] / r->v[e], "<", 1.0, "x");
         }
+        /* Against the keyed peers (issue 15): start and cancel at most half
+         * their time, a query at most 0.8 of it. */
+        if (!strcmp(r->workload, "expiry")) continue;
+        double limit = strcmp(r->workload, "query") ? 0.5 : 0.8;
+        for (int e = KEYED_ABSL; e < ENGINES; e++) {
+            snprintf(what, sizeof what, "ratio_%s %.47s n=%ld", engines[e]->name, r->workload, r->n);
+            target(what, r->v[0] / r->v[e], "<=", limit, "x");
+        }
+    }
+    const row *q = find_row("query", big), *fl = find_row("query_floor_absl_find", big);
+    if (q && fl) {
+        snprintf(what, sizeof what, "query_over_floor_absl_find n=%ld", big);
+        target(what, q->v[0] / fl->v[KEYED_ABSL], "<=", 1.5, "x");
     }
     const row *m = find_row("memory_excl_key_bytes", cfg.pending);
     if (m) {

@@ -76,6 +76,12 @@ typedef struct bench_engine {
     int64_t (*clock)(void);
     void (*expiry_setup)(void *ctx, size_t n, int64_t base_ns, int window_ms);
     size_t (*expiry_run)(void *ctx);
+    /*
+     * Optional (NULL if none): a bare find of keys[0..n-1] in the adapter's
+     * index, reading nothing of the timer: the floor under a keyed query.
+     * Returns how many were found.
+     */
+    uint64_t (*find_list)(void *ctx, const uint32_t *keys, size_t n);
 } bench_engine;
 
 /*
@@ -90,5 +96,9 @@ extern size_t bench_expired_seen[BENCH_OPS];
 extern const bench_engine bench_tickgate;
 extern const bench_engine bench_libuv;
 extern const bench_engine bench_libevent;
+/* The keyed peers: libuv timers found by key through a hash table, as a C
+ * (uthash) or C++ (Abseil) programmer writes keyed countdowns. */
+extern const bench_engine bench_keyed_absl;
+extern const bench_engine bench_keyed_uthash;
 
 #endif

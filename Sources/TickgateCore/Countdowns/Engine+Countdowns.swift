@@ -47,7 +47,7 @@ extension Engine {
     /// open ticket becomes cancelled); call with the lock held.
     func replace(with countdown: Countdown, at now: Instant, known: Int32?? = .none) {
         let slot = known ?? state.table.find(countdown.key)
-        if let slot, let old = state.countdown(slot) {
+        if let slot, let old = state.countdown(slot, key: countdown.key) {
             if old.phase == .sending, old.ticket != countdown.ticket {
                 state.recordEnd(of: old.ticket, old.deadline <= now ? .expired : .cancelled)
             }

@@ -231,10 +231,10 @@ final class EngineState {
     }
 
     /// The countdown in a live slot, as a value (makes its key's names).
-    func countdown(_ slot: Int32) -> Countdown? {
+    func countdown(_ slot: Int32, key known: CountdownKey? = nil) -> Countdown? {
         guard table.isLive(slot) else { return nil }
         let record = table.record(slot)
-        return Countdown(key: table.key(slot), phase: record.phase, ticket: record.ticket,
+        return Countdown(key: known ?? table.key(slot), phase: record.phase, ticket: record.ticket,
                          instance: record.instance, deadline: record.deadline,
                          duration: record.duration,
                          tickInterval: .milliseconds(Int64(record.tickMilliseconds)))
@@ -248,8 +248,8 @@ final class EngineState {
 
     /// The running countdown of a key (any phase), if it has time left.
     func running(_ key: CountdownKey, at now: Instant) -> Countdown? {
-        guard let slot = table.find(key) else { return nil }
-        return running(slot: slot, at: now)
+        guard let slot = table.find(key), isRunning(slot, at: now) else { return nil }
+        return countdown(slot, key: key)
     }
 
     /// The countdown in a slot, if it has time left at `now`.

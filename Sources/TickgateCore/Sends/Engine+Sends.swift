@@ -70,20 +70,21 @@ extension Engine {
         guard serverRetryAfter >= .zero, serverRetryAfter <= Limits.maximumDuration else {
             throw TickgateError(.invalidDuration, "server retry-after is outside 0 ... 365 days")
         }
-        let key = try lock.withLock { () throws(TickgateError) -> CountdownKey in
-            try checkOpen()
-            guard let key = state.tickets[ticket] else { throw endedTicketError(ticket) }
-            return key
-        }
-        return try decide(key, { () throws(TickgateError) -> KeyDecision in
+        var key: CountdownKey?
+        return try decide(resolving: { () throws(TickgateError) -> CountdownKey in
+            guard let found = state.tickets[ticket] else { throw endedTicketError(ticket) }
+            key = found
+            return found
+        }, { () throws(TickgateError) -> KeyDecision in
             // The ticket's run, as memory holds it.
-            guard state.tickets[ticket] == key, let slot = state.table.find(key),
-                  let sending = state.countdown(slot), sending.ticket == ticket else {
+            guard let key, state.tickets[ticket] == key, let slot = state.table.find(key),
+                  let sending = state.countdown(slot, key: key), sending.ticket == ticket else {
                 throw endedTicketError(ticket)
             }
             return .sendEnd(ticketDeadline: sending.deadline, outcome: outcome, serverRetryAfter: serverRetryAfter,
                             policy: state.policy(of: key.scope), tickInterval: defaultTickInterval)
         }) { (result) throws(TickgateError) -> Span in
+            guard let key else { throw endedTicketError(ticket) }
             if let refusal = result.refusal {
                 guard refusal.status == .expired else {
                     // Another process ended or replaced the run: the

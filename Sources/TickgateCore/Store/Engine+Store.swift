@@ -16,20 +16,34 @@ extension Engine {
     /// too, in `result.refusal`.
     func decide<R>(_ key: CountdownKey, _ prepare: () throws(TickgateError) -> KeyDecision,
                    apply: (DecisionResult) throws(TickgateError) -> R) throws(TickgateError) -> R {
+        try decide(resolving: { () throws(TickgateError) in key }, prepare, apply: apply)
+    }
+
+    /// `decide` for a key found under the lock (a ticket's key).
+    func decide<R>(resolving resolve: () throws(TickgateError) -> CountdownKey,
+                   _ prepare: () throws(TickgateError) -> KeyDecision,
+                   apply: (DecisionResult) throws(TickgateError) -> R) throws(TickgateError) -> R {
         guard let store else {
             lock.lock()
             defer { lock.unlock() }
             try checkOpen()
+            let key = try resolve()
             let decision = try prepare()
             let now = state.now()
-            let before = state.keyRows(key, at: now)
-            var after = before
+            var result = DecisionResult(before: state.keyRows(key, at: now), after: KeyRows(), now: now,
+                                        refusal: nil)
+            result.after = result.before
             do throws(TickgateError) {
-                _ = try decision.apply(to: &after, key: key, at: now)
+                _ = try decision.apply(to: &result.after, key: key, at: now)
             } catch {
-                return try apply(DecisionResult(before: before, after: before, now: now, refusal: error))
+                result.after = result.before
+                result.refusal = error
             }
-            return try apply(DecisionResult(before: before, after: after, now: now, refusal: nil))
+            return try apply(result)
+        }
+        let key = try lock.withLock { () throws(TickgateError) -> CountdownKey in
+            try checkOpen()
+            return try resolve()
         }
         return try lanes.with(.key(key)) { () throws(TickgateError) -> R in
             let decision = try lock.withLock { () throws(TickgateError) -> KeyDecision in

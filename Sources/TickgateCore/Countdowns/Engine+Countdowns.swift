@@ -49,7 +49,7 @@ extension Engine {
         let slot = known ?? state.table.find(countdown.key)
         if let slot, let old = state.countdown(slot, key: countdown.key) {
             if old.phase == .sending, old.ticket != countdown.ticket {
-                state.recordEnd(of: old.ticket, old.deadline <= now ? .expired : .cancelled)
+                state.sends.recordEnd(of: old.ticket, old.deadline <= now ? .expired : .cancelled)
             }
             if old.deadline <= now {
                 // The run in the slot reached its deadline but its timer has
@@ -148,7 +148,7 @@ extension Engine {
     func waitUntilNotRunning(_ keys: Set<CountdownKey>) {
         guard !keys.isEmpty else { return }
         let me = tgshim_thread_self()
-        while let running = state.runningKey, state.dispatcher != me, keys.contains(running) {
+        while let running = state.dispatch.runningKey, state.dispatch.dispatcher != me, keys.contains(running) {
             lock.wait()
         }
     }
@@ -162,8 +162,8 @@ extension Engine {
     /// other scopes cost them one comparison each. Lock held.
     @inline(__always)
     private func needsFullPath(_ key: RawKey) -> Bool {
-        store != nil || state.closed || state.runningEvent != nil
-            || state.isObserved(scopeBytes: key.scope)
+        store != nil || state.closed || state.dispatch.runningEvent != nil
+            || state.observers.isObserved(scopeBytes: key.scope)
     }
 
     /// `start` for a key given as bytes.
@@ -190,7 +190,7 @@ extension Engine {
                     throw Self.busyError(running, at: now)
                 }
                 if record.phase == .sending {
-                    state.recordEnd(of: record.ticket, record.deadline <= now ? .expired : .cancelled)
+                    state.sends.recordEnd(of: record.ticket, record.deadline <= now ? .expired : .cancelled)
                 }
                 table.update(found, deadline: deadline, duration: duration, tickInterval: interval,
                              phase: .cooling, instance: instance, ticket: 0)

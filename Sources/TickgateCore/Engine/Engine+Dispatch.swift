@@ -38,8 +38,8 @@ extension Engine {
             throw TickgateError(.invalidDuration, "the manual clock cannot go past 100 years")
         }
         clock.advance(to: now, by: step)
-        state.passesRequested &+= 1
-        let target = state.passesRequested
+        state.dispatch.passesRequested &+= 1
+        let target = state.dispatch.passesRequested
         guard delivery == .engineThread else {
             // Host thread: the descriptor turns readable only if something
             // became due.
@@ -47,8 +47,8 @@ extension Engine {
             return
         }
         poller.wake()
-        guard state.dispatcher != me else { return }
-        while state.passesCompleted < target && !state.closed { lock.wait() }
+        guard state.dispatch.dispatcher != me else { return }
+        while state.dispatch.passesCompleted < target && !state.closed { lock.wait() }
     }
 
     /// Manual clock: sets the wall part (nanoseconds since the epoch).
@@ -78,14 +78,14 @@ extension Engine {
             lock.unlock()
             throw TickgateError(.closed, "the engine is closed")
         }
-        if state.dispatching {
+        if state.dispatch.dispatching {
             lock.unlock()
             throw TickgateError(.busy, "a dispatch of this engine is already running")
         }
-        state.dispatching = true
-        state.dispatcher = me
+        state.dispatch.dispatching = true
+        state.dispatch.dispatcher = me
         poller.drain()
-        let served = state.passesRequested
+        let served = state.dispatch.passesRequested
         let now = state.now()
         state.fireDueTimers(at: now)
         var flushDue = false
@@ -101,9 +101,9 @@ extension Engine {
             }
         }
         // The queue is swapped for an empty one, not copied.
-        let batch = state.pending
-        state.pending = state.spareQueue ?? EventQueue()
-        state.spareQueue = nil
+        let batch = state.dispatch.pending
+        state.dispatch.pending = state.dispatch.spareQueue ?? EventQueue()
+        state.dispatch.spareQueue = nil
 
         // One lock round trip per callback: claim the next item, run it
         // unlocked, then clear the running marks and claim again.
@@ -133,27 +133,27 @@ extension Engine {
             // thread waiting in unsubscribe, withdraw or close also waits
             // for them.
             lock.lock()
-            if !state.deferredReleases.isEmpty || call?.hasRelease == true {
-                let releases = state.deferredReleases
-                state.deferredReleases.removeAll()
+            if !state.dispatch.deferredReleases.isEmpty || call?.hasRelease == true {
+                let releases = state.dispatch.deferredReleases
+                state.dispatch.deferredReleases.removeAll()
                 lock.unlock()
                 for observer in releases { observer.release() }
                 call?.release()
                 lock.lock()
             }
-            state.runningSubscription = 0
-            state.runningEvent = nil
-            state.runningRequest = 0
+            state.dispatch.runningSubscription = 0
+            state.dispatch.runningEvent = nil
+            state.gates.runningRequest = 0
             lock.broadcast()
         }
 
         // Keep the queue for the next pass unless it is huge.
         batch.removeAll()
-        if batch.capacity <= 4096 { state.spareQueue = batch }
-        state.dispatching = false
-        state.dispatcher = 0
-        let releases = state.deferredReleases
-        state.deferredReleases.removeAll()
+        if batch.capacity <= 4096 { state.dispatch.spareQueue = batch }
+        state.dispatch.dispatching = false
+        state.dispatch.dispatcher = 0
+        let releases = state.dispatch.deferredReleases
+        state.dispatch.deferredReleases.removeAll()
         lock.broadcast()
         lock.unlock()
         for observer in releases { observer.release() }
@@ -201,8 +201,8 @@ extension Engine {
         guard case .event(let event) = item.payload,
               let observer = state.observer(of: event.subscription),
               state.isCurrent(event, instance: item.instance) else { return nil }
-        state.runningSubscription = event.subscription
-        state.runningEvent = (event.scope, event.subject)
+        state.dispatch.runningSubscription = event.subscription
+        state.dispatch.runningEvent = (event.scope, event.subject)
         return observer
     }
 
@@ -212,18 +212,18 @@ extension Engine {
         case .event:
             return nil
         case .gate(let event):
-            guard let subscription = state.subscriptions[event.subscription] else { return nil }
-            state.runningSubscription = event.subscription
+            guard let subscription = state.observers.subscriptions[event.subscription] else { return nil }
+            state.dispatch.runningSubscription = event.subscription
             return .gate(subscription.observer)
         case .run(let id):
-            guard let request = state.requests[id], request.phase == .ready else { return nil }
-            state.requests.removeValue(forKey: id)
-            state.runningRequest = id
+            guard let request = state.gates.requests[id], request.phase == .ready else { return nil }
+            state.gates.requests.removeValue(forKey: id)
+            state.gates.runningRequest = id
             return .run(request, id)
         case .cancel(let id, let reason):
-            guard let request = state.requests[id], request.phase == .cancelling else { return nil }
-            state.requests.removeValue(forKey: id)
-            state.runningRequest = id
+            guard let request = state.gates.requests[id], request.phase == .cancelling else { return nil }
+            state.gates.requests.removeValue(forKey: id)
+            state.gates.runningRequest = id
             return .cancel(request, id, reason)
         }
     }

@@ -72,27 +72,23 @@ public final class Engine: @unchecked Sendable {
         }
         state.closed = true
         var releases: [Observer] = []
-        for id in state.subscriptions.keys.sorted() {
+        for id in state.observers.subscriptions.keys.sorted() {
             guard let subscription = state.unregister(id) else { continue }
-            if id == state.runningSubscription && state.dispatcher == me {
-                state.deferredReleases.append(subscription.observer)
+            if id == state.dispatch.runningSubscription && state.dispatch.dispatcher == me {
+                state.dispatch.deferredReleases.append(subscription.observer)
             } else {
                 releases.append(subscription.observer)
             }
         }
-        let requests = state.requests.keys.sorted().compactMap { state.requests[$0]?.handlers }
-        state.requests.removeAll()
+        let requests = state.gates.requests.keys.sorted().compactMap { state.gates.requests[$0]?.handlers }
         state.gates.removeAll()
-        state.gateHeap.removeAll()
-        state.gateTimers.removeAll()
-        state.freeGateTimers.removeAll()
-        state.pending.removeAll()
+        state.dispatch.pending.removeAll()
         state.table.removeAll()
         state.wheel.removeAll()
         let onEngineThread = thread != 0 && thread == me
-        if onEngineThread { state.detachThread = true }
-        while state.dispatching && (state.runningSubscription != 0 || state.runningRequest != 0)
-                && state.dispatcher != me {
+        if onEngineThread { state.dispatch.detachThread = true }
+        while state.dispatch.dispatching && (state.dispatch.runningSubscription != 0 || state.gates.runningRequest != 0)
+                && state.dispatch.dispatcher != me {
             lock.wait()
         }
         lock.broadcast()
@@ -148,7 +144,7 @@ public final class Engine: @unchecked Sendable {
             poller.wait()
             lock.lock()
             if state.closed {
-                let detach = state.detachThread
+                let detach = state.dispatch.detachThread
                 lock.unlock()
                 if detach { _ = tgshim_thread_detach(tgshim_thread_self()) }
                 return
@@ -158,7 +154,7 @@ public final class Engine: @unchecked Sendable {
             // wake-ups, so no request's wake-up is consumed unserved.
             let target = (try? dispatchPass().served) ?? 0
             lock.lock()
-            if state.passesCompleted < target { state.passesCompleted = target }
+            if state.dispatch.passesCompleted < target { state.dispatch.passesCompleted = target }
             lock.broadcast()
             lock.unlock()
         }

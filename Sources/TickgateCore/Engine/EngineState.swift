@@ -1,72 +1,9 @@
 import CTickgateShim
 
-/// What a countdown's time means for the key's button.
-enum Phase: UInt8 {
-    /// A send ticket is open until the deadline (then it expires).
-    case sending
-    /// The cooldown after a send (or a bare `start`).
-    case cooling
-    /// The window's cap is reached until the deadline.
-    case locked
-
-    var buttonState: ButtonState {
-        switch self {
-        case .sending: .sending
-        case .cooling: .cooling
-        case .locked: .locked
-        }
-    }
-}
-
-/// How a ticket that is no longer open ended, kept for clear errors.
-enum TicketEnd {
-    case ended, expired, cancelled
-}
-
-/// A running countdown in its slot.
-struct Countdown {
-    var key: CountdownKey
-    var phase: Phase = .cooling
-    /// The open ticket (phase `.sending`), else 0.
-    var ticket: UInt64 = 0
-    /// Distinguishes this run of the key from earlier and later runs.
-    var instance: UInt64
-    var deadline: Instant
-    var duration: Span
-    var tickInterval: Span
-}
-
-/// Something waiting for delivery: an event for one subscription, or a gate
-/// request's action or cancel. Countdown events of a run (`instance` != 0)
-/// are dropped if that run was cancelled meanwhile.
-struct PendingEvent {
-    enum Payload {
-        case event(Event)
-        case gate(GateEvent)
-        case run(UInt64)
-        case cancel(UInt64, CancelReason)
-    }
-
-    var instance: UInt64
-    var payload: Payload
-
-    init(instance: UInt64, event: Event) {
-        self.instance = instance
-        self.payload = .event(event)
-    }
-
-    init(_ payload: Payload) {
-        self.instance = 0
-        self.payload = payload
-    }
-}
-
-struct Subscription {
-    var target: SubscriptionTarget
-    var observer: Observer
-}
-
-/// Everything an engine knows, guarded by the engine's lock.
+/// Everything an engine knows, guarded by the engine's lock: the countdowns
+/// (table and wheel) and the parts that own the rest (sends, gates,
+/// subscriptions, delivery). Its methods are the changes that span parts:
+/// a countdown's event to its observers, a timer's firing.
 final class EngineState {
     var closed = false
     /// The engine's clock (shared with the store, which reads it without
@@ -85,71 +22,14 @@ final class EngineState {
     /// The time the OS timer is armed for (system clock only).
     var armed: Instant?
 
-    // The resend flow.
-    var records: [CountdownKey: SendRecord] = [:]
-    var policies: [KeyName: SendPolicy] = [:]
-    var titles: [KeyName: TitleSet] = [:] { didSet { cachedScope = nil } }
-    var tickets: [UInt64: CountdownKey] = [:]
-    var nextTicket: UInt64 = 0
-    /// How recent tickets ended, the oldest evicted first.
-    var endedTickets: [UInt64: TicketEnd] = [:]
-    var endedOrder: [UInt64] = []
-    static let endedTicketsKept = 4096
-
-    // Login gates: one per realm, their requests and their timers.
-    var gates: [KeyName: Gate] = [:]
-    var requests: [UInt64: GateRequest] = [:]
-    var nextRequest: UInt64 = 0
-    let gateHeap = TimerHeap()
-    var gateTimers: [GateTimer?] = []
-    var freeGateTimers: [Int32] = []
-    var runningRequest: UInt64 = 0
-
-    // Observers.
-    var subscriptions: [SubscriptionID: Subscription] = [:]
-    /// The observer found last: the events of a pass mostly go to one.
-    private var lastObserver: (id: SubscriptionID, observer: Observer)?
-
-    /// A live subscription's observer.
-    func observer(of id: SubscriptionID) -> Observer? {
-        if let last = lastObserver, last.id == id { return last.observer }
-        guard let observer = subscriptions[id]?.observer else { return nil }
-        lastObserver = (id, observer)
-        return observer
-    }
-    var keyObservers: [CountdownKey: [SubscriptionID]] = [:]
-    /// Scopes with a subscription (to the scope or to one of its keys), and
-    /// how many: a change on a key of any other scope has nobody to tell,
-    /// so an observer costs only its own scope.
-    private var observedScopeCounts: [KeyName: Int] = [:]
-    /// The keys of `observedScopeCounts`, for the fast paths to compare.
-    private(set) var observedScopes: [KeyName] = []
-
-    /// Counts a subscription to `scope` or to one of its keys (`delta` 1),
-    /// or its end (-1).
-    func countObserver(of scope: KeyName, _ delta: Int) {
-        let count = (observedScopeCounts[scope] ?? 0) + delta
-        if count > 0 {
-            observedScopeCounts[scope] = count
-        } else {
-            observedScopeCounts.removeValue(forKey: scope)
-        }
-        observedScopes = Array(observedScopeCounts.keys)
-    }
-
-    /// Whether a key of the scope with these bytes may have observers.
-    @inline(__always)
-    func isObserved(scopeBytes: UnsafeRawBufferPointer) -> Bool {
-        if observedScopes.isEmpty { return false }
-        for scope in observedScopes where scope.hasBytes(scopeBytes) { return true }
-        return false
-    }
-    var scopeObservers: [KeyName: [SubscriptionID]] = [:] { didSet { cachedScope = nil } }
-    var realmObservers: [KeyName: [SubscriptionID]] = [:]
-    var nextSubscription: SubscriptionID = 0
-    var pending = EventQueue()
-    /// An empty queue to swap in when a dispatch takes `pending`.
-    var spareQueue: EventQueue?
+    // The parts: the resend flow, the login gates, the subscriptions, and
+    // delivery.
+    var sends = SendBook()
+    var gates = GateBook()
+    /// Changed through `register` and `unregister` (the scope cache
+    /// follows them).
+    private(set) var observers = ObserverBook()
+    var dispatch = DispatchState()
 
     /// The scope `emit` looked up last, with its observers, titles and last
     /// rendered title: a burst of events (mass expiry, ticks) mostly names
@@ -160,34 +40,13 @@ final class EngineState {
     private var cachedTitles = TitleSet.english
     private var cachedTitle: (state: ButtonState, seconds: Int64, text: String)?
 
-    // Dispatch: who delivers, and what it is delivering right now.
-    var dispatching = false
-    var dispatcher: UInt = 0
-    var runningSubscription: SubscriptionID = 0
-    /// The key of the event whose callback is running, if one is (its
-    /// names are made only when a cancel has to wait for it).
-    var runningEvent: (scope: KeyName, subject: EventSubject)?
-    var runningKey: CountdownKey? {
-        runningEvent.map { CountdownKey(scope: $0.scope, subject: $0.subject.name) }
-    }
-    /// Releases of subscriptions that ended inside their own callback.
-    var deferredReleases: [Observer] = []
-    /// Engine-thread mode: passes asked for by `advance` and passes done.
-    var passesRequested: UInt64 = 0
-    var passesCompleted: UInt64 = 0
-    var detachThread = false
-
     @inline(__always)
     func now() -> Instant { clock.now() }
 
-    func isObserved(_ key: CountdownKey) -> Bool {
-        // Most engines of a backend have no observers at all: skip hashing.
-        if keyObservers.isEmpty && scopeObservers.isEmpty { return false }
-        return keyObservers[key] != nil || scopeObservers[key.scope] != nil
-    }
+    func isObserved(_ key: CountdownKey) -> Bool { observers.isObserved(key) }
 
     /// Whether any subscription watches countdown keys or scopes.
-    var hasCountdownObservers: Bool { !keyObservers.isEmpty || !scopeObservers.isEmpty }
+    var hasCountdownObservers: Bool { observers.hasCountdownObservers }
 
     /// Runs `body` on `table` with no retain and release around it (the
     /// state owns the table for its whole life): the fast paths' calls.
@@ -209,8 +68,8 @@ final class EngineState {
     private func cache(_ scope: KeyName) {
         if let cached = cachedScope, cached == scope { return }
         cachedScope = scope
-        cachedObservers = scopeObservers[scope]
-        cachedTitles = titles[scope] ?? .english
+        cachedObservers = observers.scopeObservers[scope]
+        cachedTitles = sends.titles[scope] ?? .english
         cachedTitle = nil
     }
 
@@ -265,16 +124,13 @@ final class EngineState {
 
     /// The key as memory holds it, for a decision made in memory.
     func keyRows(_ key: CountdownKey, at now: Instant) -> KeyRows {
-        KeyRows(countdown: running(key, at: now), record: records.isEmpty ? nil : records[key])
+        KeyRows(countdown: running(key, at: now), record: sends.records.isEmpty ? nil : sends.records[key])
     }
 
-    func policy(of scope: KeyName) -> SendPolicy { policies[scope] ?? SendPolicy() }
+    func policy(of scope: KeyName) -> SendPolicy { sends.policy(of: scope) }
 
     /// The state of a key with nothing running.
-    func restingState(_ key: CountdownKey) -> ButtonState {
-        if records.isEmpty { return .idle }
-        return records[key]?.hasSent == true ? .readyAgain : .idle
-    }
+    func restingState(_ key: CountdownKey) -> ButtonState { sends.restingState(key) }
 
     /// The key's button now, with its title.
     func button(_ key: CountdownKey, at now: Instant) -> Button {
@@ -282,18 +138,6 @@ final class EngineState {
         let state = running?.phase.buttonState ?? restingState(key)
         let remaining = running.map { $0.phase == .sending ? .zero : $0.deadline.since(now) } ?? .zero
         return Button(state: state, remaining: remaining, title: title(key.scope, state, remaining))
-    }
-
-    func recordEnd(of ticket: UInt64, _ end: TicketEnd) {
-        tickets.removeValue(forKey: ticket)
-        endedTickets[ticket] = end
-        endedOrder.append(ticket)
-        if endedOrder.count > Self.endedTicketsKept * 2 {
-            for old in endedOrder.prefix(endedOrder.count - Self.endedTicketsKept) {
-                endedTickets.removeValue(forKey: old)
-            }
-            endedOrder.removeFirst(endedOrder.count - Self.endedTicketsKept)
-        }
     }
 
     /// When the countdown next needs the timer: its next tick boundary if
@@ -353,7 +197,7 @@ final class EngineState {
         guard isRunning(slot, at: now) else { return nil }
         let record = table.record(slot)
         remove(slot: slot)
-        if record.phase == .sending { recordEnd(of: record.ticket, .cancelled) }
+        if record.phase == .sending { sends.recordEnd(of: record.ticket, .cancelled) }
         return (record.instance, record.duration)
     }
 
@@ -375,7 +219,7 @@ final class EngineState {
     /// empty to non-empty (the caller wakes the dispatcher).
     func emit(_ kind: EventKind, _ key: CountdownKey, instance: UInt64,
                        remaining: Span, duration: Span, state: ButtonState) -> Bool {
-        if keyObservers.isEmpty && scopeObservers.isEmpty { return false }
+        if observers.keyObservers.isEmpty && observers.scopeObservers.isEmpty { return false }
         return emit(kind, scope: key.scope, subject: EventSubject(key.subject), key: key,
                     instance: instance, remaining: remaining, duration: duration, state: state)
     }
@@ -384,10 +228,10 @@ final class EngineState {
     /// key's names are made only if a key observer needs them.
     func emit(_ kind: EventKind, scope: KeyName, subject: EventSubject, key: CountdownKey? = nil,
               instance: UInt64, remaining: Span, duration: Span, state: ButtonState) -> Bool {
-        if keyObservers.isEmpty && scopeObservers.isEmpty { return false }
-        let keyIDs = keyObservers.isEmpty
-            ? nil : keyObservers[key ?? CountdownKey(scope: scope, subject: subject.name)]
-        let scopeIDs = scopeObservers.isEmpty ? nil : observers(of: scope)
+        if observers.keyObservers.isEmpty && observers.scopeObservers.isEmpty { return false }
+        let keyIDs = observers.keyObservers.isEmpty
+            ? nil : observers.keyObservers[key ?? CountdownKey(scope: scope, subject: subject.name)]
+        let scopeIDs = observers.scopeObservers.isEmpty ? nil : observers(of: scope)
         guard keyIDs != nil || scopeIDs != nil else { return false }
         return enqueue(kind, scope: scope, subject: subject, keyIDs: keyIDs, scopeIDs: scopeIDs,
                        instance: instance, remaining: remaining, duration: duration, state: state,
@@ -401,29 +245,29 @@ final class EngineState {
                  instance: UInt64, remaining: Span, duration: Span, state: ButtonState,
                  title: String) -> Bool {
         guard keyIDs != nil || scopeIDs != nil else { return false }
-        let wasEmpty = pending.isEmpty
+        let wasEmpty = dispatch.pending.isEmpty
         var event = Event(kind: kind, scope: scope, subject: subject, remaining: remaining,
                           duration: duration, subscription: 0, state: state, title: title)
         if let keyIDs {
             for id in keyIDs {
                 event.subscription = id
-                pending.append(PendingEvent(instance: instance, event: event))
+                dispatch.pending.append(PendingEvent(instance: instance, event: event))
             }
         }
         if let scopeIDs {
             for id in scopeIDs {
                 event.subscription = id
-                pending.append(PendingEvent(instance: instance, event: event))
+                dispatch.pending.append(PendingEvent(instance: instance, event: event))
             }
         }
-        return wasEmpty && !pending.isEmpty
+        return wasEmpty && !dispatch.pending.isEmpty
     }
 
     /// The current state of a key as one event for one new subscription.
     func queueState(of key: CountdownKey, for id: SubscriptionID, at now: Instant) {
         let button = button(key, at: now)
         let duration = running(key, at: now).map { $0.phase == .sending ? .zero : $0.duration } ?? .zero
-        pending.append(PendingEvent(instance: 0, event: Event(
+        dispatch.pending.append(PendingEvent(instance: 0, event: Event(
             kind: .state, key: key, remaining: button.remaining, duration: duration,
             subscription: id, state: button.state, title: button.title)))
     }
@@ -451,7 +295,7 @@ final class EngineState {
 
     private func firstTimer(_ countdowns: Instant?) -> Instant? {
         var first = countdowns
-        if let gate = gateHeap.first?.time, first.map({ gate < $0 }) ?? true { first = gate }
+        if let gate = gates.timerHeap.first?.time, first.map({ gate < $0 }) ?? true { first = gate }
         if let flush = flushDeadline, first.map({ flush < $0 }) ?? true { first = flush }
         return first
     }
@@ -463,7 +307,7 @@ final class EngineState {
         var due: [Int32] = []
         wheel.collectDue(at: now, into: &due)
         if due.isEmpty { return fireGateTimers(at: now) }
-        if hasCountdownObservers { pending.reserveCapacity(pending.count + due.count) }
+        if hasCountdownObservers { dispatch.pending.reserveCapacity(dispatch.pending.count + due.count) }
         // Finished records leave the index together at the end, their
         // buckets loaded ahead; records are loaded a few slots ahead too.
         var finished: [Int32] = []
@@ -482,22 +326,22 @@ final class EngineState {
             if record.scope != run.id {
                 let name = table.scopeName(record.scope) ?? KeyName(validated: table.scopeBytes(record.scope))
                 run = ScopeRun(id: record.scope, name: name,
-                               observers: scopeObservers.isEmpty ? nil : observers(of: name))
+                               observers: observers.scopeObservers.isEmpty ? nil : observers(of: name))
             }
-            let keyIDs = keyObservers.isEmpty ? nil : keyObservers[table.key(slot)]
+            let keyIDs = observers.keyObservers.isEmpty ? nil : observers.keyObservers[table.key(slot)]
             let observed = run.observers != nil || keyIDs != nil
             if record.deadline <= now {
                 finished.append(slot)
                 let kind: EventKind
                 if record.phase == .sending {
-                    recordEnd(of: record.ticket, .expired)
+                    sends.recordEnd(of: record.ticket, .expired)
                     kind = .sendFailed
                 } else {
                     kind = .finished
                 }
                 if observed, let scope = run.name {
                     let subject = EventSubject(validated: table.subjectBytes(slot))
-                    let state = records.isEmpty
+                    let state = sends.records.isEmpty
                         ? ButtonState.idle : restingState(CountdownKey(scope: scope, subject: subject.name))
                     let resting: String
                     if let cached = run.restingTitle, cached.state == state {
@@ -537,27 +381,26 @@ final class EngineState {
         var restingTitle: (state: ButtonState, text: String)?
     }
 
+    // MARK: Subscriptions and titles
+
+    /// Registers a subscription; returns its id.
+    func register(_ target: SubscriptionTarget, _ observer: Observer) -> SubscriptionID {
+        cachedScope = nil
+        return observers.register(target, observer)
+    }
+
     /// Ends a subscription's registration; returns it.
     func unregister(_ id: SubscriptionID) -> Subscription? {
-        guard let subscription = subscriptions.removeValue(forKey: id) else { return nil }
-        if lastObserver?.id == id { lastObserver = nil }
-        switch subscription.target {
-        case .key(let key):
-            countObserver(of: key.scope, -1)
-            keyObservers[key]?.removeAll { $0 == id }
-            if keyObservers[key]?.isEmpty == true { keyObservers.removeValue(forKey: key) }
-        case .scope(let scope):
-            countObserver(of: scope, -1)
-            scopeObservers[scope]?.removeAll { $0 == id }
-            if scopeObservers[scope]?.isEmpty == true {
-                scopeObservers.removeValue(forKey: scope)
-            }
-        case .realm(let realm):
-            realmObservers[realm]?.removeAll { $0 == id }
-            if realmObservers[realm]?.isEmpty == true {
-                realmObservers.removeValue(forKey: realm)
-            }
-        }
-        return subscription
+        cachedScope = nil
+        return observers.unregister(id)
+    }
+
+    /// A live subscription's observer.
+    func observer(of id: SubscriptionID) -> Observer? { observers.observer(of: id) }
+
+    /// Sets a scope's titles.
+    func setTitles(_ titles: TitleSet, scope: KeyName) {
+        cachedScope = nil
+        sends.setTitles(titles, scope: scope)
     }
 }

@@ -8,38 +8,38 @@ extension Engine {
         lock.lock()
         do { try checkOpen() } catch { lock.unlock(); throw error }
         let now = state.now()
-        let wasEmpty = state.pending.isEmpty
-        var gate = state.gates[realm] ?? Gate()
+        let wasEmpty = state.dispatch.pending.isEmpty
+        var gate = state.gates.realms[realm] ?? Gate()
         if let key = coalesceKey?.value, needsLogin, !gate.isLive(at: now),
-           let existing = gate.queue.first(where: { state.requests[$0]?.coalesceKey == key }) {
+           let existing = gate.queue.first(where: { state.gates.requests[$0]?.coalesceKey == key }) {
             lock.unlock()
             handlers.release()
             return (existing, .coalesced)
         }
-        state.nextRequest &+= 1
-        let id = state.nextRequest
+        state.gates.nextRequest &+= 1
+        let id = state.gates.nextRequest
         let result: RequireResult
         if !needsLogin || gate.isLive(at: now) {
-            state.requests[id] = GateRequest(realm: realm, needsLogin: needsLogin,
+            state.gates.requests[id] = GateRequest(realm: realm, needsLogin: needsLogin,
                                              coalesceKey: coalesceKey?.value, handlers: handlers,
                                              phase: .ready)
-            state.pending.append(PendingEvent(.run(id)))
+            state.dispatch.pending.append(PendingEvent(.run(id)))
             result = .runsNow
         } else {
-            let timer = state.scheduleGateTimer(.request(id), at: now.advanced(by: gate.requestTimeout))
-            state.requests[id] = GateRequest(realm: realm, needsLogin: true,
+            let timer = state.gates.scheduleTimer(.request(id), at: now.advanced(by: gate.requestTimeout))
+            state.gates.requests[id] = GateRequest(realm: realm, needsLogin: true,
                                              coalesceKey: coalesceKey?.value, handlers: handlers,
                                              phase: .queued, timeoutTimer: timer)
             gate.queue.append(id)
             let present = !gate.presenting
             gate.presenting = true
-            state.gates[realm] = gate
+            state.gates.realms[realm] = gate
             if present { state.emitGate(.loginRequired, realm, at: now) }
             state.emitGate(.queueChanged, realm, at: now)
             armIfEarlier()
             result = .queued
         }
-        if wasEmpty && !state.pending.isEmpty { poller.wake() }
+        if wasEmpty && !state.dispatch.pending.isEmpty { poller.wake() }
         lock.unlock()
         return (id, result)
     }
@@ -49,19 +49,19 @@ extension Engine {
         let me = tgshim_thread_self()
         lock.lock()
         do { try checkOpen() } catch { lock.unlock(); throw error }
-        guard let request = state.requests.removeValue(forKey: id) else {
+        guard let request = state.gates.requests.removeValue(forKey: id) else {
             // It may be running on another thread: return once it is done.
-            while id != 0 && state.runningRequest == id && state.dispatcher != me { lock.wait() }
+            while id != 0 && state.gates.runningRequest == id && state.dispatch.dispatcher != me { lock.wait() }
             lock.unlock()
             throw TickgateError(.notFound, "request \(id) already ran, was cancelled, or is unknown")
         }
-        state.cancelGateTimer(request.timeoutTimer)
-        if request.phase == .queued, var gate = state.gates[request.realm] {
+        state.gates.cancelTimer(request.timeoutTimer)
+        if request.phase == .queued, var gate = state.gates.realms[request.realm] {
             gate.queue.removeAll { $0 == id }
-            state.gates[request.realm] = gate
-            let wasEmpty = state.pending.isEmpty
+            state.gates.realms[request.realm] = gate
+            let wasEmpty = state.dispatch.pending.isEmpty
             state.emitGate(.queueChanged, request.realm, at: state.now())
-            if wasEmpty && !state.pending.isEmpty { poller.wake() }
+            if wasEmpty && !state.dispatch.pending.isEmpty { poller.wake() }
         }
         lock.unlock()
         request.handlers.release()
@@ -78,23 +78,23 @@ extension Engine {
         try changeGate(.realm(realm), { (store) throws(TickgateError) in
             try store.saveSession(realm: realm, loggedIn: true, expiry: expiry, ttl: sessionTTL)
         }) { (now) throws(TickgateError) in
-            var gate = state.gates[realm] ?? Gate()
+            var gate = state.gates.realms[realm] ?? Gate()
             gate.loggedIn = true
-            state.cancelGateTimer(gate.expiryTimer)
+            state.gates.cancelTimer(gate.expiryTimer)
             gate.expiry = expiry
-            gate.expiryTimer = gate.expiry.map { state.scheduleGateTimer(.session(realm), at: $0) }
+            gate.expiryTimer = gate.expiry.map { state.gates.scheduleTimer(.session(realm), at: $0) }
             gate.presenting = false
             let queued = gate.queue
             gate.queue.removeAll()
-            state.gates[realm] = gate
+            state.gates.realms[realm] = gate
             state.emitGate(.loggedIn, realm, at: now)
             for id in queued {
-                guard var request = state.requests[id] else { continue }
-                state.cancelGateTimer(request.timeoutTimer)
+                guard var request = state.gates.requests[id] else { continue }
+                state.gates.cancelTimer(request.timeoutTimer)
                 request.timeoutTimer = nil
                 request.phase = .ready
-                state.requests[id] = request
-                state.pending.append(PendingEvent(.run(id)))
+                state.gates.requests[id] = request
+                state.dispatch.pending.append(PendingEvent(.run(id)))
             }
             if !queued.isEmpty { state.emitGate(.queueChanged, realm, at: now) }
         }
@@ -103,18 +103,18 @@ extension Engine {
     /// The user abandoned the login screen; see `tg_gate_login_cancelled`.
     public func loginCancelled(realm: KeyName) throws(TickgateError) {
         try changeGate(nil, nil) { (now) throws(TickgateError) in
-            guard var gate = state.gates[realm] else { return }
+            guard var gate = state.gates.realms[realm] else { return }
             gate.presenting = false
             let queued = gate.queue
             gate.queue.removeAll()
-            state.gates[realm] = gate
+            state.gates.realms[realm] = gate
             for id in queued {
-                guard var request = state.requests[id] else { continue }
-                state.cancelGateTimer(request.timeoutTimer)
+                guard var request = state.gates.requests[id] else { continue }
+                state.gates.cancelTimer(request.timeoutTimer)
                 request.timeoutTimer = nil
                 request.phase = .cancelling
-                state.requests[id] = request
-                state.pending.append(PendingEvent(.cancel(id, .loginCancelled)))
+                state.gates.requests[id] = request
+                state.dispatch.pending.append(PendingEvent(.cancel(id, .loginCancelled)))
             }
             if !queued.isEmpty { state.emitGate(.queueChanged, realm, at: now) }
         }
@@ -146,7 +146,7 @@ extension Engine {
         }
         try lock.withLock { () throws(TickgateError) in
             try checkOpen()
-            state.gates[realm, default: Gate()].requestTimeout = timeout
+            state.gates.realms[realm, default: Gate()].requestTimeout = timeout
         }
     }
 
@@ -156,10 +156,10 @@ extension Engine {
     private func changeGate(_ lane: Lane?, _ storeWrite: ((Store) throws(TickgateError) -> Void)?,
                             _ body: (Instant) throws(TickgateError) -> Void) throws(TickgateError) {
         try write(lane, { (store) throws(TickgateError) in try storeWrite?(store) }) { () throws(TickgateError) in
-            let wasEmpty = state.pending.isEmpty
+            let wasEmpty = state.dispatch.pending.isEmpty
             try body(state.now())
             armIfEarlier()
-            if wasEmpty && !state.pending.isEmpty { poller.wake() }
+            if wasEmpty && !state.dispatch.pending.isEmpty { poller.wake() }
         }
     }
 }

@@ -1,50 +1,30 @@
 extension EngineState {
     // MARK: Gate timers
 
-    func scheduleGateTimer(_ timer: GateTimer, at time: Instant) -> Int32 {
-        let slot: Int32
-        if let free = freeGateTimers.popLast() {
-            slot = free
-            gateTimers[Int(slot)] = timer
-        } else {
-            slot = Int32(truncatingIfNeeded: gateTimers.count)
-            gateTimers.append(timer)
-        }
-        gateHeap.schedule(slot, at: time)
-        return slot
-    }
-
-    func cancelGateTimer(_ slot: Int32?) {
-        guard let slot, gateTimers[Int(slot)] != nil else { return }
-        gateHeap.remove(slot)
-        gateTimers[Int(slot)] = nil
-        freeGateTimers.append(slot)
-    }
-
     /// Ends sessions whose TTL passed and cancels requests that waited too long.
     func fireGateTimers(at now: Instant) {
-        while let entry = gateHeap.first, entry.time <= now {
-            let timer = gateTimers[Int(entry.slot)]
-            cancelGateTimer(entry.slot)
+        while let entry = gates.timerHeap.first, entry.time <= now {
+            let timer = gates.timers[Int(entry.slot)]
+            gates.cancelTimer(entry.slot)
             switch timer {
             case .session(let realm)?:
-                guard var gate = gates[realm], gate.loggedIn else { continue }
+                guard var gate = gates.realms[realm], gate.loggedIn else { continue }
                 gate.expiryTimer = nil
-                gates[realm] = gate
+                gates.realms[realm] = gate
                 endSession(realm, kind: .expired, at: now)
             case .request(let id)?:
-                guard var request = requests[id], request.phase == .queued else { continue }
+                guard var request = gates.requests[id], request.phase == .queued else { continue }
                 request.timeoutTimer = nil
                 request.phase = .cancelling
-                requests[id] = request
-                if var gate = gates[request.realm] {
+                gates.requests[id] = request
+                if var gate = gates.realms[request.realm] {
                     gate.queue.removeAll { $0 == id }
                     // Nobody answered the login screen: the next request
                     // that queues asks for it again.
                     if gate.queue.isEmpty { gate.presenting = false }
-                    gates[request.realm] = gate
+                    gates.realms[request.realm] = gate
                 }
-                pending.append(PendingEvent(.cancel(id, .timedOut)))
+                dispatch.pending.append(PendingEvent(.cancel(id, .timedOut)))
                 emitGate(.queueChanged, request.realm, at: now)
             case nil:
                 continue
@@ -57,26 +37,26 @@ extension EngineState {
     /// Logs a realm out (by logout or expiry): requests that need login and
     /// have not run are cancelled with `.loggedOut`.
     func endSession(_ realm: KeyName, kind: GateEventKind, at now: Instant) {
-        var gate = gates[realm] ?? Gate()
+        var gate = gates.realms[realm] ?? Gate()
         let wasLoggedIn = gate.loggedIn
         gate.loggedIn = false
         gate.expiry = nil
-        cancelGateTimer(gate.expiryTimer)
+        gates.cancelTimer(gate.expiryTimer)
         gate.expiryTimer = nil
         let hadQueue = !gate.queue.isEmpty
         gate.queue.removeAll()
         gate.presenting = false
-        gates[realm] = gate
-        let doomed = requests.filter {
+        gates.realms[realm] = gate
+        let doomed = gates.requests.filter {
             $0.value.realm == realm && $0.value.needsLogin && $0.value.phase != .cancelling
         }.keys.sorted()
         for id in doomed {
-            guard var request = requests[id] else { continue }
-            cancelGateTimer(request.timeoutTimer)
+            guard var request = gates.requests[id] else { continue }
+            gates.cancelTimer(request.timeoutTimer)
             request.timeoutTimer = nil
             request.phase = .cancelling
-            requests[id] = request
-            pending.append(PendingEvent(.cancel(id, .loggedOut)))
+            gates.requests[id] = request
+            dispatch.pending.append(PendingEvent(.cancel(id, .loggedOut)))
         }
         if wasLoggedIn { emitGate(kind, realm, at: now) }
         if hadQueue { emitGate(.queueChanged, realm, at: now) }
@@ -84,17 +64,17 @@ extension EngineState {
 
     /// Queues a gate event for every observer of the realm.
     func emitGate(_ kind: GateEventKind, _ realm: KeyName, at now: Instant) {
-        guard let ids = realmObservers[realm] else { return }
+        guard let ids = observers.realmObservers[realm] else { return }
         var event = gateEvent(kind, realm, at: now)
         for id in ids {
             event.subscription = id
-            pending.append(PendingEvent(.gate(event)))
+            dispatch.pending.append(PendingEvent(.gate(event)))
         }
     }
 
     func gateEvent(_ kind: GateEventKind, _ realm: KeyName, at now: Instant,
                    subscription: SubscriptionID = 0) -> GateEvent {
-        let gate = gates[realm] ?? Gate()
+        let gate = gates.realms[realm] ?? Gate()
         let live = gate.isLive(at: now)
         let remaining = live ? gate.expiry.map { $0.since(now) } ?? .zero : .zero
         return GateEvent(kind: kind, realm: realm.value, loggedIn: live, sessionRemaining: remaining,

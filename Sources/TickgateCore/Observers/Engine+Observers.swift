@@ -8,24 +8,17 @@ extension Engine {
         lock.lock()
         defer { lock.unlock() }
         try checkOpen()
-        state.nextSubscription &+= 1
-        let id = state.nextSubscription
-        state.subscriptions[id] = Subscription(target: target, observer: observer)
+        let id = state.register(target, observer)
         let now = state.now()
-        let wasEmpty = state.pending.isEmpty
+        let wasEmpty = state.dispatch.pending.isEmpty
         switch target {
         case .key(let key):
-            state.keyObservers[key, default: []].append(id)
-            state.countObserver(of: key.scope, 1)
             state.queueState(of: key, for: id, at: now)
             state.rescheduleForTicks(key, at: now)
         case .realm(let realm):
-            state.realmObservers[realm, default: []].append(id)
-            state.pending.append(PendingEvent(.gate(
+            state.dispatch.pending.append(PendingEvent(.gate(
                 state.gateEvent(.state, realm, at: now, subscription: id))))
         case .scope(let scope):
-            state.scopeObservers[scope, default: []].append(id)
-            state.countObserver(of: scope, 1)
             let keys = state.table.liveSlots().map { state.table.key($0) }
                 .filter { $0.scope == scope }.sorted()
             for key in keys where state.counting(key, at: now) != nil {
@@ -34,7 +27,7 @@ extension Engine {
             }
         }
         armIfEarlier()
-        if wasEmpty && !state.pending.isEmpty { poller.wake() }
+        if wasEmpty && !state.dispatch.pending.isEmpty { poller.wake() }
         return id
     }
 
@@ -49,13 +42,13 @@ extension Engine {
             lock.unlock()
             throw TickgateError(.notFound, "no subscription has id \(id)")
         }
-        if state.runningSubscription == id {
-            if state.dispatcher == me {
-                state.deferredReleases.append(subscription.observer)
+        if state.dispatch.runningSubscription == id {
+            if state.dispatch.dispatcher == me {
+                state.dispatch.deferredReleases.append(subscription.observer)
                 lock.unlock()
                 return
             }
-            while state.runningSubscription == id { lock.wait() }
+            while state.dispatch.runningSubscription == id { lock.wait() }
         }
         lock.unlock()
         subscription.observer.release()

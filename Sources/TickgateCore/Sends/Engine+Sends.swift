@@ -9,7 +9,7 @@ extension Engine {
     public func setPolicy(_ policy: SendPolicy, scope: KeyName) throws(TickgateError) {
         let policy = try policy.validated()
         try write(.scope(scope), { (store) throws(TickgateError) in try store.save(policy: policy, scope: scope) }) {
-            state.policies[scope] = policy
+            state.sends.policies[scope] = policy
         }
     }
 
@@ -24,7 +24,7 @@ extension Engine {
     /// Sets the title templates of a scope.
     public func setTitles(_ titles: TitleSet, scope: KeyName) throws(TickgateError) {
         try write(.scope(scope), { (store) throws(TickgateError) in try store.save(titles: titles, scope: scope) }) {
-            state.titles[scope] = titles
+            state.setTitles(titles, scope: scope)
         }
     }
 
@@ -46,9 +46,9 @@ extension Engine {
             guard var countdown = result.after.countdown else {
                 throw TickgateError(.storeCorrupt, "the store granted a send for \(key.description) without a ticket")
             }
-            state.nextTicket &+= 1
-            let ticket = state.nextTicket
-            state.tickets[ticket] = key
+            state.sends.nextTicket &+= 1
+            let ticket = state.sends.nextTicket
+            state.sends.tickets[ticket] = key
             state.nextInstance &+= 1
             countdown.instance = state.nextInstance
             countdown.ticket = ticket
@@ -72,12 +72,12 @@ extension Engine {
         }
         var key: CountdownKey?
         return try decide(resolving: { () throws(TickgateError) -> CountdownKey in
-            guard let found = state.tickets[ticket] else { throw endedTicketError(ticket) }
+            guard let found = state.sends.tickets[ticket] else { throw endedTicketError(ticket) }
             key = found
             return found
         }, { () throws(TickgateError) -> KeyDecision in
             // The ticket's run, as memory holds it.
-            guard let key, state.tickets[ticket] == key, let slot = state.table.find(key),
+            guard let key, state.sends.tickets[ticket] == key, let slot = state.table.find(key),
                   let sending = state.countdown(slot, key: key), sending.ticket == ticket else {
                 throw endedTicketError(ticket)
             }
@@ -89,13 +89,13 @@ extension Engine {
                 guard refusal.status == .expired else {
                     // Another process ended or replaced the run: the
                     // reconcile before this recorded how.
-                    throw state.tickets[ticket] == nil ? endedTicketError(ticket) : refusal
+                    throw state.sends.tickets[ticket] == nil ? endedTicketError(ticket) : refusal
                 }
                 // Its timeout passed; the timer has not fired yet, but the
                 // ticket is expired all the same.
                 if let slot = state.table.find(key), let run = state.countdown(slot), run.ticket == ticket {
                     state.remove(slot: slot)
-                    state.recordEnd(of: ticket, .expired)
+                    state.sends.recordEnd(of: ticket, .expired)
                     if state.emit(.sendFailed, key, instance: 0, remaining: .zero, duration: .zero,
                                   state: state.restingState(key)) {
                         poller.wake()
@@ -105,7 +105,7 @@ extension Engine {
             }
             guard var countdown = result.after.countdown else {
                 // Failed: the key is free at once.
-                state.recordEnd(of: ticket, .ended)
+                state.sends.recordEnd(of: ticket, .ended)
                 if let slot = state.table.find(key) { state.remove(slot: slot) }
                 if state.emit(.sendFailed, key, instance: 0, remaining: .zero, duration: .zero,
                               state: state.restingState(key)) {
@@ -114,8 +114,8 @@ extension Engine {
                 waitUntilNotRunning([key])
                 return .zero
             }
-            state.recordEnd(of: ticket, .ended)
-            state.records[key] = result.after.record
+            state.sends.recordEnd(of: ticket, .ended)
+            state.sends.records[key] = result.after.record
             state.nextInstance &+= 1
             countdown.instance = state.nextInstance
             begin(countdown, at: result.now)
@@ -125,7 +125,7 @@ extension Engine {
 
     /// Why a ticket that is not open cannot be ended; lock held.
     private func endedTicketError(_ ticket: UInt64) -> TickgateError {
-        switch state.endedTickets[ticket] {
+        switch state.sends.endedTickets[ticket] {
         case .expired?:
             TickgateError(.expired, "ticket \(ticket) expired before it was ended; its key was freed then")
         case .ended?:
@@ -149,7 +149,7 @@ extension Engine {
                 state.remove(slot: slot)
                 cancelled.insert(key)
             }
-            state.records[key] = result.after.record
+            state.sends.records[key] = result.after.record
             let now = result.now
             let button = state.button(key, at: now)
             if state.emit(.reset, key, instance: 0, remaining: button.remaining,

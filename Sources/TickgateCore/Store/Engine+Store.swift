@@ -142,9 +142,9 @@ extension Engine {
             break
         }
         if let record = rows.record {
-            state.records[key] = record
-        } else if !state.records.isEmpty {
-            state.records.removeValue(forKey: key)
+            state.sends.records[key] = record
+        } else if !state.sends.records.isEmpty {
+            state.sends.records.removeValue(forKey: key)
         }
     }
 
@@ -160,17 +160,17 @@ extension Engine {
             countdown.instance = state.nextInstance
             state.insert(countdown, at: now)
         }
-        for (key, record) in snapshot.records { state.records[key] = record }
-        for (scope, policy) in snapshot.policies { state.policies[scope] = policy }
-        for (scope, titles) in snapshot.titles { state.titles[scope] = titles }
+        for (key, record) in snapshot.records { state.sends.records[key] = record }
+        for (scope, policy) in snapshot.policies { state.sends.policies[scope] = policy }
+        for (scope, titles) in snapshot.titles { state.setTitles(titles, scope: scope) }
         for session in snapshot.sessions {
             var gate = Gate()
             if let end = session.expiry {
                 gate.expiry = end
-                gate.expiryTimer = state.scheduleGateTimer(.session(session.realm), at: end)
+                gate.expiryTimer = state.gates.scheduleTimer(.session(session.realm), at: end)
             }
             gate.loggedIn = true
-            state.gates[session.realm] = gate
+            state.gates.realms[session.realm] = gate
         }
         armIfEarlier()
     }

@@ -1,0 +1,43 @@
+/// How a ticket that is no longer open ended, kept for clear errors.
+enum TicketEnd {
+    case ended, expired, cancelled
+}
+
+/// The resend flow's state: each key's send history, each scope's policy
+/// and titles, and the send tickets, open and recently ended.
+struct SendBook {
+    var records: [CountdownKey: SendRecord] = [:]
+    var policies: [KeyName: SendPolicy] = [:]
+    /// Set through `EngineState.setTitles` (the title cache follows them).
+    fileprivate(set) var titles: [KeyName: TitleSet] = [:]
+    /// Open tickets and their keys.
+    var tickets: [UInt64: CountdownKey] = [:]
+    var nextTicket: UInt64 = 0
+    /// How recent tickets ended, the oldest evicted first.
+    private(set) var endedTickets: [UInt64: TicketEnd] = [:]
+    private var endedOrder: [UInt64] = []
+    static let endedTicketsKept = 4096
+
+    func policy(of scope: KeyName) -> SendPolicy { policies[scope] ?? SendPolicy() }
+
+    /// The state of a key with nothing running.
+    func restingState(_ key: CountdownKey) -> ButtonState {
+        if records.isEmpty { return .idle }
+        return records[key]?.hasSent == true ? .readyAgain : .idle
+    }
+
+    /// Closes a ticket and remembers how it ended.
+    mutating func recordEnd(of ticket: UInt64, _ end: TicketEnd) {
+        tickets.removeValue(forKey: ticket)
+        endedTickets[ticket] = end
+        endedOrder.append(ticket)
+        if endedOrder.count > Self.endedTicketsKept * 2 {
+            for old in endedOrder.prefix(endedOrder.count - Self.endedTicketsKept) {
+                endedTickets.removeValue(forKey: old)
+            }
+            endedOrder.removeFirst(endedOrder.count - Self.endedTicketsKept)
+        }
+    }
+
+    mutating func setTitles(_ titles: TitleSet, scope: KeyName) { self.titles[scope] = titles }
+}

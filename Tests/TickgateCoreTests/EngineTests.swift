@@ -126,7 +126,8 @@ final class Recorder: Sendable {
         // Only the deadline has a timer: nothing is due after 30 s.
         try engine.advance(by: .milliseconds(30_000))
         #expect(try engine.dispatch() == 0)
-        engine.lock.withLock { #expect(engine.state.wheel.earliest == Instant(nanoseconds: 60_000_000_000)) }
+        let earliest = engine.locked.withLock { state in state.wheel.earliest }
+        #expect(earliest == Instant(nanoseconds: 60_000_000_000))
     }
 
     @Test func closeReleasesEverySubscriptionOnce() throws {

@@ -9,14 +9,14 @@ extension Engine {
                       restart: Bool = false) throws(TickgateError) -> Span {
         let duration = try duration.validatedDuration()
         let interval = try tickInterval?.validatedTickInterval() ?? defaultTickInterval
-        return try decide(key, { () throws(TickgateError) in
+        return try decide(key, { (_) throws(TickgateError) in
             .start(duration: duration, tickInterval: interval, restart: restart)
-        }) { (result) throws(TickgateError) -> Span in
+        }) { (state, _, result) throws(TickgateError) -> Span in
             if let refusal = result.refusal { throw refusal }
             guard var countdown = result.after.countdown else { return duration }
             state.nextInstance &+= 1
             countdown.instance = state.nextInstance
-            replace(with: countdown, at: result.now)
+            state.replace(with: countdown, at: result.now)
             if state.emit(.started, key, instance: countdown.instance,
                           remaining: duration, duration: duration, state: .cooling) {
                 poller.wake()
@@ -43,39 +43,17 @@ extension Engine {
         }
     }
 
-    /// Puts `countdown` in its key's slot, ending whatever ran there (an
-    /// open ticket becomes cancelled); call with the lock held.
-    func replace(with countdown: Countdown, at now: Instant, known: Int32?? = .none) {
-        let slot = known ?? state.table.find(countdown.key)
-        if let slot, let old = state.countdown(slot, key: countdown.key) {
-            if old.phase == .sending, old.ticket != countdown.ticket {
-                state.sends.recordEnd(of: old.ticket, old.deadline <= now ? .expired : .cancelled)
-            }
-            if old.deadline <= now {
-                // The run in the slot reached its deadline but its timer has
-                // not fired yet: announce its end before the new run starts.
-                if state.emit(old.phase == .sending ? .sendFailed : .finished, old.key,
-                              instance: old.instance, remaining: .zero, duration: old.duration,
-                              state: state.restingState(old.key)) {
-                    poller.wake()
-                }
-            }
-        }
-        state.insert(countdown, at: now, known: .some(slot))
-        armIfEarlier()
-    }
-
     /// Cancels the key's countdown. Once this returns (outside that
     /// countdown's own callback), no tick or finish of it runs.
     public func cancel(_ key: CountdownKey) throws(TickgateError) {
-        try decide(key, { () throws(TickgateError) in .cancel }) { (result) throws(TickgateError) in
+        try decide(key, { (_) throws(TickgateError) in .cancel }) { (state, held, result) throws(TickgateError) in
             if let refusal = result.refusal { throw refusal }
             guard let run = state.cancel(key, at: result.now) else { return }
             if state.emit(.cancelled, key, instance: 0, remaining: .zero, duration: run.duration,
                           state: state.restingState(key)) {
                 poller.wake()
             }
-            waitUntilNotRunning([key])
+            state.waitUntilNotRunning([key], held)
         }
     }
 
@@ -84,50 +62,30 @@ extension Engine {
     @discardableResult
     public func cancelAll(scope: KeyName? = nil) throws(TickgateError) -> Int {
         let body = { () throws(TickgateError) -> Int in
-            try self.write(nil, { (store) throws(TickgateError) in try store.cancelAll(scope: scope) }) {
-                self.cancelInMemory(scope: scope)
+            try self.write(nil, { (store) throws(TickgateError) in try store.cancelAll(scope: scope) }) { state, held in
+                state.cancelAll(scope: scope, held)
             }
         }
         return store == nil ? try body() : try lanes.withScope(scope, body)
     }
 
-    /// Ends every countdown of `scope` (or all) in memory; lock held.
-    private func cancelInMemory(scope: KeyName?) -> Int {
-        let now = state.now()
-        var keys = state.table.liveSlots().filter { state.isRunning($0, at: now) }
-            .map { state.table.key($0) }
-        if let scope { keys = keys.filter { $0.scope == scope } }
-        var cancelled: Set<CountdownKey> = []
-        var wake = false
-        for key in keys.sorted() {
-            guard let run = state.cancel(key, at: now) else { continue }
-            cancelled.insert(key)
-            wake = state.emit(.cancelled, key, instance: 0, remaining: .zero,
-                              duration: run.duration, state: state.restingState(key)) || wake
-        }
-        if wake { poller.wake() }
-        waitUntilNotRunning(cancelled)
-        return cancelled.count
-    }
-
     /// The time the key's countdown still runs; throws `.notFound` if it is
     /// not counting.
     public func remaining(_ key: CountdownKey) throws(TickgateError) -> Span {
-        lock.lock()
-        defer { lock.unlock() }
-        try checkOpen()
-        let now = state.now()
-        guard let running = state.counting(key, at: now) else {
-            throw TickgateError(.notFound, "no countdown is running for \(key.description)")
+        try locked.withLock { (state) throws(TickgateError) -> Span in
+            try state.checkOpen()
+            let now = state.now()
+            guard let running = state.counting(key, at: now) else {
+                throw TickgateError(.notFound, "no countdown is running for \(key.description)")
+            }
+            return running.deadline.since(now)
         }
-        return running.deadline.since(now)
     }
 
     /// The running countdowns of `scope` (or all), ordered by key.
     public func list(scope: KeyName? = nil) throws(TickgateError) -> [CountdownInfo] {
-        lock.lock()
-        defer { lock.unlock() }
-        try checkOpen()
+        try locked.withLock { (state) throws(TickgateError) -> [CountdownInfo] in
+        try state.checkOpen()
         let now = state.now()
         var result: [CountdownInfo] = []
         for slot in state.table.liveSlots() {
@@ -140,16 +98,6 @@ extension Engine {
         }
         result.sort { $0.key < $1.key }
         return result
-    }
-
-    /// Waits while a callback for an event of one of these keys runs on
-    /// another thread (any run of the key: a host cannot tell runs apart,
-    /// so a tick of a replaced run counts too); call with the lock held.
-    func waitUntilNotRunning(_ keys: Set<CountdownKey>) {
-        guard !keys.isEmpty else { return }
-        let me = tgshim_thread_self()
-        while let running = state.dispatch.runningKey, state.dispatch.dispatcher != me, keys.contains(running) {
-            lock.wait()
         }
     }
 
@@ -161,7 +109,7 @@ extension Engine {
     /// below find the key by its bytes and make no names; observers of
     /// other scopes cost them one comparison each. Lock held.
     @inline(__always)
-    private func needsFullPath(_ key: RawKey) -> Bool {
+    private func needsFullPath(_ key: RawKey, _ state: EngineState) -> Bool {
         store != nil || state.closed || state.dispatch.runningEvent != nil
             || state.observers.isObserved(scopeBytes: key.scope)
     }
@@ -171,72 +119,122 @@ extension Engine {
                       restart: Bool = false) throws(TickgateError) {
         let duration = try duration.validatedDuration()
         let interval = try tickInterval?.validatedTickInterval() ?? defaultTickInterval
-        lock.lock()
-        if needsFullPath(key) {
-            lock.unlock()
-            try start(key.names(), duration: duration, tickInterval: interval, restart: restart)
-            return
-        }
-        defer { lock.unlock() }
-        let now = state.now()
-        state.nextInstance &+= 1
-        let instance = state.nextInstance
-        let deadline = now.advanced(by: duration)
-        let slot = try state.withTable { (table) throws(TickgateError) -> Int32 in
-            switch table.lookup(scope: key.scope, subject: key.subject) {
-            case .found(let found):
-                let record = table.record(found)
-                if record.deadline > now, !restart, let running = state.countdown(found) {
-                    throw Self.busyError(running, at: now)
+        let done = try locked.withLock { (state) throws(TickgateError) -> Bool in
+            if needsFullPath(key, state) { return false }
+            let now = state.now()
+            state.nextInstance &+= 1
+            let instance = state.nextInstance
+            let deadline = now.advanced(by: duration)
+            let slot = try state.withTable { (table) throws(TickgateError) -> Int32 in
+                switch table.lookup(scope: key.scope, subject: key.subject) {
+                case .found(let found):
+                    let record = table.record(found)
+                    if record.deadline > now, !restart, let running = state.countdown(found) {
+                        throw Self.busyError(running, at: now)
+                    }
+                    if record.phase == .sending {
+                        state.sends.recordEnd(of: record.ticket, record.deadline <= now ? .expired : .cancelled)
+                    }
+                    table.update(found, deadline: deadline, duration: duration, tickInterval: interval,
+                                 phase: .cooling, instance: instance, ticket: 0)
+                    return found
+                case .missing(let miss):
+                    return table.insert(scope: key.scope, subject: key.subject, deadline: deadline,
+                                        duration: duration, tickInterval: interval, phase: .cooling,
+                                        instance: instance, ticket: 0, after: miss)
                 }
-                if record.phase == .sending {
-                    state.sends.recordEnd(of: record.ticket, record.deadline <= now ? .expired : .cancelled)
-                }
-                table.update(found, deadline: deadline, duration: duration, tickInterval: interval,
-                             phase: .cooling, instance: instance, ticket: 0)
-                return found
-            case .missing(let miss):
-                return table.insert(scope: key.scope, subject: key.subject, deadline: deadline,
-                                    duration: duration, tickInterval: interval, phase: .cooling,
-                                    instance: instance, ticket: 0, after: miss)
             }
+            state.withWheel { $0.schedule(slot, at: deadline) }
+            state.armIfEarlier()
+            return true
         }
-        state.withWheel { $0.schedule(slot, at: deadline) }
-        armIfEarlier()
+        if !done { try start(key.names(), duration: duration, tickInterval: interval, restart: restart) }
     }
 
     /// `cancel` for a key given as bytes.
     public func cancel(_ key: RawKey) throws(TickgateError) {
-        lock.lock()
-        if needsFullPath(key) {
-            lock.unlock()
-            try cancel(key.names())
-            return
+        let done = try locked.withLock { (state) throws(TickgateError) -> Bool in
+            if needsFullPath(key, state) { return false }
+            let now = state.now()
+            guard let slot = state.withTable({ $0.find(scope: key.scope, subject: key.subject) }),
+                  state.cancel(slot: slot, at: now) != nil else {
+                throw TickgateError(.notFound, "no countdown is running for \(key.names().description)")
+            }
+            return true
         }
-        defer { lock.unlock() }
-        let now = state.now()
-        guard let slot = state.withTable({ $0.find(scope: key.scope, subject: key.subject) }),
-              state.cancel(slot: slot, at: now) != nil else {
-            throw TickgateError(.notFound, "no countdown is running for \(key.names().description)")
-        }
+        if !done { try cancel(key.names()) }
     }
 
     /// `remaining` for a key given as bytes.
     public func remaining(_ key: RawKey) throws(TickgateError) -> Span {
-        lock.lock()
-        defer { lock.unlock() }
-        try checkOpen()
+        let remaining = try locked.withLock { (state) throws(TickgateError) -> Span? in
+        try state.checkOpen()
         let now = state.now()
-        let remaining = state.withTable { table -> Span? in
+        return state.withTable { table -> Span? in
             guard let slot = table.find(scope: key.scope, subject: key.subject), table.isLive(slot) else {
                 return nil
             }
             let record = table.record(slot)
             return record.deadline > now && record.phase != .sending ? record.deadline.since(now) : nil
         }
+        }
         guard let remaining else {
             throw TickgateError(.notFound, "no countdown is running for \(key.names().description)")
         }
         return remaining
+    }
+}
+
+extension EngineState {
+    /// Puts `countdown` in its key's slot, ending whatever ran there (an
+    /// open ticket becomes cancelled).
+    func replace(with countdown: Countdown, at now: Instant, known: Int32?? = .none) {
+        let slot = known ?? table.find(countdown.key)
+        if let slot, let old = self.countdown(slot, key: countdown.key) {
+            if old.phase == .sending, old.ticket != countdown.ticket {
+                sends.recordEnd(of: old.ticket, old.deadline <= now ? .expired : .cancelled)
+            }
+            if old.deadline <= now {
+                // The run in the slot reached its deadline but its timer has
+                // not fired yet: announce its end before the new run starts.
+                if emit(old.phase == .sending ? .sendFailed : .finished, old.key,
+                        instance: old.instance, remaining: .zero, duration: old.duration,
+                        state: restingState(old.key)) {
+                    poller.wake()
+                }
+            }
+        }
+        insert(countdown, at: now, known: .some(slot))
+        armIfEarlier()
+    }
+
+    /// Ends every countdown of `scope` (or all) in memory.
+    func cancelAll(scope: KeyName?, _ held: Guarded<EngineState>.Held) -> Int {
+        let now = self.now()
+        var keys = table.liveSlots().filter { isRunning($0, at: now) }
+            .map { table.key($0) }
+        if let scope { keys = keys.filter { $0.scope == scope } }
+        var cancelled: Set<CountdownKey> = []
+        var wake = false
+        for key in keys.sorted() {
+            guard let run = cancel(key, at: now) else { continue }
+            cancelled.insert(key)
+            wake = emit(.cancelled, key, instance: 0, remaining: .zero,
+                        duration: run.duration, state: restingState(key)) || wake
+        }
+        if wake { poller.wake() }
+        waitUntilNotRunning(cancelled, held)
+        return cancelled.count
+    }
+
+    /// Waits while a callback for an event of one of these keys runs on
+    /// another thread (any run of the key: a host cannot tell runs apart,
+    /// so a tick of a replaced run counts too).
+    func waitUntilNotRunning(_ keys: Set<CountdownKey>, _ held: Guarded<EngineState>.Held) {
+        guard !keys.isEmpty else { return }
+        let me = tgshim_thread_self()
+        while let running = dispatch.runningKey, dispatch.dispatcher != me, keys.contains(running) {
+            held.wait()
+        }
     }
 }

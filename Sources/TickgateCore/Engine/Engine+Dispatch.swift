@@ -6,7 +6,7 @@ extension Engine {
         guard delivery == .hostThread else {
             throw TickgateError(.wrongMode, "the engine delivers on its own thread; it has no descriptor to poll")
         }
-        try lock.withLock { () throws(TickgateError) in try checkOpen() }
+        try locked.withLock { (state) throws(TickgateError) in try state.checkOpen() }
         return poller.descriptor
     }
 
@@ -30,25 +30,25 @@ extension Engine {
             throw TickgateError(.invalidDuration, "a clock step must be between 0 and 31536000000 ms")
         }
         let me = tgshim_thread_self()
-        lock.lock()
-        defer { lock.unlock() }
-        try checkOpen()
-        let now = state.now().advanced(by: step)
-        guard now <= Limits.maximumManualTime else {
-            throw TickgateError(.invalidDuration, "the manual clock cannot go past 100 years")
+        try locked.withLockWaiting { (state, held) throws(TickgateError) in
+            try state.checkOpen()
+            let now = state.now().advanced(by: step)
+            guard now <= Limits.maximumManualTime else {
+                throw TickgateError(.invalidDuration, "the manual clock cannot go past 100 years")
+            }
+            clock.advance(to: now, by: step)
+            state.dispatch.passesRequested &+= 1
+            let target = state.dispatch.passesRequested
+            guard delivery == .engineThread else {
+                // Host thread: the descriptor turns readable only if something
+                // became due.
+                if let next = state.nextTimerTime, next <= now { poller.wake() }
+                return
+            }
+            poller.wake()
+            guard state.dispatch.dispatcher != me else { return }
+            while state.dispatch.passesCompleted < target && !state.closed { held.wait() }
         }
-        clock.advance(to: now, by: step)
-        state.dispatch.passesRequested &+= 1
-        let target = state.dispatch.passesRequested
-        guard delivery == .engineThread else {
-            // Host thread: the descriptor turns readable only if something
-            // became due.
-            if let next = state.nextTimerTime, next <= now { poller.wake() }
-            return
-        }
-        poller.wake()
-        guard state.dispatch.dispatcher != me else { return }
-        while state.dispatch.passesCompleted < target && !state.closed { lock.wait() }
     }
 
     /// Manual clock: sets the wall part (nanoseconds since the epoch).
@@ -56,15 +56,15 @@ extension Engine {
         guard clock.isManual else {
             throw TickgateError(.wrongMode, "the engine runs on the system clock; only a manual clock's wall can be set")
         }
-        try lock.withLock { () throws(TickgateError) in
-            try checkOpen()
+        try locked.withLock { (state) throws(TickgateError) in
+            try state.checkOpen()
             clock.setWall(wall)
         }
     }
 
     /// Commits what a group commit holds now.
     public func flush() throws(TickgateError) {
-        try lock.withLock { () throws(TickgateError) in try checkOpen() }
+        try locked.withLock { (state) throws(TickgateError) in try state.checkOpen() }
         try store?.flush()
     }
 
@@ -73,93 +73,124 @@ extension Engine {
     /// ended or whose countdown run was cancelled meanwhile.
     func dispatchPass() throws(TickgateError) -> (delivered: Int, served: UInt64) {
         let me = tgshim_thread_self()
-        lock.lock()
-        if state.closed {
-            lock.unlock()
-            throw TickgateError(.closed, "the engine is closed")
-        }
-        if state.dispatch.dispatching {
-            lock.unlock()
-            throw TickgateError(.busy, "a dispatch of this engine is already running")
-        }
-        state.dispatch.dispatching = true
-        state.dispatch.dispatcher = me
-        poller.drain()
-        let served = state.dispatch.passesRequested
-        let now = state.now()
-        state.fireDueTimers(at: now)
-        var flushDue = false
-        if let flush = state.flushDeadline, flush <= now {
-            state.flushDeadline = nil
-            flushDue = true
-        }
-        if !clock.isManual {
-            let first = state.nextTimerTime
-            if first != state.armed {
-                state.armed = first
-                poller.arm(at: first)
+        let (batch, served, now, flushDue) = try locked.withLock {
+            (state) throws(TickgateError) -> (EventQueue, UInt64, Instant, Bool) in
+            if state.closed { throw TickgateError(.closed, "the engine is closed") }
+            if state.dispatch.dispatching {
+                throw TickgateError(.busy, "a dispatch of this engine is already running")
             }
+            state.dispatch.dispatching = true
+            state.dispatch.dispatcher = me
+            poller.drain()
+            let served = state.dispatch.passesRequested
+            let now = state.now()
+            state.fireDueTimers(at: now)
+            var flushDue = false
+            if let flush = state.flushDeadline, flush <= now {
+                state.flushDeadline = nil
+                flushDue = true
+            }
+            if !clock.isManual {
+                let first = state.nextTimerTime
+                if first != state.armed {
+                    state.armed = first
+                    poller.arm(at: first)
+                }
+            }
+            // The queue is swapped for an empty one, not copied.
+            let batch = state.dispatch.pending
+            state.dispatch.pending = state.dispatch.spareQueue ?? EventQueue()
+            state.dispatch.spareQueue = nil
+            return (batch, served, now, flushDue)
         }
-        // The queue is swapped for an empty one, not copied.
-        let batch = state.dispatch.pending
-        state.dispatch.pending = state.dispatch.spareQueue ?? EventQueue()
-        state.dispatch.spareQueue = nil
 
         // One lock round trip per callback: claim the next item, run it
-        // unlocked, then clear the running marks and claim again.
+        // unlocked, then clear the running marks and claim the next.
         var delivered = 0
-        while let item = batch.take() {
-            if state.closed { continue }
-            // A countdown event (nearly every item) needs only its observer.
-            var observer: Observer?
-            var call: Call?
-            if case .event = item.payload {
-                observer = claimEvent(item)
-                if observer == nil { continue }
-            } else {
-                call = claim(item)
-                if call == nil { continue }
-            }
-            lock.unlock()
-
-            if let observer {
+        var claimed = locked.withLock { state in Self.claimNext(state, batch) }
+        while let (item, claim) = claimed {
+            switch claim {
+            case .event(let observer):
                 if case .event(let event) = item.payload { observer.deliver(event) }
-            } else {
-                call?.run(item)
+            case .call(let call):
+                call.run(item)
             }
             delivered += 1
-
             // Destructors run while the item still counts as running, so a
             // thread waiting in unsubscribe, withdraw or close also waits
             // for them.
-            lock.lock()
-            if !state.dispatch.deferredReleases.isEmpty || call?.hasRelease == true {
-                let releases = state.dispatch.deferredReleases
-                state.dispatch.deferredReleases.removeAll()
-                lock.unlock()
+            var call: Call?
+            if case .call(let claimedCall) = claim, claimedCall.hasRelease { call = claimedCall }
+            let step = locked.withLockWaiting { (state, held) -> DispatchStep in
+                if !state.dispatch.deferredReleases.isEmpty || call != nil {
+                    let releases = state.dispatch.deferredReleases
+                    state.dispatch.deferredReleases.removeAll()
+                    return .release(releases)
+                }
+                return .next(Self.finishItem(state, held, batch))
+            }
+            switch step {
+            case .next(let next):
+                claimed = next
+            case .release(let releases):
                 for observer in releases { observer.release() }
                 call?.release()
-                lock.lock()
+                claimed = locked.withLockWaiting { state, held in Self.finishItem(state, held, batch) }
             }
-            state.dispatch.runningSubscription = 0
-            state.dispatch.runningEvent = nil
-            state.gates.runningRequest = 0
-            lock.broadcast()
         }
 
-        // Keep the queue for the next pass unless it is huge.
-        batch.removeAll()
-        if batch.capacity <= 4096 { state.dispatch.spareQueue = batch }
-        state.dispatch.dispatching = false
-        state.dispatch.dispatcher = 0
-        let releases = state.dispatch.deferredReleases
-        state.dispatch.deferredReleases.removeAll()
-        lock.broadcast()
-        lock.unlock()
+        let releases = locked.withLockWaiting { (state, held) -> [Observer] in
+            // Keep the queue for the next pass unless it is huge.
+            batch.removeAll()
+            if batch.capacity <= 4096 { state.dispatch.spareQueue = batch }
+            state.dispatch.dispatching = false
+            state.dispatch.dispatcher = 0
+            let releases = state.dispatch.deferredReleases
+            state.dispatch.deferredReleases.removeAll()
+            held.broadcast()
+            return releases
+        }
         for observer in releases { observer.release() }
         // Group commit, after the deliveries and with no lock held.
         if flushDue { flushIfDue(at: now) }
         return (delivered, served)
+    }
+
+    /// After a callback: the next item, or destructors to run first.
+    enum DispatchStep {
+        case next((PendingEvent, Claim)?)
+        case release([Observer])
+    }
+
+    /// Clears the running marks of the item delivered and claims the next.
+    private static func finishItem(_ state: EngineState, _ held: Guarded<EngineState>.Held,
+                                   _ batch: EventQueue) -> (PendingEvent, Claim)? {
+        state.dispatch.runningSubscription = 0
+        state.dispatch.runningEvent = nil
+        state.gates.runningRequest = 0
+        held.broadcast()
+        return claimNext(state, batch)
+    }
+
+    /// What a pass claimed: an event's observer, or a gate's call.
+    enum Claim {
+        case event(Observer)
+        case call(Call)
+    }
+
+    /// Takes the next item of `batch` that may still be delivered and
+    /// marks it running; nil when the batch is done.
+    private static func claimNext(_ state: EngineState, _ batch: EventQueue) -> (PendingEvent, Claim)? {
+        while let item = batch.take() {
+            if state.closed { continue }
+            // A countdown event (nearly every item) needs only its observer.
+            if case .event = item.payload {
+                if let observer = claimEvent(state, item) { return (item, .event(observer)) }
+            } else if let call = claim(state, item) {
+                return (item, .call(call))
+            }
+        }
+        return nil
     }
 
     /// A claimed delivery: the callback to run with the lock released, and
@@ -197,7 +228,7 @@ extension Engine {
 
     /// Checks that a countdown event may still be delivered and marks it
     /// running; returns its observer. Call with the lock held.
-    private func claimEvent(_ item: borrowing PendingEvent) -> Observer? {
+    private static func claimEvent(_ state: EngineState, _ item: borrowing PendingEvent) -> Observer? {
         guard case .event(let event) = item.payload,
               let observer = state.observer(of: event.subscription),
               state.isCurrent(event, instance: item.instance) else { return nil }
@@ -207,7 +238,7 @@ extension Engine {
     }
 
     /// `claimEvent` for the other kinds of item.
-    private func claim(_ item: borrowing PendingEvent) -> Call? {
+    private static func claim(_ state: EngineState, _ item: borrowing PendingEvent) -> Call? {
         switch item.payload {
         case .event:
             return nil

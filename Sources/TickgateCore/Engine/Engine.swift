@@ -4,11 +4,11 @@ import CTickgateShim
 /// wheel, one clock, one OS timer, and the observers of keys and scopes.
 ///
 /// Every method may be called from any thread, including from inside an
-/// observer callback. All state lives in `state`, behind `lock`; callbacks
-/// always run with the lock released.
+/// observer callback. All state lives in `locked`, reachable only under its
+/// lock; callbacks always run with the lock released, and so does every
+/// store round trip.
 public final class Engine: @unchecked Sendable {
-    let lock = ConditionLock()
-    let state: EngineState
+    let locked: Guarded<EngineState>
     let clock: Clock
     let poller: Poller
     public let delivery: Delivery
@@ -49,14 +49,14 @@ public final class Engine: @unchecked Sendable {
         clockKind = options.clock
         self.clock = clock
         self.store = store
-        state = EngineState(clock: clock)
         poller = try Poller()
-        lock.withLock { restore(snapshot) }
+        locked = Guarded(EngineState(clock: clock, poller: poller, defaultTickInterval: defaultTickInterval))
+        locked.withLock { state in state.restore(snapshot) }
         if options.delivery == .engineThread { try startThread() }
     }
 
     /// The engine's clock.
-    public func now() -> Instant { lock.withLock { state.now() } }
+    public func now() -> Instant { clock.now() }
 
     /// Stops the engine: no callback runs once this returns (except the one
     /// that called it, which finishes), every subscription's `release` runs
@@ -65,60 +65,43 @@ public final class Engine: @unchecked Sendable {
     @discardableResult
     public func close() -> Bool {
         let me = tgshim_thread_self()
-        lock.lock()
-        if state.closed {
-            lock.unlock()
-            return false
-        }
-        state.closed = true
-        var releases: [Observer] = []
-        for id in state.observers.subscriptions.keys.sorted() {
-            guard let subscription = state.unregister(id) else { continue }
-            if id == state.dispatch.runningSubscription && state.dispatch.dispatcher == me {
-                state.dispatch.deferredReleases.append(subscription.observer)
-            } else {
-                releases.append(subscription.observer)
-            }
-        }
-        let requests = state.gates.requests.keys.sorted().compactMap { state.gates.requests[$0]?.handlers }
-        state.gates.removeAll()
-        state.dispatch.pending.removeAll()
-        state.table.removeAll()
-        state.wheel.removeAll()
         let onEngineThread = thread != 0 && thread == me
-        if onEngineThread { state.dispatch.detachThread = true }
-        while state.dispatch.dispatching && (state.dispatch.runningSubscription != 0 || state.gates.runningRequest != 0)
-                && state.dispatch.dispatcher != me {
-            lock.wait()
+        let closed = locked.withLockWaiting { (state, held) -> (releases: [Observer], requests: [GateRequestHandlers])? in
+            if state.closed { return nil }
+            state.closed = true
+            var releases: [Observer] = []
+            for id in state.observers.subscriptions.keys.sorted() {
+                guard let subscription = state.unregister(id) else { continue }
+                if id == state.dispatch.runningSubscription && state.dispatch.dispatcher == me {
+                    state.dispatch.deferredReleases.append(subscription.observer)
+                } else {
+                    releases.append(subscription.observer)
+                }
+            }
+            let requests = state.gates.requests.keys.sorted().compactMap { state.gates.requests[$0]?.handlers }
+            state.gates.removeAll()
+            state.dispatch.pending.removeAll()
+            state.table.removeAll()
+            state.wheel.removeAll()
+            if onEngineThread { state.dispatch.detachThread = true }
+            while state.dispatch.dispatching
+                    && (state.dispatch.runningSubscription != 0 || state.gates.runningRequest != 0)
+                    && state.dispatch.dispatcher != me {
+                held.wait()
+            }
+            held.broadcast()
+            return (releases, requests)
         }
-        lock.broadcast()
-        lock.unlock()
+        guard let closed else { return false }
         // Commits what a group commit holds (it waits for a decision under
         // way; every later one fails as closed).
         store?.close()
         poller.arm(at: nil)
         poller.wake()
         if thread != 0 && !onEngineThread { _ = tgshim_thread_join(thread) }
-        for observer in releases { observer.release() }
-        for handlers in requests { handlers.release() }
+        for observer in closed.releases { observer.release() }
+        for handlers in closed.requests { handlers.release() }
         return true
-    }
-
-    /// Throws `.closed` if the engine was closed; call with the lock held.
-    func checkOpen() throws(TickgateError) {
-        if state.closed { throw TickgateError(.closed, "the engine is closed") }
-    }
-
-    /// Re-arms the OS timer if the earliest timer moved earlier; call with
-    /// the lock held after scheduling. O(1): it compares with a bound of the
-    /// earliest time, never searches for it (removing timers only makes the
-    /// earliest later, and then the armed timer fires early at worst, and
-    /// the pass re-arms it exactly).
-    func armIfEarlier() {
-        guard !clock.isManual, let first = state.nextTimerBound else { return }
-        if let armed = state.armed, armed <= first { return }
-        state.armed = first
-        poller.arm(at: first)
     }
 
     // MARK: The engine thread
@@ -142,21 +125,18 @@ public final class Engine: @unchecked Sendable {
     private func runThread() {
         while true {
             poller.wait()
-            lock.lock()
-            if state.closed {
-                let detach = state.dispatch.detachThread
-                lock.unlock()
+            let closed = locked.withLock { state in state.closed ? state.dispatch.detachThread : nil }
+            if let detach = closed {
                 if detach { _ = tgshim_thread_detach(tgshim_thread_self()) }
                 return
             }
-            lock.unlock()
             // The pass reads the requests it serves after draining the
             // wake-ups, so no request's wake-up is consumed unserved.
             let target = (try? dispatchPass().served) ?? 0
-            lock.lock()
-            if state.dispatch.passesCompleted < target { state.dispatch.passesCompleted = target }
-            lock.broadcast()
-            lock.unlock()
+            locked.withLockWaiting { state, held in
+                if state.dispatch.passesCompleted < target { state.dispatch.passesCompleted = target }
+                held.broadcast()
+            }
         }
     }
 }

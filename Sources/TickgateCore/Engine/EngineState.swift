@@ -10,10 +10,35 @@ final class EngineState {
     /// this state's lock).
     let clock: Clock
 
+    /// The engine's one OS timer and wake-up.
+    let poller: Poller
+    /// Tick interval of countdowns started without one.
+    let defaultTickInterval: Span
     /// Group commit: when the store's open transaction is due.
     var flushDeadline: Instant?
 
-    init(clock: Clock) { self.clock = clock }
+    init(clock: Clock, poller: Poller, defaultTickInterval: Span) {
+        self.clock = clock
+        self.poller = poller
+        self.defaultTickInterval = defaultTickInterval
+    }
+
+    /// Throws `.closed` if the engine was closed.
+    func checkOpen() throws(TickgateError) {
+        if closed { throw TickgateError(.closed, "the engine is closed") }
+    }
+
+    /// Re-arms the OS timer if the earliest timer moved earlier; call after
+    /// scheduling. O(1): it compares with a bound of the earliest time,
+    /// never searches for it (removing timers only makes the earliest
+    /// later, and then the armed timer fires early at worst, and the pass
+    /// re-arms it exactly).
+    func armIfEarlier() {
+        guard !clock.isManual, let first = nextTimerBound else { return }
+        if let armed, armed <= first { return }
+        armed = first
+        poller.arm(at: first)
+    }
 
     // Countdowns: records found by key, and one timing wheel over their slots.
     let table = CountdownTable()

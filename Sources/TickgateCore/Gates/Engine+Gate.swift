@@ -5,65 +5,66 @@ extension Engine {
     public func require(realm: KeyName, needsLogin: Bool, coalesceKey: KeyName? = nil,
                         _ handlers: GateRequestHandlers) throws(TickgateError)
         -> (request: UInt64, result: RequireResult) {
-        lock.lock()
-        do { try checkOpen() } catch { lock.unlock(); throw error }
-        let now = state.now()
-        let wasEmpty = state.dispatch.pending.isEmpty
-        var gate = state.gates.realms[realm] ?? Gate()
-        if let key = coalesceKey?.value, needsLogin, !gate.isLive(at: now),
-           let existing = gate.queue.first(where: { state.gates.requests[$0]?.coalesceKey == key }) {
-            lock.unlock()
-            handlers.release()
-            return (existing, .coalesced)
+        let answer = try locked.withLock { (state) throws(TickgateError) -> (request: UInt64, result: RequireResult) in
+            try state.checkOpen()
+            let now = state.now()
+            let wasEmpty = state.dispatch.pending.isEmpty
+            var gate = state.gates.realms[realm] ?? Gate()
+            if let key = coalesceKey?.value, needsLogin, !gate.isLive(at: now),
+               let existing = gate.queue.first(where: { state.gates.requests[$0]?.coalesceKey == key }) {
+                return (existing, .coalesced)
+            }
+            state.gates.nextRequest &+= 1
+            let id = state.gates.nextRequest
+            let result: RequireResult
+            if !needsLogin || gate.isLive(at: now) {
+                state.gates.requests[id] = GateRequest(realm: realm, needsLogin: needsLogin,
+                                                       coalesceKey: coalesceKey?.value, handlers: handlers,
+                                                       phase: .ready)
+                state.dispatch.pending.append(PendingEvent(.run(id)))
+                result = .runsNow
+            } else {
+                let timer = state.gates.scheduleTimer(.request(id), at: now.advanced(by: gate.requestTimeout))
+                state.gates.requests[id] = GateRequest(realm: realm, needsLogin: true,
+                                                       coalesceKey: coalesceKey?.value, handlers: handlers,
+                                                       phase: .queued, timeoutTimer: timer)
+                gate.queue.append(id)
+                let present = !gate.presenting
+                gate.presenting = true
+                state.gates.realms[realm] = gate
+                if present { state.emitGate(.loginRequired, realm, at: now) }
+                state.emitGate(.queueChanged, realm, at: now)
+                state.armIfEarlier()
+                result = .queued
+            }
+            if wasEmpty && !state.dispatch.pending.isEmpty { poller.wake() }
+            return (id, result)
         }
-        state.gates.nextRequest &+= 1
-        let id = state.gates.nextRequest
-        let result: RequireResult
-        if !needsLogin || gate.isLive(at: now) {
-            state.gates.requests[id] = GateRequest(realm: realm, needsLogin: needsLogin,
-                                             coalesceKey: coalesceKey?.value, handlers: handlers,
-                                             phase: .ready)
-            state.dispatch.pending.append(PendingEvent(.run(id)))
-            result = .runsNow
-        } else {
-            let timer = state.gates.scheduleTimer(.request(id), at: now.advanced(by: gate.requestTimeout))
-            state.gates.requests[id] = GateRequest(realm: realm, needsLogin: true,
-                                             coalesceKey: coalesceKey?.value, handlers: handlers,
-                                             phase: .queued, timeoutTimer: timer)
-            gate.queue.append(id)
-            let present = !gate.presenting
-            gate.presenting = true
-            state.gates.realms[realm] = gate
-            if present { state.emitGate(.loginRequired, realm, at: now) }
-            state.emitGate(.queueChanged, realm, at: now)
-            armIfEarlier()
-            result = .queued
-        }
-        if wasEmpty && !state.dispatch.pending.isEmpty { poller.wake() }
-        lock.unlock()
-        return (id, result)
+        // A coalesced request is not kept: its user data goes now.
+        if answer.result == .coalesced { handlers.release() }
+        return answer
     }
 
     /// Withdraws a request that has not run; see `tg_gate_withdraw`.
     public func withdraw(_ id: UInt64) throws(TickgateError) {
         let me = tgshim_thread_self()
-        lock.lock()
-        do { try checkOpen() } catch { lock.unlock(); throw error }
-        guard let request = state.gates.requests.removeValue(forKey: id) else {
-            // It may be running on another thread: return once it is done.
-            while id != 0 && state.gates.runningRequest == id && state.dispatch.dispatcher != me { lock.wait() }
-            lock.unlock()
-            throw TickgateError(.notFound, "request \(id) already ran, was cancelled, or is unknown")
+        let request = try locked.withLockWaiting { (state, held) throws(TickgateError) -> GateRequest in
+            try state.checkOpen()
+            guard let request = state.gates.requests.removeValue(forKey: id) else {
+                // It may be running on another thread: return once it is done.
+                while id != 0 && state.gates.runningRequest == id && state.dispatch.dispatcher != me { held.wait() }
+                throw TickgateError(.notFound, "request \(id) already ran, was cancelled, or is unknown")
+            }
+            state.gates.cancelTimer(request.timeoutTimer)
+            if request.phase == .queued, var gate = state.gates.realms[request.realm] {
+                gate.queue.removeAll { $0 == id }
+                state.gates.realms[request.realm] = gate
+                let wasEmpty = state.dispatch.pending.isEmpty
+                state.emitGate(.queueChanged, request.realm, at: state.now())
+                if wasEmpty && !state.dispatch.pending.isEmpty { poller.wake() }
+            }
+            return request
         }
-        state.gates.cancelTimer(request.timeoutTimer)
-        if request.phase == .queued, var gate = state.gates.realms[request.realm] {
-            gate.queue.removeAll { $0 == id }
-            state.gates.realms[request.realm] = gate
-            let wasEmpty = state.dispatch.pending.isEmpty
-            state.emitGate(.queueChanged, request.realm, at: state.now())
-            if wasEmpty && !state.dispatch.pending.isEmpty { poller.wake() }
-        }
-        lock.unlock()
         request.handlers.release()
     }
 
@@ -77,7 +78,7 @@ extension Engine {
         let expiry = sessionTTL.map { clock.now().advanced(by: $0) }
         try changeGate(.realm(realm), { (store) throws(TickgateError) in
             try store.saveSession(realm: realm, loggedIn: true, expiry: expiry, ttl: sessionTTL)
-        }) { (now) throws(TickgateError) in
+        }) { (state, now) throws(TickgateError) in
             var gate = state.gates.realms[realm] ?? Gate()
             gate.loggedIn = true
             state.gates.cancelTimer(gate.expiryTimer)
@@ -102,7 +103,7 @@ extension Engine {
 
     /// The user abandoned the login screen; see `tg_gate_login_cancelled`.
     public func loginCancelled(realm: KeyName) throws(TickgateError) {
-        try changeGate(nil, nil) { (now) throws(TickgateError) in
+        try changeGate(nil, nil) { (state, now) throws(TickgateError) in
             guard var gate = state.gates.realms[realm] else { return }
             gate.presenting = false
             let queued = gate.queue
@@ -124,7 +125,7 @@ extension Engine {
     public func logout(realm: KeyName) throws(TickgateError) {
         try changeGate(.realm(realm), { (store) throws(TickgateError) in
             try store.saveSession(realm: realm, loggedIn: false, expiry: nil, ttl: nil)
-        }) { (now) throws(TickgateError) in
+        }) { (state, now) throws(TickgateError) in
             state.endSession(realm, kind: .loggedOut, at: now)
         }
     }
@@ -132,8 +133,8 @@ extension Engine {
     /// Whether the realm's session is live, and the time to its expiry
     /// (zero for none).
     public func session(realm: KeyName) throws(TickgateError) -> (loggedIn: Bool, remaining: Span) {
-        try lock.withLock { () throws(TickgateError) in
-            try checkOpen()
+        try locked.withLock { (state) throws(TickgateError) in
+            try state.checkOpen()
             let event = state.gateEvent(.state, realm, at: state.now())
             return (event.loggedIn, event.sessionRemaining)
         }
@@ -144,8 +145,8 @@ extension Engine {
         guard timeout.nanoseconds > 0, timeout <= Limits.maximumDuration else {
             throw TickgateError(.invalidDuration, "request timeout is outside 1 ms ... 365 days")
         }
-        try lock.withLock { () throws(TickgateError) in
-            try checkOpen()
+        try locked.withLock { (state) throws(TickgateError) in
+            try state.checkOpen()
             state.gates.realms[realm, default: Gate()].requestTimeout = timeout
         }
     }
@@ -154,11 +155,11 @@ extension Engine {
     /// held, then `body` under the lock; wakes the dispatcher if it queued
     /// anything.
     private func changeGate(_ lane: Lane?, _ storeWrite: ((Store) throws(TickgateError) -> Void)?,
-                            _ body: (Instant) throws(TickgateError) -> Void) throws(TickgateError) {
-        try write(lane, { (store) throws(TickgateError) in try storeWrite?(store) }) { () throws(TickgateError) in
+                            _ body: (EngineState, Instant) throws(TickgateError) -> Void) throws(TickgateError) {
+        try write(lane, { (store) throws(TickgateError) in try storeWrite?(store) }) { (state, _) throws(TickgateError) in
             let wasEmpty = state.dispatch.pending.isEmpty
-            try body(state.now())
-            armIfEarlier()
+            try body(state, state.now())
+            state.armIfEarlier()
             if wasEmpty && !state.dispatch.pending.isEmpty { poller.wake() }
         }
     }

@@ -5,9 +5,8 @@ extension Engine {
     /// (one STATE for a key; one per running countdown for a scope).
     public func subscribe(_ target: SubscriptionTarget,
                           _ observer: Observer) throws(TickgateError) -> SubscriptionID {
-        lock.lock()
-        defer { lock.unlock() }
-        try checkOpen()
+        try locked.withLock { (state) throws(TickgateError) -> SubscriptionID in
+        try state.checkOpen()
         let id = state.register(target, observer)
         let now = state.now()
         let wasEmpty = state.dispatch.pending.isEmpty
@@ -26,9 +25,10 @@ extension Engine {
                 state.rescheduleForTicks(key, at: now)
             }
         }
-        armIfEarlier()
+        state.armIfEarlier()
         if wasEmpty && !state.dispatch.pending.isEmpty { poller.wake() }
         return id
+        }
     }
 
     /// Ends a subscription. Once this returns (outside its own callback) its
@@ -36,21 +36,20 @@ extension Engine {
     /// own callback, `release` runs when that callback returns.
     public func unsubscribe(_ id: SubscriptionID) throws(TickgateError) {
         let me = tgshim_thread_self()
-        lock.lock()
-        do { try checkOpen() } catch { lock.unlock(); throw error }
-        guard let subscription = state.unregister(id) else {
-            lock.unlock()
-            throw TickgateError(.notFound, "no subscription has id \(id)")
-        }
-        if state.dispatch.runningSubscription == id {
-            if state.dispatch.dispatcher == me {
-                state.dispatch.deferredReleases.append(subscription.observer)
-                lock.unlock()
-                return
+        let observer = try locked.withLockWaiting { (state, held) throws(TickgateError) -> Observer? in
+            try state.checkOpen()
+            guard let subscription = state.unregister(id) else {
+                throw TickgateError(.notFound, "no subscription has id \(id)")
             }
-            while state.dispatch.runningSubscription == id { lock.wait() }
+            if state.dispatch.runningSubscription == id {
+                if state.dispatch.dispatcher == me {
+                    state.dispatch.deferredReleases.append(subscription.observer)
+                    return nil
+                }
+                while state.dispatch.runningSubscription == id { held.wait() }
+            }
+            return subscription.observer
         }
-        lock.unlock()
-        subscription.observer.release()
+        observer?.release()
     }
 }

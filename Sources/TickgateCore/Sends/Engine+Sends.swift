@@ -8,30 +8,30 @@ extension Engine {
     /// Sets the send policy of a scope.
     public func setPolicy(_ policy: SendPolicy, scope: KeyName) throws(TickgateError) {
         let policy = try policy.validated()
-        try write(.scope(scope), { (store) throws(TickgateError) in try store.save(policy: policy, scope: scope) }) {
+        try write(.scope(scope), { (store) throws(TickgateError) in try store.save(policy: policy, scope: scope) }) { state, _ in
             state.sends.policies[scope] = policy
         }
     }
 
     /// The send policy of a scope (the default if none was set).
     public func policy(scope: KeyName) throws(TickgateError) -> SendPolicy {
-        try lock.withLock { () throws(TickgateError) in
-            try checkOpen()
+        try locked.withLock { (state) throws(TickgateError) in
+            try state.checkOpen()
             return state.policy(of: scope)
         }
     }
 
     /// Sets the title templates of a scope.
     public func setTitles(_ titles: TitleSet, scope: KeyName) throws(TickgateError) {
-        try write(.scope(scope), { (store) throws(TickgateError) in try store.save(titles: titles, scope: scope) }) {
+        try write(.scope(scope), { (store) throws(TickgateError) in try store.save(titles: titles, scope: scope) }) { state, _ in
             state.setTitles(titles, scope: scope)
         }
     }
 
     /// The key's button now.
     public func button(_ key: CountdownKey) throws(TickgateError) -> Button {
-        try lock.withLock { () throws(TickgateError) in
-            try checkOpen()
+        try locked.withLock { (state) throws(TickgateError) in
+            try state.checkOpen()
             return state.button(key, at: state.now())
         }
     }
@@ -39,9 +39,9 @@ extension Engine {
     /// The user tapped "Get code": grants a send ticket (state SENDING), or
     /// throws `.coolingDown`, `.inFlight` or `.locked` with the wait.
     public func sendBegin(_ key: CountdownKey) throws(TickgateError) -> UInt64 {
-        try decide(key, { () throws(TickgateError) in
+        try decide(key, { (state) throws(TickgateError) in
             .sendBegin(policy: state.policy(of: key.scope), tickInterval: defaultTickInterval)
-        }) { (result) throws(TickgateError) -> UInt64 in
+        }) { (state, _, result) throws(TickgateError) -> UInt64 in
             if let refusal = result.refusal { throw refusal }
             guard var countdown = result.after.countdown else {
                 throw TickgateError(.storeCorrupt, "the store granted a send for \(key.description) without a ticket")
@@ -52,7 +52,7 @@ extension Engine {
             state.nextInstance &+= 1
             countdown.instance = state.nextInstance
             countdown.ticket = ticket
-            replace(with: countdown, at: result.now)
+            state.replace(with: countdown, at: result.now)
             if state.emit(.sending, key, instance: countdown.instance, remaining: .zero,
                           duration: .zero, state: .sending) {
                 poller.wake()
@@ -71,25 +71,25 @@ extension Engine {
             throw TickgateError(.invalidDuration, "server retry-after is outside 0 ... 365 days")
         }
         var key: CountdownKey?
-        return try decide(resolving: { () throws(TickgateError) -> CountdownKey in
-            guard let found = state.sends.tickets[ticket] else { throw endedTicketError(ticket) }
+        return try decide(resolving: { (state) throws(TickgateError) -> CountdownKey in
+            guard let found = state.sends.tickets[ticket] else { throw state.endedTicketError(ticket) }
             key = found
             return found
-        }, { () throws(TickgateError) -> KeyDecision in
+        }, { (state) throws(TickgateError) -> KeyDecision in
             // The ticket's run, as memory holds it.
             guard let key, state.sends.tickets[ticket] == key, let slot = state.table.find(key),
                   let sending = state.countdown(slot, key: key), sending.ticket == ticket else {
-                throw endedTicketError(ticket)
+                throw state.endedTicketError(ticket)
             }
             return .sendEnd(ticketDeadline: sending.deadline, outcome: outcome, serverRetryAfter: serverRetryAfter,
                             policy: state.policy(of: key.scope), tickInterval: defaultTickInterval)
-        }) { (result) throws(TickgateError) -> Span in
-            guard let key else { throw endedTicketError(ticket) }
+        }) { (state, held, result) throws(TickgateError) -> Span in
+            guard let key else { throw state.endedTicketError(ticket) }
             if let refusal = result.refusal {
                 guard refusal.status == .expired else {
                     // Another process ended or replaced the run: the
                     // reconcile before this recorded how.
-                    throw state.sends.tickets[ticket] == nil ? endedTicketError(ticket) : refusal
+                    throw state.sends.tickets[ticket] == nil ? state.endedTicketError(ticket) : refusal
                 }
                 // Its timeout passed; the timer has not fired yet, but the
                 // ticket is expired all the same.
@@ -111,38 +111,24 @@ extension Engine {
                               state: state.restingState(key)) {
                     poller.wake()
                 }
-                waitUntilNotRunning([key])
+                state.waitUntilNotRunning([key], held)
                 return .zero
             }
             state.sends.recordEnd(of: ticket, .ended)
             state.sends.records[key] = result.after.record
             state.nextInstance &+= 1
             countdown.instance = state.nextInstance
-            begin(countdown, at: result.now)
+            state.begin(countdown, at: result.now)
             return countdown.duration
-        }
-    }
-
-    /// Why a ticket that is not open cannot be ended; lock held.
-    private func endedTicketError(_ ticket: UInt64) -> TickgateError {
-        switch state.sends.endedTickets[ticket] {
-        case .expired?:
-            TickgateError(.expired, "ticket \(ticket) expired before it was ended; its key was freed then")
-        case .ended?:
-            TickgateError(.notFound, "ticket \(ticket) was already ended")
-        case .cancelled?:
-            TickgateError(.notFound, "ticket \(ticket) was cancelled with its key's countdown")
-        case nil:
-            TickgateError(.notFound, "no send ticket \(ticket)")
         }
     }
 
     /// The host verified the code: escalation restarts, a cooldown is
     /// cancelled and the key is IDLE (a lock of the window stays).
     public func verified(_ key: CountdownKey) throws(TickgateError) {
-        try decide(key, { () throws(TickgateError) in
+        try decide(key, { (state) throws(TickgateError) in
             .verified(policy: state.policy(of: key.scope))
-        }) { (result) throws(TickgateError) in
+        }) { (state, held, result) throws(TickgateError) in
             if let refusal = result.refusal { throw refusal }
             var cancelled: Set<CountdownKey> = []
             if result.before.countdown != nil, result.after.countdown == nil, let slot = state.table.find(key) {
@@ -157,15 +143,30 @@ extension Engine {
                           state: button.state) {
                 poller.wake()
             }
-            waitUntilNotRunning(cancelled)
+            state.waitUntilNotRunning(cancelled, held)
+        }
+    }
+}
+
+extension EngineState {
+    /// Why a ticket that is not open cannot be ended.
+    func endedTicketError(_ ticket: UInt64) -> TickgateError {
+        switch sends.endedTickets[ticket] {
+        case .expired?:
+            TickgateError(.expired, "ticket \(ticket) expired before it was ended; its key was freed then")
+        case .ended?:
+            TickgateError(.notFound, "ticket \(ticket) was already ended")
+        case .cancelled?:
+            TickgateError(.notFound, "ticket \(ticket) was cancelled with its key's countdown")
+        case nil:
+            TickgateError(.notFound, "no send ticket \(ticket)")
         }
     }
 
-    /// Puts a cooldown or lock in place and tells the key's observers; lock
-    /// held.
+    /// Puts a cooldown or lock in place and tells the key's observers.
     func begin(_ countdown: Countdown, at now: Instant) {
         replace(with: countdown, at: now)
-        if state.emit(.started, countdown.key, instance: countdown.instance,
+        if emit(.started, countdown.key, instance: countdown.instance,
                       remaining: countdown.duration, duration: countdown.duration,
                       state: countdown.phase.buttonState) {
             poller.wake()

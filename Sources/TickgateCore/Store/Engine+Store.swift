@@ -14,50 +14,52 @@ extension Engine {
     /// made to agree with what the store held before the decision (another
     /// process or engine may have changed the key). `apply` gets refusals
     /// too, in `result.refusal`.
-    func decide<R>(_ key: CountdownKey, _ prepare: () throws(TickgateError) -> KeyDecision,
-                   apply: (DecisionResult) throws(TickgateError) -> R) throws(TickgateError) -> R {
-        try decide(resolving: { () throws(TickgateError) in key }, prepare, apply: apply)
+    func decide<R>(_ key: CountdownKey, _ prepare: (EngineState) throws(TickgateError) -> KeyDecision,
+                   apply: (EngineState, Guarded<EngineState>.Held, DecisionResult) throws(TickgateError) -> R)
+        throws(TickgateError) -> R {
+        try decide(resolving: { (_) throws(TickgateError) in key }, prepare, apply: apply)
     }
 
     /// `decide` for a key found under the lock (a ticket's key).
-    func decide<R>(resolving resolve: () throws(TickgateError) -> CountdownKey,
-                   _ prepare: () throws(TickgateError) -> KeyDecision,
-                   apply: (DecisionResult) throws(TickgateError) -> R) throws(TickgateError) -> R {
+    func decide<R>(resolving resolve: (EngineState) throws(TickgateError) -> CountdownKey,
+                   _ prepare: (EngineState) throws(TickgateError) -> KeyDecision,
+                   apply: (EngineState, Guarded<EngineState>.Held, DecisionResult) throws(TickgateError) -> R)
+        throws(TickgateError) -> R {
         guard let store else {
-            lock.lock()
-            defer { lock.unlock() }
-            try checkOpen()
-            let key = try resolve()
-            let decision = try prepare()
-            let now = state.now()
-            var result = DecisionResult(before: state.keyRows(key, at: now), after: KeyRows(), now: now,
-                                        refusal: nil)
-            result.after = result.before
-            do throws(TickgateError) {
-                _ = try decision.apply(to: &result.after, key: key, at: now)
-            } catch {
+            return try locked.withLockWaiting { (state, held) throws(TickgateError) -> R in
+                try state.checkOpen()
+                let key = try resolve(state)
+                let decision = try prepare(state)
+                let now = state.now()
+                var result = DecisionResult(before: state.keyRows(key, at: now), after: KeyRows(), now: now,
+                                            refusal: nil)
                 result.after = result.before
-                result.refusal = error
+                do throws(TickgateError) {
+                    _ = try decision.apply(to: &result.after, key: key, at: now)
+                } catch {
+                    result.after = result.before
+                    result.refusal = error
+                }
+                return try apply(state, held, result)
             }
-            return try apply(result)
         }
-        let key = try lock.withLock { () throws(TickgateError) -> CountdownKey in
-            try checkOpen()
-            return try resolve()
+        let key = try locked.withLock { (state) throws(TickgateError) -> CountdownKey in
+            try state.checkOpen()
+            return try resolve(state)
         }
         return try lanes.with(.key(key)) { () throws(TickgateError) -> R in
-            let decision = try lock.withLock { () throws(TickgateError) -> KeyDecision in
-                try checkOpen()
-                return try prepare()
+            let decision = try locked.withLock { (state) throws(TickgateError) -> KeyDecision in
+                try state.checkOpen()
+                return try prepare(state)
             }
             let result = try store.decide(decision, for: key)
             let flushDue = store.flushDue
-            lock.lock()
-            defer { lock.unlock() }
-            try checkOpen()
-            noteFlush(flushDue)
-            reconcile(key, to: result.before, at: result.now)
-            return try apply(result)
+            return try locked.withLockWaiting { (state, held) throws(TickgateError) -> R in
+                try state.checkOpen()
+                state.noteFlush(flushDue)
+                state.reconcile(key, to: result.before, at: result.now)
+                return try apply(state, held, result)
+            }
         }
     }
 
@@ -65,11 +67,11 @@ extension Engine {
     /// session, a scope-wide cancel) with no engine lock held, then
     /// `apply` under the lock. With no store, only `apply`.
     func write<R>(_ lane: Lane?, _ store: (Store) throws(TickgateError) -> Void,
-                  apply: () throws(TickgateError) -> R) throws(TickgateError) -> R {
+                  apply: (EngineState, Guarded<EngineState>.Held) throws(TickgateError) -> R) throws(TickgateError) -> R {
         guard let current = self.store else {
-            return try lock.withLock { () throws(TickgateError) -> R in
-                try checkOpen()
-                return try apply()
+            return try locked.withLockWaiting { (state, held) throws(TickgateError) -> R in
+                try state.checkOpen()
+                return try apply(state, held)
             }
         }
         if let lane {
@@ -81,24 +83,16 @@ extension Engine {
     }
 
     private func write<R>(to current: Store, _ store: (Store) throws(TickgateError) -> Void,
-                          apply: () throws(TickgateError) -> R) throws(TickgateError) -> R {
-        try lock.withLock { () throws(TickgateError) in try checkOpen() }
+                          apply: (EngineState, Guarded<EngineState>.Held) throws(TickgateError) -> R)
+        throws(TickgateError) -> R {
+        try locked.withLock { (state) throws(TickgateError) in try state.checkOpen() }
         try store(current)
         let flushDue = current.flushDue
-        lock.lock()
-        defer { lock.unlock() }
-        try checkOpen()
-        noteFlush(flushDue)
-        return try apply()
-    }
-
-    /// Group commit: arms the timer for the store's open transaction; lock
-    /// held.
-    func noteFlush(_ due: Instant?) {
-        guard let due else { return }
-        if let current = state.flushDeadline, current <= due { return }
-        state.flushDeadline = due
-        armIfEarlier()
+        return try locked.withLockWaiting { (state, held) throws(TickgateError) -> R in
+            try state.checkOpen()
+            state.noteFlush(flushDue)
+            return try apply(state, held)
+        }
     }
 
     /// Group commit: commits the store's transaction if it is due. Never
@@ -106,45 +100,55 @@ extension Engine {
     /// call with no lock held.
     func flushIfDue(at now: Instant) {
         guard let store, let due = store.flushIfDue(at: now) else { return }
-        lock.withLock { if !state.closed { noteFlush(due) } }
+        locked.withLock { state in if !state.closed { state.noteFlush(due) } }
+    }
+}
+
+extension EngineState {
+    /// Group commit: arms the timer for the store's open transaction.
+    func noteFlush(_ due: Instant?) {
+        guard let due else { return }
+        if let current = flushDeadline, current <= due { return }
+        flushDeadline = due
+        armIfEarlier()
     }
 
     // MARK: Reconciling with other processes
 
     /// Makes memory agree with what the store held for one key before a
     /// decision (another process or engine may have changed it), with the
-    /// events that change makes; lock held.
+    /// events that change makes.
     func reconcile(_ key: CountdownKey, to rows: KeyRows, at now: Instant) {
-        let memory = state.running(key, at: now)
+        let memory = running(key, at: now)
         switch (memory, rows.countdown) {
         case let (memory?, nil):
             // Another process ended it.
-            _ = state.cancel(key, at: now)
-            if state.emit(.cancelled, key, instance: 0, remaining: .zero, duration: memory.duration,
-                          state: state.restingState(key)) {
+            _ = cancel(key, at: now)
+            if emit(.cancelled, key, instance: 0, remaining: .zero, duration: memory.duration,
+                    state: restingState(key)) {
                 poller.wake()
             }
         case let (memory, stored?) where memory == nil || memory?.deadline != stored.deadline
             || memory?.phase != stored.phase:
             // Another process started or changed it.
             var countdown = stored
-            state.nextInstance &+= 1
-            countdown.instance = state.nextInstance
-            state.insert(countdown, at: now)
+            nextInstance &+= 1
+            countdown.instance = nextInstance
+            insert(countdown, at: now)
             armIfEarlier()
             let kind: EventKind = countdown.phase == .sending ? .sending : .started
-            if state.emit(kind, key, instance: countdown.instance,
-                          remaining: countdown.phase == .sending ? .zero : countdown.deadline.since(now),
-                          duration: countdown.duration, state: countdown.phase.buttonState) {
+            if emit(kind, key, instance: countdown.instance,
+                    remaining: countdown.phase == .sending ? .zero : countdown.deadline.since(now),
+                    duration: countdown.duration, state: countdown.phase.buttonState) {
                 poller.wake()
             }
         default:
             break
         }
         if let record = rows.record {
-            state.sends.records[key] = record
-        } else if !state.sends.records.isEmpty {
-            state.sends.records.removeValue(forKey: key)
+            sends.records[key] = record
+        } else if !sends.records.isEmpty {
+            sends.records.removeValue(forKey: key)
         }
     }
 
@@ -152,25 +156,25 @@ extension Engine {
 
     /// Loads everything the store holds into a new engine's state. Every
     /// row is read and checked before anything is applied, so a corrupt
-    /// row leaves the state empty; lock held.
+    /// row leaves the state empty.
     func restore(_ snapshot: StoreSnapshot) {
-        let now = state.now()
+        let now = self.now()
         for var countdown in snapshot.countdowns {
-            state.nextInstance &+= 1
-            countdown.instance = state.nextInstance
-            state.insert(countdown, at: now)
+            nextInstance &+= 1
+            countdown.instance = nextInstance
+            insert(countdown, at: now)
         }
-        for (key, record) in snapshot.records { state.sends.records[key] = record }
-        for (scope, policy) in snapshot.policies { state.sends.policies[scope] = policy }
-        for (scope, titles) in snapshot.titles { state.setTitles(titles, scope: scope) }
+        for (key, record) in snapshot.records { sends.records[key] = record }
+        for (scope, policy) in snapshot.policies { sends.policies[scope] = policy }
+        for (scope, titles) in snapshot.titles { setTitles(titles, scope: scope) }
         for session in snapshot.sessions {
             var gate = Gate()
             if let end = session.expiry {
                 gate.expiry = end
-                gate.expiryTimer = state.gates.scheduleTimer(.session(session.realm), at: end)
+                gate.expiryTimer = gates.scheduleTimer(.session(session.realm), at: end)
             }
             gate.loggedIn = true
-            state.gates.realms[session.realm] = gate
+            gates.realms[session.realm] = gate
         }
         armIfEarlier()
     }

@@ -9,6 +9,8 @@ BUILD_TYPE ?= Release
 PREFIX ?= /usr/local
 CMAKE ?= cmake
 CTEST ?= ctest
+# The Swift toolchain's driver (the one CMake found, else the PATH's).
+SWIFT ?= $(shell sed -n 's/^SWIFT_EXECUTABLE:[A-Z]*=//p' $(BUILD_DIR)/CMakeCache.txt 2>/dev/null || true)
 
 .PHONY: all build demo test install uninstall clean tools
 
@@ -114,11 +116,14 @@ bench: build bench-deps
 # The stress proof beyond `make test` (Tests/stress, Tests/fuzz): the C
 # harness under ThreadSanitizer and AddressSanitizer + LeakSanitizer against
 # sanitizer builds of the library, and libFuzzer on the C API and the store
-# (FUZZ_SECONDS per target, default 60).
+# (FUZZ_SECONDS per target, default 60); and the Swift tests of concurrent
+# store decisions (StoreDoubleTests) and of the engine under ThreadSanitizer.
 .PHONY: sanitize fuzz
 sanitize: build
 	Tests/stress/run-tsan
 	Tests/stress/run-asan
+	$(or $(SWIFT),swift) test --sanitize=thread --scratch-path /tmp/tg-swift-tsan \
+	    --filter 'StoreDoubleTests|EngineTests|GateTests|SendFlowTests'
 
 fuzz: build
 	Tests/fuzz/run

@@ -87,7 +87,7 @@ clean:
 
 # ---------------------------------------------------------------------------
 # make bench: the benchmark suite (benchmarks/README.md), Tickgate side by
-# side with libuv and libevent. Builds the library, installs the peers'
+# side with libuv, libevent and keyed libuv timers (Abseil, uthash). Builds the library, installs the peers'
 # headers and gnuplot with apt-get when they are missing and we are root,
 # then benchmarks/run builds benchmarks/, runs them (about 4-5 minutes) and
 # writes build/bench.txt, build/bench.csv and build/bench.png.
@@ -98,6 +98,9 @@ bench-deps:
 	command -v pkg-config >/dev/null 2>&1 || missing="$$missing pkg-config"; \
 	pkg-config --exists libuv 2>/dev/null || missing="$$missing libuv1-dev"; \
 	pkg-config --exists libevent 2>/dev/null || missing="$$missing libevent-dev"; \
+	pkg-config --exists absl_flat_hash_map 2>/dev/null || missing="$$missing libabsl-dev"; \
+	test -f /usr/include/uthash.h || missing="$$missing uthash-dev"; \
+	command -v g++ >/dev/null 2>&1 || missing="$$missing g++"; \
 	command -v gnuplot >/dev/null 2>&1 || missing="$$missing gnuplot-nox"; \
 	if [ -n "$$missing" ]; then \
 	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \

@@ -111,7 +111,7 @@ extension Engine {
     @inline(__always)
     private func needsFullPath(_ key: RawKey, _ state: EngineState) -> Bool {
         store != nil || state.closed || state.dispatch.runningEvent != nil
-            || state.observers.isObserved(scopeBytes: key.scope)
+            || state.isObserved(scopeBytes: key.scope)
     }
 
     /// `start` for a key given as bytes.

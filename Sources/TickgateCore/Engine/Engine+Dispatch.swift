@@ -105,37 +105,40 @@ extension Engine {
         }
 
         // One lock round trip per callback: claim the next item, run it
-        // unlocked, then clear the running marks and claim the next.
+        // unlocked, then clear the running marks and claim the next. The
+        // item stays in `item` (moved out of the batch, never copied), with
+        // its observer (an event) or its call (a gate's item).
         var delivered = 0
-        var claimed = locked.withLock { state in Self.claimNext(state, batch) }
-        while let (item, claim) = claimed {
-            switch claim {
-            case .event(let observer):
-                if case .event(let event) = item.payload { observer.deliver(event) }
-            case .call(let call):
+        var item: PendingEvent?
+        var observer: Observer?
+        var call: Call?
+        var claimed = locked.withLock { state in Self.claimNext(state, batch, &item, &observer, &call) }
+        while claimed {
+            if let observer {
+                if case .event(let event)? = item?.payload { observer.deliver(event) }
+            } else if let call, let item {
                 call.run(item)
             }
             delivered += 1
             // Destructors run while the item still counts as running, so a
             // thread waiting in unsubscribe, withdraw or close also waits
             // for them.
-            var call: Call?
-            if case .call(let claimedCall) = claim, claimedCall.hasRelease { call = claimedCall }
-            let step = locked.withLockWaiting { (state, held) -> DispatchStep in
-                if !state.dispatch.deferredReleases.isEmpty || call != nil {
+            let callReleases = call?.hasRelease == true
+            let releases = locked.withLockWaiting { (state, held) -> [Observer]? in
+                if !state.dispatch.deferredReleases.isEmpty || callReleases {
                     let releases = state.dispatch.deferredReleases
                     state.dispatch.deferredReleases.removeAll()
-                    return .release(releases)
+                    return releases
                 }
-                return .next(Self.finishItem(state, held, batch))
+                claimed = Self.finishItem(state, held, batch, &item, &observer, &call)
+                return nil
             }
-            switch step {
-            case .next(let next):
-                claimed = next
-            case .release(let releases):
+            if let releases {
                 for observer in releases { observer.release() }
-                call?.release()
-                claimed = locked.withLockWaiting { state, held in Self.finishItem(state, held, batch) }
+                if callReleases { call?.release() }
+                claimed = locked.withLockWaiting { state, held in
+                    Self.finishItem(state, held, batch, &item, &observer, &call)
+                }
             }
         }
 
@@ -156,41 +159,40 @@ extension Engine {
         return (delivered, served)
     }
 
-    /// After a callback: the next item, or destructors to run first.
-    enum DispatchStep {
-        case next((PendingEvent, Claim)?)
-        case release([Observer])
-    }
-
     /// Clears the running marks of the item delivered and claims the next.
     private static func finishItem(_ state: EngineState, _ held: Guarded<EngineState>.Held,
-                                   _ batch: EventQueue) -> (PendingEvent, Claim)? {
+                                   _ batch: EventQueue, _ item: inout PendingEvent?,
+                                   _ observer: inout Observer?, _ call: inout Call?) -> Bool {
         state.dispatch.runningSubscription = 0
         state.dispatch.runningEvent = nil
         state.gates.runningRequest = 0
         held.broadcast()
-        return claimNext(state, batch)
+        return claimNext(state, batch, &item, &observer, &call)
     }
 
-    /// What a pass claimed: an event's observer, or a gate's call.
-    enum Claim {
-        case event(Observer)
-        case call(Call)
-    }
-
-    /// Takes the next item of `batch` that may still be delivered and
-    /// marks it running; nil when the batch is done.
-    private static func claimNext(_ state: EngineState, _ batch: EventQueue) -> (PendingEvent, Claim)? {
-        while let item = batch.take() {
+    /// Takes the next item of `batch` that may still be delivered into
+    /// `item`, with its observer (an event) or its call (a gate's item),
+    /// and marks it running; false when the batch is done.
+    private static func claimNext(_ state: EngineState, _ batch: EventQueue, _ item: inout PendingEvent?,
+                                  _ observer: inout Observer?, _ call: inout Call?) -> Bool {
+        item = nil
+        observer = nil
+        // (Assigned only when set: destroying an empty `Call?` is not free.)
+        if call != nil { call = nil }
+        while let next = batch.take() {
             if state.closed { continue }
             // A countdown event (nearly every item) needs only its observer.
-            if case .event = item.payload {
-                if let observer = claimEvent(state, item) { return (item, .event(observer)) }
-            } else if let call = claim(state, item) {
-                return (item, .call(call))
+            if case .event = next.payload {
+                observer = claimEvent(state, next)
+                if observer == nil { continue }
+            } else {
+                guard let claimed = claim(state, next) else { continue }
+                call = claimed
             }
+            item = consume next
+            return true
         }
-        return nil
+        return false
     }
 
     /// A claimed delivery: the callback to run with the lock released, and

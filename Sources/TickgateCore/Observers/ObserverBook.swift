@@ -78,14 +78,6 @@ struct ObserverBook {
         observedScopes = Array(observedScopeCounts.keys)
     }
 
-    /// Whether a key of the scope with these bytes may have observers.
-    @inline(__always)
-    func isObserved(scopeBytes: UnsafeRawBufferPointer) -> Bool {
-        if observedScopes.isEmpty { return false }
-        for scope in observedScopes where scope.hasBytes(scopeBytes) { return true }
-        return false
-    }
-
     func isObserved(_ key: CountdownKey) -> Bool {
         // Most engines of a backend have no observers at all: skip hashing.
         if keyObservers.isEmpty && scopeObservers.isEmpty { return false }

@@ -27,7 +27,9 @@ final class Guarded<State: AnyObject>: @unchecked Sendable {
 
     /// The lock, held: lets a body wait for, and announce, a change.
     struct Held {
-        fileprivate let lock: ConditionLock
+        /// Unowned: a `Held` lives only inside `withLockWaiting`, while
+        /// the box keeps its lock.
+        fileprivate unowned(unsafe) let lock: ConditionLock
 
         /// Releases the lock until `broadcast()`, then holds it again.
         func wait() { lock.wait() }

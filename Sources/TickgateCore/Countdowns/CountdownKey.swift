@@ -20,10 +20,18 @@ public struct CountdownKey: Hashable, Comparable, Sendable {
 
     /// Calls `body` with the scope's and the subject's UTF-8 bytes.
     func withBytes<T>(_ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) -> T) -> T {
-        var scope = scope.value
-        var subject = subject.value
-        return scope.withUTF8 { s in
-            subject.withUTF8 { t in body(UnsafeRawBufferPointer(s), UnsafeRawBufferPointer(t)) }
+        // Names are native strings: their bytes are read in place, with no
+        // copy of either string (`withUTF8` would need a mutable copy).
+        let inPlace = scope.value.utf8.withContiguousStorageIfAvailable { s in
+            subject.value.utf8.withContiguousStorageIfAvailable { t in
+                body(UnsafeRawBufferPointer(s), UnsafeRawBufferPointer(t))
+            }
+        }
+        if let inPlace, let result = inPlace { return result }
+        var scopeText = scope.value
+        var subjectText = subject.value
+        return scopeText.withUTF8 { s in
+            subjectText.withUTF8 { t in body(UnsafeRawBufferPointer(s), UnsafeRawBufferPointer(t)) }
         }
     }
 }

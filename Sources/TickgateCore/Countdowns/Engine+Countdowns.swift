@@ -16,7 +16,7 @@ extension Engine {
             guard var countdown = result.after.countdown else { return duration }
             state.nextInstance &+= 1
             countdown.instance = state.nextInstance
-            state.replace(with: countdown, at: result.now)
+            state.replace(with: countdown, at: result.now, known: result.knownSlot)
             if state.emit(.started, key, instance: countdown.instance,
                           remaining: duration, duration: duration, state: .cooling) {
                 poller.wake()

@@ -70,10 +70,17 @@ final class EngineState {
     @inline(__always)
     func now() -> Instant { clock.now() }
 
-    func isObserved(_ key: CountdownKey) -> Bool { observers.isObserved(key) }
+    // The parts' fields are read in place here: calling a method of a part
+    // (a struct stored in this class) copies the whole part first.
+
+    func isObserved(_ key: CountdownKey) -> Bool {
+        // Most engines of a backend have no observers at all: skip hashing.
+        if observers.keyObservers.isEmpty && observers.scopeObservers.isEmpty { return false }
+        return observers.keyObservers[key] != nil || observers.scopeObservers[key.scope] != nil
+    }
 
     /// Whether any subscription watches countdown keys or scopes.
-    var hasCountdownObservers: Bool { observers.hasCountdownObservers }
+    var hasCountdownObservers: Bool { !observers.keyObservers.isEmpty || !observers.scopeObservers.isEmpty }
 
     /// Runs `body` on `table` with no retain and release around it (the
     /// state owns the table for its whole life): the fast paths' calls.
@@ -150,14 +157,19 @@ final class EngineState {
     }
 
     /// The key as memory holds it, for a decision made in memory.
-    func keyRows(_ key: CountdownKey, at now: Instant) -> KeyRows {
-        KeyRows(countdown: running(key, at: now), record: sends.records.isEmpty ? nil : sends.records[key])
+    func keyRows(_ key: CountdownKey, at now: Instant) -> (rows: KeyRows, slot: Int32?) {
+        let slot = table.find(key)
+        let running = slot.flatMap { isRunning($0, at: now) ? self.countdown($0, key: key) : nil }
+        return (KeyRows(countdown: running, record: sends.records.isEmpty ? nil : sends.records[key]), slot)
     }
 
-    func policy(of scope: KeyName) -> SendPolicy { sends.policy(of: scope) }
+    func policy(of scope: KeyName) -> SendPolicy { sends.policies[scope] ?? SendPolicy() }
 
     /// The state of a key with nothing running.
-    func restingState(_ key: CountdownKey) -> ButtonState { sends.restingState(key) }
+    func restingState(_ key: CountdownKey) -> ButtonState {
+        if sends.records.isEmpty { return .idle }
+        return sends.records[key]?.hasSent == true ? .readyAgain : .idle
+    }
 
     /// The key's button now, with its title.
     func button(_ key: CountdownKey, at now: Instant) -> Button {

@@ -77,13 +77,4 @@ struct ObserverBook {
         }
         observedScopes = Array(observedScopeCounts.keys)
     }
-
-    func isObserved(_ key: CountdownKey) -> Bool {
-        // Most engines of a backend have no observers at all: skip hashing.
-        if keyObservers.isEmpty && scopeObservers.isEmpty { return false }
-        return keyObservers[key] != nil || scopeObservers[key.scope] != nil
-    }
-
-    /// Whether any subscription watches countdown keys or scopes.
-    var hasCountdownObservers: Bool { !keyObservers.isEmpty || !scopeObservers.isEmpty }
 }

@@ -52,7 +52,7 @@ extension Engine {
             state.nextInstance &+= 1
             countdown.instance = state.nextInstance
             countdown.ticket = ticket
-            state.replace(with: countdown, at: result.now)
+            state.replace(with: countdown, at: result.now, known: result.knownSlot)
             if state.emit(.sending, key, instance: countdown.instance, remaining: .zero,
                           duration: .zero, state: .sending) {
                 poller.wake()
@@ -118,7 +118,7 @@ extension Engine {
             state.sends.records[key] = result.after.record
             state.nextInstance &+= 1
             countdown.instance = state.nextInstance
-            state.begin(countdown, at: result.now)
+            state.begin(countdown, at: result.now, known: result.knownSlot)
             return countdown.duration
         }
     }
@@ -164,8 +164,8 @@ extension EngineState {
     }
 
     /// Puts a cooldown or lock in place and tells the key's observers.
-    func begin(_ countdown: Countdown, at now: Instant) {
-        replace(with: countdown, at: now)
+    func begin(_ countdown: Countdown, at now: Instant, known: Int32?? = .none) {
+        replace(with: countdown, at: now, known: known)
         if emit(.started, countdown.key, instance: countdown.instance,
                       remaining: countdown.duration, duration: countdown.duration,
                       state: countdown.phase.buttonState) {

@@ -18,14 +18,6 @@ struct SendBook {
     private var endedOrder: [UInt64] = []
     static let endedTicketsKept = 4096
 
-    func policy(of scope: KeyName) -> SendPolicy { policies[scope] ?? SendPolicy() }
-
-    /// The state of a key with nothing running.
-    func restingState(_ key: CountdownKey) -> ButtonState {
-        if records.isEmpty { return .idle }
-        return records[key]?.hasSent == true ? .readyAgain : .idle
-    }
-
     /// Closes a ticket and remembers how it ended.
     mutating func recordEnd(of ticket: UInt64, _ end: TicketEnd) {
         tickets.removeValue(forKey: ticket)

@@ -31,8 +31,9 @@ extension Engine {
                 let key = try resolve(state)
                 let decision = try prepare(state)
                 let now = state.now()
-                var result = DecisionResult(before: state.keyRows(key, at: now), after: KeyRows(), now: now,
-                                            refusal: nil)
+                let (rows, slot) = state.keyRows(key, at: now)
+                var result = DecisionResult(before: rows, after: KeyRows(), now: now, refusal: nil,
+                                            knownSlot: .some(slot))
                 result.after = result.before
                 do throws(TickgateError) {
                     _ = try decision.apply(to: &result.after, key: key, at: now)

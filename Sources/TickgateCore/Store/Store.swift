@@ -16,6 +16,10 @@ struct DecisionResult {
     var after: KeyRows
     var now: Instant
     var refusal: TickgateError?
+    /// A decision made in memory only: the key's slot in the countdown
+    /// table when it was made (nil inside: no slot), so applying it need
+    /// not look the key up again. Stores leave it unset.
+    var knownSlot: Int32?? = .none
 }
 
 /// Everything a store holds, read at open.

@@ -64,8 +64,6 @@ final class EngineState {
     private var cachedObservers: [SubscriptionID]?
     private var cachedTitles = TitleSet.english
     private var cachedTitle: (state: ButtonState, seconds: Int64, text: String)?
-    /// `observers.observedScopes`, for `isObserved(scopeBytes:)`.
-    private var observedScopes: [KeyName] = []
 
     @inline(__always)
     func now() -> Instant { clock.now() }
@@ -425,24 +423,21 @@ final class EngineState {
     /// Registers a subscription; returns its id.
     func register(_ target: SubscriptionTarget, _ observer: Observer) -> SubscriptionID {
         cachedScope = nil
-        defer { observedScopes = observers.observedScopes }
         return observers.register(target, observer)
     }
 
     /// Ends a subscription's registration; returns it.
     func unregister(_ id: SubscriptionID) -> Subscription? {
         cachedScope = nil
-        defer { observedScopes = observers.observedScopes }
         return observers.unregister(id)
     }
 
     /// Whether a key of the scope with these bytes may have observers: the
-    /// fast paths' question, asked of a copy of `observers.observedScopes`
-    /// kept here (reading it through the book costs a copy of the book).
+    /// fast paths' question (the book's field is read in place).
     @inline(__always)
     func isObserved(scopeBytes: UnsafeRawBufferPointer) -> Bool {
-        if observedScopes.isEmpty { return false }
-        for scope in observedScopes where scope.hasBytes(scopeBytes) { return true }
+        if observers.observedScopes.isEmpty { return false }
+        for scope in observers.observedScopes where scope.hasBytes(scopeBytes) { return true }
         return false
     }
 

@@ -156,11 +156,19 @@ extension Engine {
     /// anything.
     private func changeGate(_ lane: Lane?, _ storeWrite: ((Store) throws(TickgateError) -> Void)?,
                             _ body: (EngineState, Instant) throws(TickgateError) -> Void) throws(TickgateError) {
-        try write(lane, { (store) throws(TickgateError) in try storeWrite?(store) }) { (state, _) throws(TickgateError) in
+        func change(_ state: EngineState) throws(TickgateError) {
             let wasEmpty = state.dispatch.pending.isEmpty
             try body(state, state.now())
             state.armIfEarlier()
             if wasEmpty && !state.dispatch.pending.isEmpty { poller.wake() }
         }
+        guard let storeWrite else {
+            // Nothing to store (a cancelled login): memory only.
+            return try locked.withLock { (state) throws(TickgateError) in
+                try state.checkOpen()
+                try change(state)
+            }
+        }
+        try write(lane, storeWrite) { (state, _) throws(TickgateError) in try change(state) }
     }
 }

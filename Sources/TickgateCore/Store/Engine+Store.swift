@@ -32,13 +32,12 @@ extension Engine {
                 let decision = try prepare(state)
                 let now = state.now()
                 let (rows, slot) = state.keyRows(key, at: now)
-                var result = DecisionResult(before: rows, after: KeyRows(), now: now, refusal: nil,
+                var result = DecisionResult(before: rows, after: rows, now: now, refusal: nil,
                                             knownSlot: .some(slot))
-                result.after = result.before
                 do throws(TickgateError) {
                     _ = try decision.apply(to: &result.after, key: key, at: now)
                 } catch {
-                    result.after = result.before
+                    // A refusal leaves the rows as they were.
                     result.refusal = error
                 }
                 return try apply(state, held, result)

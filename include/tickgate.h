@@ -62,8 +62,10 @@
  *        (tg_button; tg_policy given to tg_policy_get) carries sizeof(struct)
  *        as the caller was compiled. The library accepts the size of every
  *        layout the struct has had (a later layout only adds fields at the
- *        end; tg_engine_options has two, the first ending at manual_boot_id,
- *        every other struct one) and any larger size up to
+ *        end; tg_engine_options has two, the first ending at manual_boot_id;
+ *        tg_policy two, the first ending at ticket_timeout_ms; tg_titles
+ *        two, the first ending at locked; every other struct one) and any
+ *        larger size up to
  *        TG_STRUCT_SIZE_MAX (a caller built against a later header). Any
  *        other size gives TG_E_VERSION and changes nothing. From an older
  *        layout, the fields it lacks take their defaults. In a larger struct
@@ -79,6 +81,8 @@
  *      - A struct the library hands to a callback (tg_event,
  *        tg_countdown_info, tg_gate_event) carries the library's size; a
  *        caller reads only the fields that lie within it.
+ *      - tg_budget_key, a pair of strings passed in arrays, carries no size:
+ *        it will never grow.
  */
 #ifndef TICKGATE_H
 #define TICKGATE_H
@@ -147,8 +151,8 @@ typedef enum tg_status {
     /* A send for this key is under way (a ticket is open): a double tap never
      * makes two requests. *out_wait_ms says when the ticket expires. */
     TG_E_IN_FLIGHT = 12,
-    /* The key reached its policy's cap of sends per window; *out_wait_ms
-     * says when the oldest send leaves the window. */
+    /* The key reached its policy's cap of sends per window, or a budget the
+     * send names is spent; *out_wait_ms says when a send is free again. */
     TG_E_LOCKED = 13,
     /* The send ticket expired before tg_send_end (its timeout passed). */
     TG_E_EXPIRED = 14,
@@ -168,7 +172,11 @@ typedef enum tg_status {
     /* The store cannot be created, opened, read or written (permissions, a
      * symbolic link at the path, a full disk, a read-only directory). The
      * change the call asked for was not made. */
-    TG_E_STORE_IO = 18
+    TG_E_STORE_IO = 18,
+    /* The key's code took its policy's maximum of wrong codes
+     * (tg_verify_failed): it is dead, and only a new send revives the key.
+     * tg_verified refuses it too, so the login must be refused. */
+    TG_E_CODE_DEAD = 19
 } tg_status;
 
 /*
@@ -511,7 +519,10 @@ typedef enum tg_event_kind {
      * started and the key is free again. */
     TG_EVENT_SEND_FAILED = 7,
     /* tg_verified reset the key: state IDLE. */
-    TG_EVENT_RESET = 8
+    TG_EVENT_RESET = 8,
+    /* A wrong code (tg_verify_failed) killed the key's code: state
+     * CODE_DEAD, or COOLING or LOCKED while the cooldown runs. */
+    TG_EVENT_CODE_DEAD = 9
 } tg_event_kind;
 
 /* The state of a key's "Get code" button. */
@@ -526,7 +537,11 @@ typedef enum tg_button_state {
     TG_BUTTON_READY_AGAIN = 3,
     /* The window's cap of sends is reached: disabled until remaining_ms
      * passes, "Try again in 9 min". */
-    TG_BUTTON_LOCKED = 4
+    TG_BUTTON_LOCKED = 4,
+    /* The code took too many wrong codes and no cooldown runs: enabled,
+     * "Too many attempts: get a new code". (While a cooldown runs the
+     * button counts it down as COOLING or LOCKED; this state follows.) */
+    TG_BUTTON_CODE_DEAD = 5
 } tg_button_state;
 
 /* An id of a subscription, unique within its engine and never reused. */
@@ -588,11 +603,14 @@ tg_status tg_unsubscribe(tg_engine *engine, tg_subscription subscription);
 
 /* Most steps in a cooldown schedule. */
 #define TG_POLICY_MAX_STEPS 8
+/* Most wrong codes a policy may let one code survive. */
+#define TG_WRONG_CODES_MAX 1000
 
 /*
  * The send policy of a scope. Initialise with TG_POLICY_INIT or
  * tg_policy_init() (60 s cooldown, no window cap, escalation reset after an
- * hour of quiet, 30 s ticket timeout), then set fields.
+ * hour of quiet, 30 s ticket timeout, 5 wrong codes per code), then set
+ * fields.
  */
 typedef struct tg_policy {
     /* sizeof(tg_policy) as the caller was compiled. */
@@ -614,11 +632,17 @@ typedef struct tg_policy {
     /* A ticket not ended within this time expires and frees the key:
      * 1 to TG_DURATION_MAX_MS. */
     int64_t ticket_timeout_ms;
+    /* The wrong codes one sent code survives (tg_verify_failed): the last
+     * of them kills it until a new send succeeds. 0 means no cap; at most
+     * TG_WRONG_CODES_MAX. Default 5. (Added after the struct's first
+     * layout, which ends at ticket_timeout_ms: a caller built before it
+     * gets the default.) */
+    uint32_t max_wrong_codes;
 } tg_policy;
 
 #define TG_POLICY_INIT \
     { sizeof(tg_policy), 1, { 60000, 0, 0, 0, 0, 0, 0, 0 }, 0, 0, \
-      3600000, 30000 }
+      3600000, 30000, 5 }
 
 /*
  * Fill *policy with the defaults (as TG_POLICY_INIT does). Pass sizeof
@@ -632,8 +656,9 @@ tg_status tg_policy_init(tg_policy *policy, size_t struct_size);
 /*
  * Set the send policy of scope; it applies to the next tg_send_end and
  * tg_send_begin of every key of the scope (a running cooldown keeps its
- * length). Errors: TG_E_INVALID_ARGUMENT (policy NULL, step_count out of
- * range), TG_E_INVALID_DURATION (a time out of range), TG_E_VERSION.
+ * length). Errors: TG_E_INVALID_ARGUMENT (policy NULL, step_count or
+ * max_wrong_codes out of range), TG_E_INVALID_DURATION (a time out of
+ * range), TG_E_VERSION.
  * Store: may wait.
  */
 tg_status tg_policy_set(tg_engine *engine, const char *scope,
@@ -695,12 +720,37 @@ tg_status tg_send_end(tg_engine *engine, tg_ticket ticket,
 /*
  * The host verified the code the user typed: the flow is complete. The
  * key's escalation starts again from the first step, a running cooldown is
- * cancelled, and the state becomes IDLE (TG_EVENT_RESET). The send history
- * of the window is kept, so a LOCKED key stays locked.
- * Store: may wait.
+ * cancelled, the count of wrong codes is cleared, and the state becomes
+ * IDLE (TG_EVENT_RESET). The send history of the window is kept, so a
+ * LOCKED key stays locked.
+ *
+ * Call it before accepting the code: a code killed by wrong codes gives
+ * TG_E_CODE_DEAD, changes nothing, and the login must be refused.
+ * Errors: TG_E_CODE_DEAD. Store: may wait.
  */
 tg_status tg_verified(tg_engine *engine, const char *scope,
                       const char *subject);
+
+/*
+ * The user typed a wrong code for (scope, subject): counts it against the
+ * key's current code (the one its last successful send delivered). When
+ * the count reaches the policy's max_wrong_codes the code is dead: the
+ * observers get TG_EVENT_CODE_DEAD, the button shows CODE_DEAD once no
+ * cooldown runs, and only a new send (still subject to the cooldown and
+ * the window) revives the key; tg_verified clears the count.
+ *
+ * There is no lockout beyond that: each code allows max_wrong_codes
+ * guesses and codes are rationed by the policy's cooldowns and window cap
+ * (and budgets), so guesses per window are bounded by their product.
+ *
+ * *out_attempts_left (may be NULL) receives how many more wrong codes the
+ * code survives: 0 when this one killed it, UINT32_MAX with no cap.
+ * Errors: TG_E_NOT_FOUND (no code was sent since the last tg_verified),
+ * TG_E_CODE_DEAD (the code is dead already; nothing is counted).
+ * Store: may wait.
+ */
+tg_status tg_verify_failed(tg_engine *engine, const char *scope,
+                           const char *subject, uint32_t *out_attempts_left);
 
 /* Longest title template, in bytes. A template may hold up to
  * TG_TITLE_MAX_PLACEHOLDERS placeholders. */
@@ -714,7 +764,8 @@ tg_status tg_verified(tg_engine *engine, const char *scope,
  * display seconds ("59"), {m} whole minutes rounded up ("10"), {m:ss}
  * minutes and seconds ("9:05"); {{ and }} are literal braces. NULL keeps
  * the English default: "Get code", "Sending...", "Resend ({s}s)",
- * "Resend code", "Try again in {m} min".
+ * "Resend code", "Try again in {m} min", "Too many attempts: get a new
+ * code".
  */
 typedef struct tg_titles {
     uint32_t struct_size; /* sizeof(tg_titles) as the caller was compiled */
@@ -723,9 +774,13 @@ typedef struct tg_titles {
     const char *cooling;
     const char *ready_again;
     const char *locked;
+    /* CODE_DEAD. (Added after the struct's first layout, which ends at
+     * locked: a caller built before it gets the default.) */
+    const char *code_dead;
 } tg_titles;
 
-#define TG_TITLES_INIT { sizeof(tg_titles), NULL, NULL, NULL, NULL, NULL }
+#define TG_TITLES_INIT \
+    { sizeof(tg_titles), NULL, NULL, NULL, NULL, NULL, NULL }
 
 /*
  * Set the title templates of scope (the strings are copied). Every template
@@ -754,6 +809,130 @@ typedef struct tg_button {
  */
 tg_status tg_button_get(tg_engine *engine, const char *scope,
                         const char *subject, tg_button *out_button);
+
+/* ------------------------------------------------------------------------ */
+/* Budgets: limits across keys, against SMS pumping                          */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A budget is a named limit on sends across keys: at most max_sends[i]
+ * sends in any window_ms[i], for each of its windows ("ip": 10 per hour and
+ * 50 per day; "global": 2000 per hour). A send names the budget keys that
+ * apply to it (("ip", "203.0.113.7"), ("country", "+86"), ("global",
+ * "sms")) with tg_send_begin_budgeted; it is granted only if the key's own
+ * policy and every named budget key allow it, and then it is charged to all
+ * of them at once (in memory, or in one store transaction), or to none.
+ * A send that ends TG_SEND_FAILED returns its charge; a ticket that
+ * expires or is cancelled keeps it (its code may have gone out).
+ *
+ * Budgets are set per engine, like policies, and kept in the store with
+ * their charges, so charges survive a restart and are shared by every
+ * process on the store.
+ */
+
+/* Most windows in one budget. */
+#define TG_BUDGET_MAX_WINDOWS 4
+/* Most sends one window may allow (every charge inside the longest window
+ * is kept). */
+#define TG_BUDGET_MAX_SENDS 100000
+/* Most budget keys one send may name. */
+#define TG_SEND_MAX_BUDGETS 8
+/* *out_budget_index of a refusal that no budget made. */
+#define TG_BUDGET_NONE ((size_t)-1)
+
+/* A budget's windows. Initialise with TG_BUDGET_INIT or tg_budget_init()
+ * (no windows), then set window_count and the windows. */
+typedef struct tg_budget {
+    uint32_t struct_size;  /* sizeof(tg_budget) as the caller was compiled */
+    /* How many windows are used: 1 to TG_BUDGET_MAX_WINDOWS. */
+    uint32_t window_count;
+    /* Window i allows max_sends[i] sends (1 to TG_BUDGET_MAX_SENDS) in any
+     * window_ms[i] (1 to TG_DURATION_MAX_MS). */
+    uint32_t max_sends[TG_BUDGET_MAX_WINDOWS];
+    int64_t window_ms[TG_BUDGET_MAX_WINDOWS];
+} tg_budget;
+
+#define TG_BUDGET_INIT { sizeof(tg_budget), 0, { 0, 0, 0, 0 }, { 0, 0, 0, 0 } }
+
+/*
+ * Fill *budget with the defaults (as TG_BUDGET_INIT does). Pass sizeof
+ * *budget as struct_size: exactly that many bytes are written.
+ * Errors: TG_E_INVALID_ARGUMENT (budget NULL), TG_E_VERSION (struct_size
+ * out of range; nothing is written).
+ */
+tg_status tg_budget_init(tg_budget *budget, size_t struct_size);
+
+/*
+ * Set (or replace) the budget named name (1 to TG_KEY_MAX_BYTES bytes of
+ * UTF-8, like a scope). The charges its keys hold stay and are counted by
+ * the new windows.
+ * Errors: TG_E_INVALID_KEY (name), TG_E_INVALID_ARGUMENT (budget NULL,
+ * window_count or a max_sends out of range), TG_E_INVALID_DURATION (a
+ * window_ms out of range), TG_E_VERSION. Store: may wait.
+ */
+tg_status tg_budget_set(tg_engine *engine, const char *name,
+                        const tg_budget *budget);
+
+/* One budget key a send names: the budget's name and the key within it,
+ * each 1 to TG_KEY_MAX_BYTES bytes of UTF-8. Borrowed for the call. */
+typedef struct tg_budget_key {
+    const char *budget;
+    const char *key;
+} tg_budget_key;
+
+/*
+ * tg_send_begin, charged to budget keys: budgets[0 .. budget_count - 1]
+ * (budgets may be NULL when budget_count is 0; then this is tg_send_begin).
+ * The send is granted only if the key's own policy allows it and every
+ * budget key has room in every window; then each is charged one send.
+ *
+ * A refusal charges nothing. TG_E_LOCKED from a budget: *out_wait_ms says
+ * when it frees a send (of the refusing budgets, the one that frees last),
+ * *out_budget_index (may be NULL) its index in budgets, and the message
+ * names it. *out_budget_index is written on every failure:
+ * TG_BUDGET_NONE when no budget refused.
+ *
+ * Errors: those of tg_send_begin; TG_E_INVALID_ARGUMENT (budgets NULL with
+ * budget_count > 0, more than TG_SEND_MAX_BUDGETS keys, or one key named
+ * twice); TG_E_INVALID_KEY (a budget name or key NULL, empty, too long or
+ * not UTF-8); TG_E_NOT_FOUND (a budget no tg_budget_set named).
+ * Store: may wait.
+ */
+tg_status tg_send_begin_budgeted(tg_engine *engine, const char *scope,
+                                 const char *subject,
+                                 const tg_budget_key *budgets,
+                                 size_t budget_count, tg_ticket *out_ticket,
+                                 int64_t *out_wait_ms,
+                                 size_t *out_budget_index);
+
+/* What a budget key has used, as tg_budget_read reports it: of its
+ * budget's windows, the one that frees a send last if any is full, else
+ * the one with the least room. */
+typedef struct tg_budget_usage {
+    uint32_t struct_size;  /* set by the caller: sizeof(tg_budget_usage) */
+    uint32_t used;         /* sends charged inside that window */
+    uint32_t max_sends;    /* the window's cap */
+    int64_t window_ms;     /* the window's length */
+    int64_t frees_in_ms;   /* 0 if a send may be charged now, else the wait */
+} tg_budget_usage;
+
+/*
+ * Read a budget key's usage now into *out_usage (set its struct_size
+ * first). A key never charged reads as used 0.
+ * Errors: TG_E_INVALID_KEY (budget or key), TG_E_NOT_FOUND (no such
+ * budget), TG_E_VERSION (out_usage->struct_size). Store: may wait.
+ */
+tg_status tg_budget_read(tg_engine *engine, const char *budget,
+                         const char *key, tg_budget_usage *out_usage);
+
+/*
+ * Drop every charge of a budget key (an operator lifting a block): its
+ * sends are free again at once.
+ * Errors: TG_E_INVALID_KEY (budget or key), TG_E_NOT_FOUND (no such
+ * budget). Store: may wait.
+ */
+tg_status tg_budget_reset(tg_engine *engine, const char *budget,
+                          const char *key);
 
 /* ------------------------------------------------------------------------ */
 /* The login gate                                                            */

@@ -7,7 +7,8 @@ import TickgateCore
 @c @implementation
 public func tg_policy_init(_ policy: UnsafeMutablePointer<tg_policy>?, _ struct_size: Int) -> tg_status {
     Boundary.call { () throws(TickgateError) in
-        try Versioned.initialise(policy, struct_size, to: PolicyReader.cPolicy(SendPolicy()), "policy")
+        try Versioned.initialise(policy, struct_size, to: PolicyReader.cPolicy(SendPolicy()),
+                                 olderLayouts: PolicyReader.olderLayouts, "policy")
     }
 }
 
@@ -27,8 +28,10 @@ public func tg_policy_get(_ engine: OpaquePointer?, _ scope: UnsafePointer<CChar
     Boundary.call(engine) { (engine) throws(TickgateError) in
         let scope = try Boundary.name(scope, "scope")
         let out = try Boundary.required(out_policy, "out_policy")
-        try Versioned.check(Int(out.pointee.struct_size), tg_policy.self, "out_policy")
-        try Versioned.write(PolicyReader.cPolicy(try engine.policy(scope: scope)), to: out, "out_policy")
+        try Versioned.check(Int(out.pointee.struct_size), tg_policy.self, olderLayouts: PolicyReader.olderLayouts,
+                            "out_policy")
+        try Versioned.write(PolicyReader.cPolicy(try engine.policy(scope: scope)), to: out,
+                            olderLayouts: PolicyReader.olderLayouts, "out_policy")
     }
 }
 
@@ -72,6 +75,16 @@ public func tg_send_end(_ engine: OpaquePointer?, _ ticket: UInt64, _ outcome: t
 }
 
 @c @implementation
+public func tg_verify_failed(_ engine: OpaquePointer?, _ scope: UnsafePointer<CChar>?,
+                             _ subject: UnsafePointer<CChar>?,
+                             _ out_attempts_left: UnsafeMutablePointer<UInt32>?) -> tg_status {
+    Boundary.call(engine) { (engine) throws(TickgateError) in
+        let left = try engine.verifyFailed(try Boundary.key(scope, subject))
+        out_attempts_left?.pointee = left.map { UInt32(clamping: $0) } ?? UInt32.max
+    }
+}
+
+@c @implementation
 public func tg_verified(_ engine: OpaquePointer?, _ scope: UnsafePointer<CChar>?,
                         _ subject: UnsafePointer<CChar>?) -> tg_status {
     Boundary.call(engine) { (engine) throws(TickgateError) in
@@ -84,7 +97,9 @@ public func tg_titles_set(_ engine: OpaquePointer?, _ scope: UnsafePointer<CChar
                           _ titles: UnsafePointer<tg_titles>?) -> tg_status {
     Boundary.call(engine) { (engine) throws(TickgateError) in
         let scope = try Boundary.name(scope, "scope")
-        let raw = try Versioned.read(try Boundary.required(titles, "titles"), defaults: tg_titles(), "titles")
+        let raw = try Versioned.read(try Boundary.required(titles, "titles"), defaults: tg_titles(),
+                                     olderLayouts: [MemoryLayout<tg_titles>.offset(of: \tg_titles.code_dead) ?? 0],
+                                     "titles")
         let english = TitleSet.english
         func template(_ text: UnsafePointer<CChar>?, _ role: String,
                       _ fallback: TitleTemplate) throws(TickgateError) -> TitleTemplate {
@@ -105,7 +120,8 @@ public func tg_titles_set(_ engine: OpaquePointer?, _ scope: UnsafePointer<CChar
             sending: try template(raw.sending, "sending", english.sending),
             cooling: try template(raw.cooling, "cooling", english.cooling),
             readyAgain: try template(raw.ready_again, "ready_again", english.readyAgain),
-            locked: try template(raw.locked, "locked", english.locked)), scope: scope)
+            locked: try template(raw.locked, "locked", english.locked),
+            codeDead: try template(raw.code_dead, "code_dead", english.codeDead)), scope: scope)
     }
 }
 
@@ -139,9 +155,11 @@ public func tg_button_get(_ engine: OpaquePointer?, _ scope: UnsafePointer<CChar
 /// Converts between `tg_policy` and `SendPolicy`.
 enum PolicyReader {
     static let steps = Int(TG_POLICY_MAX_STEPS)
+    /// The first layout ended at ticket_timeout_ms.
+    static let olderLayouts = [MemoryLayout<tg_policy>.offset(of: \tg_policy.max_wrong_codes) ?? 0]
 
     static func read(_ pointer: UnsafePointer<tg_policy>) throws(TickgateError) -> SendPolicy {
-        let raw = try Versioned.read(pointer, defaults: cPolicy(SendPolicy()), "policy")
+        let raw = try Versioned.read(pointer, defaults: cPolicy(SendPolicy()), olderLayouts: olderLayouts, "policy")
         let count = Int(raw.step_count)
         guard (1...steps).contains(count) else {
             throw TickgateError(.invalidArgument, "policy.step_count \(raw.step_count) is outside 1 ... \(steps)")
@@ -165,12 +183,17 @@ enum PolicyReader {
             throw TickgateError(.invalidArgument,
                 "policy.window_max_sends \(raw.window_max_sends) is larger than \(Limits.maximumWindowSends)")
         }
+        guard raw.max_wrong_codes <= SendPolicy.maximumWrongCodesLimit else {
+            throw TickgateError(.invalidArgument,
+                "policy.max_wrong_codes \(raw.max_wrong_codes) is larger than \(SendPolicy.maximumWrongCodesLimit)")
+        }
         return SendPolicy(
             cooldowns: cooldowns,
             windowMaximumSends: Int(raw.window_max_sends),
             window: capped ? try span(raw.window_ms, "window_ms", allowZero: false) : .zero,
             quietReset: try span(raw.quiet_reset_ms, "quiet_reset_ms", allowZero: true),
-            ticketTimeout: try span(raw.ticket_timeout_ms, "ticket_timeout_ms", allowZero: false))
+            ticketTimeout: try span(raw.ticket_timeout_ms, "ticket_timeout_ms", allowZero: false),
+            maximumWrongCodes: Int(raw.max_wrong_codes))
     }
 
     static func cPolicy(_ policy: SendPolicy) -> tg_policy {
@@ -187,6 +210,7 @@ enum PolicyReader {
         raw.window_ms = policy.window.millisecondsRoundedUp
         raw.quiet_reset_ms = policy.quietReset.millisecondsRoundedUp
         raw.ticket_timeout_ms = policy.ticketTimeout.millisecondsRoundedUp
+        raw.max_wrong_codes = UInt32(clamping: policy.maximumWrongCodes)
         return raw
     }
 }

@@ -20,7 +20,8 @@ enum Versioned {
     /// larger, or the size of one of `olderLayouts`.
     static func check<T>(_ declared: Int, _ type: T.Type, olderLayouts: [Int] = [],
                          _ role: String) throws(TickgateError) {
-        let size = MemoryLayout<T>.size
+        // C's sizeof, tail padding included.
+        let size = MemoryLayout<T>.stride
         if olderLayouts.contains(declared) { return }
         guard declared >= size else {
             let accepted = (olderLayouts + [size]).map(String.init).joined(separator: ", ")
@@ -44,7 +45,8 @@ enum Versioned {
                         _ role: String) throws(TickgateError) -> T {
         let bytes = UnsafeRawPointer(pointer)
         let declared = declared(bytes)
-        let size = MemoryLayout<T>.size
+        // C's sizeof: the tail padding may hold anything.
+        let size = MemoryLayout<T>.stride
         try check(declared, T.self, olderLayouts: olderLayouts, role)
         guard declared >= size else {
             var value = defaults
@@ -62,9 +64,10 @@ enum Versioned {
 
     /// Fills a struct the caller hands out: `value`'s fields, zeros up to
     /// the caller's size, struct_size as the caller set it.
-    static func write<T>(_ value: T, to pointer: UnsafeMutablePointer<T>, _ role: String) throws(TickgateError) {
+    static func write<T>(_ value: T, to pointer: UnsafeMutablePointer<T>, olderLayouts: [Int] = [],
+                         _ role: String) throws(TickgateError) {
         let declared = declared(UnsafeRawPointer(pointer))
-        try check(declared, T.self, role)
+        try check(declared, T.self, olderLayouts: olderLayouts, role)
         fill(UnsafeMutableRawPointer(pointer), declared, with: value)
     }
 

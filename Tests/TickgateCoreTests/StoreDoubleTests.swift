@@ -10,6 +10,7 @@ import Testing
 final class DoubleStore: Store {
     private struct Rows {
         var keys: [CountdownKey: KeyRows] = [:]
+        var charges: [BudgetKey: [Instant]] = [:]
         var held: Set<CountdownKey> = []
         var failing: [CountdownKey: TickgateError] = [:]
         /// Decisions inside the store now, and the most at once.
@@ -58,13 +59,21 @@ final class DoubleStore: Store {
             let now = clock.now()
             var before = rows.keys[key] ?? KeyRows()
             if let countdown = before.countdown, countdown.deadline <= now { before.countdown = nil }
+            before.budgets = decision.budgets.map { row in
+                var row = row
+                row.charges = rows.charges[row.key] ?? []
+                return row
+            }
             var after = before
             do throws(TickgateError) {
                 _ = try decision.apply(to: &after, key: key, at: now)
             } catch {
                 return DecisionResult(before: before, after: before, now: now, refusal: error)
             }
-            rows.keys[key] = after
+            for row in after.budgets { rows.charges[row.key] = row.charges }
+            var kept = after
+            kept.budgets = []
+            rows.keys[key] = kept
             return DecisionResult(before: before, after: after, now: now, refusal: nil)
         }
     }
@@ -77,6 +86,9 @@ final class DoubleStore: Store {
 
     func save(policy: SendPolicy, scope: KeyName) throws(TickgateError) {}
     func save(titles: TitleSet, scope: KeyName) throws(TickgateError) {}
+    func save(budget: Budget, name: KeyName) throws(TickgateError) {}
+    func charges(of key: BudgetKey) throws(TickgateError) -> [Instant] { rows.withLock { $0.charges[key] ?? [] } }
+    func resetBudget(_ key: BudgetKey) throws(TickgateError) { rows.withLock { _ = $0.charges.removeValue(forKey: key) } }
     func saveSession(realm: KeyName, loggedIn: Bool, expiry: Instant?, ttl: Span?) throws(TickgateError) {}
     func load() throws(TickgateError) -> StoreSnapshot { StoreSnapshot() }
     func flush() throws(TickgateError) {}

@@ -28,6 +28,7 @@ typedef char limits_ok[(TG_KEY_MAX_BYTES == 256 &&
 static const tg_engine_options default_options = TG_ENGINE_OPTIONS_INIT;
 static const tg_policy default_policy = TG_POLICY_INIT;
 static const tg_titles default_titles = TG_TITLES_INIT;
+static const tg_budget default_budget = TG_BUDGET_INIT;
 static const char version_string[] = TG_VERSION_STRING;
 
 /* Every callback type. */
@@ -70,17 +71,18 @@ static int enums(void)
         TG_E_BUSY,      TG_E_VERSION,          TG_E_SYSTEM,
         TG_E_IN_FLIGHT, TG_E_LOCKED,           TG_E_EXPIRED,
         TG_E_INVALID_TEMPLATE, TG_E_STORE_CORRUPT, TG_E_STORE_VERSION,
-        TG_E_STORE_IO};
+        TG_E_STORE_IO,  TG_E_CODE_DEAD};
     tg_delivery deliveries[] = {TG_DELIVERY_ENGINE_THREAD,
                                 TG_DELIVERY_HOST_THREAD};
     tg_clock_kind clocks[] = {TG_CLOCK_SYSTEM, TG_CLOCK_MANUAL};
     tg_event_kind kinds[] = {TG_EVENT_STATE,     TG_EVENT_STARTED,
                              TG_EVENT_TICK,      TG_EVENT_FINISHED,
                              TG_EVENT_CANCELLED, TG_EVENT_SENDING,
-                             TG_EVENT_SEND_FAILED, TG_EVENT_RESET};
+                             TG_EVENT_SEND_FAILED, TG_EVENT_RESET,
+                             TG_EVENT_CODE_DEAD};
     tg_button_state buttons[] = {TG_BUTTON_IDLE, TG_BUTTON_SENDING,
                                  TG_BUTTON_COOLING, TG_BUTTON_READY_AGAIN,
-                                 TG_BUTTON_LOCKED};
+                                 TG_BUTTON_LOCKED, TG_BUTTON_CODE_DEAD};
     tg_send_outcome outcomes[] = {TG_SEND_SUCCEEDED, TG_SEND_FAILED};
     tg_cancel_reason reasons[] = {TG_CANCEL_LOGIN_CANCELLED,
                                   TG_CANCEL_TIMED_OUT, TG_CANCEL_LOGGED_OUT};
@@ -137,6 +139,17 @@ static size_t signatures(void)
     tg_status (*f_send_end)(tg_engine *, tg_ticket, tg_send_outcome, int64_t,
                             int64_t *);
     tg_status (*f_verified)(tg_engine *, const char *, const char *);
+    tg_status (*f_verify_failed)(tg_engine *, const char *, const char *,
+                                 uint32_t *);
+    tg_status (*f_budget_init)(tg_budget *, size_t);
+    tg_status (*f_budget_set)(tg_engine *, const char *, const tg_budget *);
+    tg_status (*f_send_begin_budgeted)(tg_engine *, const char *,
+                                       const char *, const tg_budget_key *,
+                                       size_t, tg_ticket *, int64_t *,
+                                       size_t *);
+    tg_status (*f_budget_read)(tg_engine *, const char *, const char *,
+                               tg_budget_usage *);
+    tg_status (*f_budget_reset)(tg_engine *, const char *, const char *);
     tg_status (*f_titles_set)(tg_engine *, const char *, const tg_titles *);
     tg_status (*f_button_get)(tg_engine *, const char *, const char *,
                               tg_button *);
@@ -178,6 +191,12 @@ static size_t signatures(void)
            sizeof(f_send_begin = tg_send_begin) +
            sizeof(f_send_end = tg_send_end) +
            sizeof(f_verified = tg_verified) +
+           sizeof(f_verify_failed = tg_verify_failed) +
+           sizeof(f_budget_init = tg_budget_init) +
+           sizeof(f_budget_set = tg_budget_set) +
+           sizeof(f_send_begin_budgeted = tg_send_begin_budgeted) +
+           sizeof(f_budget_read = tg_budget_read) +
+           sizeof(f_budget_reset = tg_budget_reset) +
            sizeof(f_titles_set = tg_titles_set) +
            sizeof(f_button_get = tg_button_get) +
            sizeof(f_require = tg_gate_require) +
@@ -232,7 +251,7 @@ int main(void)
     c(request, TG_CANCEL_TIMED_OUT, NULL);
     d(NULL);
     failures += v(&info, NULL) != 1;
-    failures += enums() != 19 + 2 + 2 + 8 + 5 + 2 + 3 + 3 + 6;
+    failures += enums() != 20 + 2 + 2 + 9 + 6 + 2 + 3 + 3 + 6;
     failures += signatures() == 0;
     failures += default_options.struct_size != sizeof(tg_engine_options);
     failures += default_options.store_path != NULL ||
@@ -243,6 +262,10 @@ int main(void)
                 default_options.manual_wall_ms != 0;
     failures += default_policy.struct_size != sizeof(tg_policy);
     failures += default_titles.struct_size != sizeof(tg_titles);
+    failures += default_policy.max_wrong_codes != 5;
+    failures += default_titles.code_dead != NULL;
+    failures += default_budget.struct_size != sizeof(tg_budget) ||
+                default_budget.window_count != 0;
     failures += sizeof version_string < 6;
     failures += engine != NULL || ticket != 0;
     /* the loaded library has this header's major version */

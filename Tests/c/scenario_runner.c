@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <tickgate.h>
 
@@ -134,6 +135,11 @@ typedef struct run {
     int closed;        /* tg_engine_close has returned */
     int after_close;
     int failed;
+    /* engine ... store: the store file, and what reopen needs */
+    char store_dir[64];
+    char store_path[96];
+    tg_engine_options options;
+    int64_t advanced_ms; /* the manual clock's advances so far */
     /* an any-order block being read */
     int in_group, group_line, ngroup;
     check group[MAX_GROUP];
@@ -159,7 +165,7 @@ static const char *const status_names[] = {
     "E_NOT_FOUND", "E_COOLING_DOWN",     "E_CLOSED",      "E_INVALID_HANDLE",
     "E_WRONG_MODE", "E_BUSY",            "E_VERSION",     "E_SYSTEM",
     "E_IN_FLIGHT", "E_LOCKED",           "E_EXPIRED",     "E_INVALID_TEMPLATE",
-    "E_STORE_CORRUPT", "E_STORE_VERSION", "E_STORE_IO"};
+    "E_STORE_CORRUPT", "E_STORE_VERSION", "E_STORE_IO", "E_CODE_DEAD"};
 #define NSTATUS ((int)(sizeof status_names / sizeof status_names[0]))
 
 static const char *status_name(tg_status s)
@@ -170,9 +176,11 @@ static const char *status_name(tg_status s)
 /* Name tables: index = the C enum value; NULL = no such value. */
 static const char *const kind_names[] = {NULL,      "STATE",   "STARTED",
                                          "TICK",     "FINISHED", "CANCELLED",
-                                         "SENDING", "SEND_FAILED", "RESET"};
+                                         "SENDING", "SEND_FAILED", "RESET",
+                                         "CODE_DEAD"};
 static const char *const state_names[] = {"IDLE", "SENDING", "COOLING",
-                                          "READY_AGAIN", "LOCKED"};
+                                          "READY_AGAIN", "LOCKED",
+                                          "CODE_DEAD"};
 static const char *const gate_kind_names[] = {
     NULL,        "STATE",     "LOGIN_REQUIRED", "LOGGED_IN",
     "LOGGED_OUT", "EXPIRED",  "QUEUE_CHANGED"};
@@ -619,6 +627,15 @@ static void cmd_engine(run *r, char **tok, int n, int override)
         else if ((v = opt(tok[i], "tick")) != NULL) {
             if (!parse_i64(r, v, &o.tick_interval_ms))
                 return;
+        } else if (strcmp(tok[i], "store") == 0) {
+            snprintf(r->store_dir, sizeof r->store_dir, "/tmp/tg-scn-XXXXXX");
+            if (!mkdtemp(r->store_dir)) {
+                fail(r, "mkdtemp: %s", strerror(errno));
+                return;
+            }
+            snprintf(r->store_path, sizeof r->store_path, "%s/store.db",
+                     r->store_dir);
+            o.store_path = r->store_path;
         } else {
             fail(r, "syntax: unknown engine option %s", tok[i]);
             return;
@@ -627,6 +644,7 @@ static void cmd_engine(run *r, char **tok, int n, int override)
     if (override >= 0)
         o.delivery = (tg_delivery)override;
     r->thread_mode = o.delivery == TG_DELIVERY_ENGINE_THREAD;
+    r->options = o;
     s = tg_engine_open(&o, &r->engine);
     check_status(r, "tg_engine_open", s, TG_OK);
     if (s != TG_OK)
@@ -866,6 +884,7 @@ static void cmd_advance(run *r, char **tok, int n)
         return;
     check_status(r, "tg_clock_advance", tg_clock_advance(r->engine, ms),
                  TG_OK);
+    r->advanced_ms += ms;
     if (!r->failed && !r->thread_mode)
         deliver(r);
 }
@@ -937,6 +956,15 @@ static void cmd_policy(run *r, char **tok, int n)
         } else if ((v = opt(tok[i], "ticket")) != NULL) {
             if (!parse_i64(r, v, &p.ticket_timeout_ms))
                 return;
+        } else if ((v = opt(tok[i], "wrong")) != NULL) {
+            int64_t max;
+            if (!parse_i64(r, v, &max))
+                return;
+            if (max < 0 || max > (int64_t)UINT32_MAX) {
+                fail(r, "syntax: wrong= out of range: %s", v);
+                return;
+            }
+            p.max_wrong_codes = (uint32_t)max;
         } else {
             fail(r, "syntax: unknown policy option %s", tok[i]);
             return;
@@ -973,6 +1001,8 @@ static void cmd_titles(run *r, char **tok, int n)
             t.ready_again = v;
         else if ((v = opt(tok[i], "locked")) != NULL)
             t.locked = v;
+        else if ((v = opt(tok[i], "code_dead")) != NULL)
+            t.code_dead = v;
         else {
             fail(r, "syntax: unknown titles option %s", tok[i]);
             return;
@@ -989,13 +1019,47 @@ static void cmd_send_begin(run *r, char **tok, int n)
     tg_status want, got;
     tg_ticket t = 777777;
     int64_t wait = INT64_MIN, want_wait = 0;
-    int check_wait = 0;
+    int check_wait = 0, budgeted = 0, check_index = 0;
+    size_t index = 12345, want_index = 0, nkeys = 0;
+    const tg_budget_key *keys_arg;
+    tg_budget_key keys[MAX_TOKENS];
+    char parts[MAX_TOKENS][2 * NAME_BYTES * 5];
     const char *label = NULL, *v;
 
-    if (a != 3 || n < a + 2) {
-        fail(r, "syntax: send-begin SCOPE SUBJECT -> STATUS [ticket=NAME] "
-                "[wait=MS]");
+    if (a < 3 || n < a + 2) {
+        fail(r, "syntax: send-begin SCOPE SUBJECT [budget=NAME:KEY]... "
+                "[null-budgets=N] -> STATUS [ticket=NAME] [wait=MS] "
+                "[budget=INDEX|none]");
         return;
+    }
+    keys_arg = keys;
+    for (i = 3; i < a; i++) {
+        if ((v = opt(tok[i], "budget")) != NULL) {
+            char *colon;
+            snprintf(parts[nkeys], sizeof parts[nkeys], "%s", v);
+            colon = strchr(parts[nkeys], ':');
+            if (!colon) {
+                fail(r, "syntax: budget=NAME:KEY");
+                return;
+            }
+            *colon = '\0';
+            /* "(null)" in either part is a NULL pointer */
+            keys[nkeys].budget =
+                strcmp(parts[nkeys], "(null)") == 0 ? NULL : parts[nkeys];
+            keys[nkeys].key = strcmp(colon + 1, "(null)") == 0 ? NULL : colon + 1;
+            nkeys++;
+            budgeted = 1;
+        } else if ((v = opt(tok[i], "null-budgets")) != NULL) {
+            int64_t count;
+            if (!parse_i64(r, v, &count))
+                return;
+            keys_arg = NULL;
+            nkeys = (size_t)count;
+            budgeted = 1;
+        } else {
+            fail(r, "syntax: unknown send-begin option %s", tok[i]);
+            return;
+        }
     }
     if (!parse_status(r, tok[a + 1], &want))
         return;
@@ -1010,14 +1074,26 @@ static void cmd_send_begin(run *r, char **tok, int n)
             if (!parse_i64(r, v, &want_wait))
                 return;
             check_wait = 1;
+        } else if ((v = opt(tok[i], "budget")) != NULL) {
+            int64_t k = -1;
+            if (strcmp(v, "none") != 0 && !parse_i64(r, v, &k))
+                return;
+            want_index = k < 0 ? TG_BUDGET_NONE : (size_t)k;
+            check_index = 1;
         } else {
             fail(r, "syntax: unknown send-begin result %s", tok[i]);
             return;
         }
     }
-    got = tg_send_begin(r->engine, key_arg(tok[1]), key_arg(tok[2]), &t,
-                        &wait);
-    check_status(r, "tg_send_begin", got, want);
+    if (budgeted)
+        got = tg_send_begin_budgeted(r->engine, key_arg(tok[1]),
+                                     key_arg(tok[2]), keys_arg, nkeys, &t,
+                                     &wait, &index);
+    else
+        got = tg_send_begin(r->engine, key_arg(tok[1]), key_arg(tok[2]), &t,
+                            &wait);
+    check_status(r, budgeted ? "tg_send_begin_budgeted" : "tg_send_begin",
+                 got, want);
     if (r->failed)
         return;
     if (got != TG_OK && t != 777777)
@@ -1026,6 +1102,13 @@ static void cmd_send_begin(run *r, char **tok, int n)
     else if (check_wait && wait != want_wait)
         fail(r, "tg_send_begin: expected wait=%lld, got %lld",
              (long long)want_wait, (long long)wait);
+    else if (budgeted && got != TG_OK && index == 12345)
+        fail(r, "tg_send_begin_budgeted failed without writing "
+                "*out_budget_index");
+    else if (check_index && index != want_index)
+        fail(r, "tg_send_begin_budgeted: expected budget=%lld, got %lld",
+             (long long)(want_index == TG_BUDGET_NONE ? -1 : (long long)want_index),
+             (long long)(index == TG_BUDGET_NONE ? -1 : (long long)index));
     else if (got == TG_OK && label) {
         ticket_rec *k = (ticket_rec *)calloc(1, sizeof *k);
         if (!k)
@@ -1117,9 +1200,138 @@ static void cmd_verified(run *r, char **tok, int n)
                  want);
 }
 
+/* verify-failed SCOPE SUBJECT -> STATUS [left=N|none] */
+static void cmd_verify_failed(run *r, char **tok, int n)
+{
+    int a = arrow(tok, n);
+    tg_status want, got;
+    uint32_t left = 777;
+    const char *v = NULL;
+
+    if (a != 3 || n < 5 || n > 6 || (n == 6 && !(v = opt(tok[5], "left")))) {
+        fail(r, "syntax: verify-failed SCOPE SUBJECT -> STATUS [left=N|none]");
+        return;
+    }
+    if (!parse_status(r, tok[4], &want))
+        return;
+    got = tg_verify_failed(r->engine, key_arg(tok[1]), key_arg(tok[2]), &left);
+    check_status(r, "tg_verify_failed", got, want);
+    if (r->failed || !v)
+        return;
+    if (strcmp(v, "none") == 0) {
+        if (left != UINT32_MAX)
+            fail(r, "tg_verify_failed: expected left=none, got %u", left);
+    } else {
+        int64_t want_left;
+        if (!parse_i64(r, v, &want_left))
+            return;
+        if ((int64_t)left != want_left)
+            fail(r, "tg_verify_failed: expected left=%lld, got %u",
+                 (long long)want_left, left);
+    }
+}
+
+/* budget NAME N/MS [N/MS]... -> STATUS */
+static void cmd_budget(run *r, char **tok, int n)
+{
+    int a = arrow(tok, n), i;
+    tg_budget b;
+    tg_status want;
+
+    if (a < 2 || n != a + 2) {
+        fail(r, "syntax: budget NAME N/MS [N/MS]... -> STATUS");
+        return;
+    }
+    if (!parse_status(r, tok[a + 1], &want))
+        return;
+    tg_budget_init(&b, sizeof b);
+    for (i = 2; i < a; i++) {
+        char buf[128], *slash;
+        int64_t cap, ms;
+        snprintf(buf, sizeof buf, "%s", tok[i]);
+        slash = strchr(buf, '/');
+        if (!slash) {
+            fail(r, "syntax: a window is N/MS");
+            return;
+        }
+        *slash = '\0';
+        if (!parse_i64(r, buf, &cap) || !parse_i64(r, slash + 1, &ms))
+            return;
+        if (cap < 0 || cap > (int64_t)UINT32_MAX) {
+            fail(r, "syntax: window cap out of range: %s", buf);
+            return;
+        }
+        if (b.window_count < TG_BUDGET_MAX_WINDOWS) {
+            b.max_sends[b.window_count] = (uint32_t)cap;
+            b.window_ms[b.window_count] = ms;
+        }
+        b.window_count++;
+    }
+    check_status(r, "tg_budget_set",
+                 tg_budget_set(r->engine, key_arg(tok[1]), &b), want);
+}
+
+/* budget-read NAME KEY -> STATUS [used=N] [max=N] [window=MS] [frees=MS] */
+static void cmd_budget_read(run *r, char **tok, int n)
+{
+    int a = arrow(tok, n), i;
+    tg_budget_usage u;
+    tg_status want, got;
+    const char *v;
+
+    if (a != 3 || n < 5) {
+        fail(r, "syntax: budget-read NAME KEY -> STATUS [used=N] [max=N] "
+                "[window=MS] [frees=MS]");
+        return;
+    }
+    if (!parse_status(r, tok[4], &want))
+        return;
+    memset(&u, 0, sizeof u);
+    u.struct_size = sizeof u;
+    got = tg_budget_read(r->engine, key_arg(tok[1]), key_arg(tok[2]), &u);
+    check_status(r, "tg_budget_read", got, want);
+    for (i = 5; i < n && !r->failed; i++) {
+        int64_t want_v, have;
+        const char *field;
+        if ((v = opt(tok[i], "used")) != NULL)
+            field = "used", have = u.used;
+        else if ((v = opt(tok[i], "max")) != NULL)
+            field = "max", have = u.max_sends;
+        else if ((v = opt(tok[i], "window")) != NULL)
+            field = "window", have = u.window_ms;
+        else if ((v = opt(tok[i], "frees")) != NULL)
+            field = "frees", have = u.frees_in_ms;
+        else {
+            fail(r, "syntax: unknown budget-read result %s", tok[i]);
+            return;
+        }
+        if (!parse_i64(r, v, &want_v))
+            return;
+        if (have != want_v)
+            fail(r, "tg_budget_read: expected %s=%lld, got %lld", field,
+                 (long long)want_v, (long long)have);
+    }
+}
+
+/* budget-reset NAME KEY -> STATUS */
+static void cmd_budget_reset(run *r, char **tok, int n)
+{
+    tg_status want;
+    if (n != 5 || arrow(tok, n) != 3) {
+        fail(r, "syntax: budget-reset NAME KEY -> STATUS");
+        return;
+    }
+    if (!parse_status(r, tok[4], &want))
+        return;
+    check_status(r, "tg_budget_reset",
+                 tg_budget_reset(r->engine, key_arg(tok[1]), key_arg(tok[2])),
+                 want);
+}
+
 static int enabled_in(int state)
 {
-    return state == TG_BUTTON_IDLE || state == TG_BUTTON_READY_AGAIN;
+    return state == TG_BUTTON_IDLE || state == TG_BUTTON_READY_AGAIN ||
+           state == TG_BUTTON_CODE_DEAD;
 }
 
 static int64_t ceil_s(int64_t ms)
@@ -1421,6 +1633,31 @@ static void cmd_close(run *r, int n)
     r->closed = 1;
     pthread_mutex_unlock(&r->mu);
     check_status(r, "tg_engine_close", s, TG_OK);
+}
+
+/* reopen: close the engine and open a new one on the same store, its
+ * manual clock where the old one stopped */
+static void cmd_reopen(run *r, int n)
+{
+    tg_status s;
+    if (n != 1 || !r->store_path[0]) {
+        fail(r, "syntax: reopen (on an engine opened with `store`)");
+        return;
+    }
+    if (r->closed) {
+        fail(r, "syntax: the engine is closed");
+        return;
+    }
+    deliver(r);
+    s = tg_engine_close(r->engine);
+    check_status(r, "tg_engine_close", s, TG_OK);
+    if (r->failed)
+        return;
+    r->options.manual_boot_ms += r->advanced_ms;
+    r->options.manual_wall_ms += r->advanced_ms;
+    r->advanced_ms = 0;
+    s = tg_engine_open(&r->options, &r->engine);
+    check_status(r, "tg_engine_open (reopen)", s, TG_OK);
 }
 
 /* ---- checks of what the callbacks received ---- */
@@ -1869,6 +2106,16 @@ static void command(run *r, char **tok, int n, int override)
         cmd_send_end(r, tok, n);
     else if (strcmp(c, "verified") == 0)
         cmd_verified(r, tok, n);
+    else if (strcmp(c, "verify-failed") == 0)
+        cmd_verify_failed(r, tok, n);
+    else if (strcmp(c, "budget") == 0)
+        cmd_budget(r, tok, n);
+    else if (strcmp(c, "budget-read") == 0)
+        cmd_budget_read(r, tok, n);
+    else if (strcmp(c, "budget-reset") == 0)
+        cmd_budget_reset(r, tok, n);
+    else if (strcmp(c, "reopen") == 0)
+        cmd_reopen(r, n);
     else if (strcmp(c, "button") == 0)
         cmd_button(r, tok, n);
     else if (strcmp(c, "gate-subscribe") == 0)
@@ -2010,6 +2257,15 @@ static int run_file(const char *path, int override)
         k = r.tickets->next;
         free(r.tickets);
         r.tickets = k;
+    }
+    if (r.store_dir[0]) {
+        static const char *const suffixes[] = {"", "-wal", "-shm"};
+        char file[128];
+        for (i = 0; i < 3; i++) {
+            snprintf(file, sizeof file, "%s%s", r.store_path, suffixes[i]);
+            unlink(file);
+        }
+        rmdir(r.store_dir);
     }
     pthread_mutex_destroy(&r.mu);
     g_run = NULL;

@@ -518,7 +518,7 @@ static void test_version(void)
 }
 
 /* The last status of the header. */
-#define LAST_STATUS TG_E_STORE_IO
+#define LAST_STATUS TG_E_CODE_DEAD
 
 static void test_status_strings(void)
 {

@@ -195,14 +195,29 @@ static void test_policy_set_sizes(void)
     ASSERT_STATUS(tg_policy_set(e, "login", &b.policy), TG_E_VERSION);
     ASSERT_STATUS(tg_policy_get(e, "login", &got), TG_OK);
     ASSERT_EQ_INT(got.cooldown_ms[0], 1234);
-    /* older */
+    /* the first layout (ending at ticket_timeout_ms): max_wrong_codes
+     * takes its default */
     b.bytes[size + 3] = 0;
-    set_size(&b, size - 8);
+    b.policy.max_wrong_codes = 9;
+    b.policy.cooldown_ms[0] = 4321;
+    set_size(&b, offsetof(tg_policy, max_wrong_codes));
+    ASSERT_STATUS(tg_policy_set(e, "login", &b.policy), TG_OK);
+    ASSERT_STATUS(tg_policy_get(e, "login", &got), TG_OK);
+    ASSERT_EQ_INT(got.cooldown_ms[0], 4321);
+    ASSERT_EQ_INT(got.max_wrong_codes, 5);
+    /* get into the first layout: its bytes only */
+    fill(&b, CANARY);
+    set_size(&b, offsetof(tg_policy, max_wrong_codes));
+    ASSERT_STATUS(tg_policy_get(e, "login", &b.policy), TG_OK);
+    ASSERT_EQ_INT(b.policy.cooldown_ms[0], 4321);
+    ASSERT_EQ_INT(b.bytes[offsetof(tg_policy, max_wrong_codes)], CANARY);
+    /* older than any layout */
+    set_size(&b, offsetof(tg_policy, max_wrong_codes) - 8);
     ASSERT_STATUS(tg_policy_set(e, "login", &b.policy), TG_E_VERSION);
     set_size(&b, 4);
     ASSERT_STATUS(tg_policy_set(e, "login", &b.policy), TG_E_VERSION);
     ASSERT_STATUS(tg_policy_get(e, "login", &got), TG_OK);
-    ASSERT_EQ_INT(got.cooldown_ms[0], 1234);
+    ASSERT_EQ_INT(got.cooldown_ms[0], 4321);
     tg_engine_close(e);
 }
 
@@ -229,7 +244,12 @@ static void test_titles_sizes(void)
     b.titles.idle = "Other";
     ASSERT_STATUS(tg_titles_set(e, "login", &b.titles), TG_E_VERSION);
     b.bytes[size + 31] = 0;
-    set_size(&b, size - 8);
+    /* the first layout (ending at locked): code_dead takes its default */
+    b.titles.idle = "Send";
+    b.titles.code_dead = "\xff{";
+    set_size(&b, offsetof(tg_titles, code_dead));
+    ASSERT_STATUS(tg_titles_set(e, "login", &b.titles), TG_OK);
+    set_size(&b, offsetof(tg_titles, code_dead) - 8);
     ASSERT_STATUS(tg_titles_set(e, "login", &b.titles), TG_E_VERSION);
     set_size(&b, 0);
     ASSERT_STATUS(tg_titles_set(e, "login", &b.titles), TG_E_VERSION);

@@ -43,9 +43,12 @@ from __future__ import annotations
 
 import ctypes
 import os
+import shutil
 import sys
+import tempfile
 import threading
 import time
+from ctypes import byref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple, TypeVar, Union
@@ -201,12 +204,16 @@ def _b(token: Token) -> Optional[bytes]:
     return None if token is None else token.encode("utf-8", "surrogateescape")
 
 
+def _dec(raw: Optional[bytes]) -> str:
+    return "" if raw is None else raw.decode("utf-8", "surrogateescape")
+
+
 def _name(enum: Any, value: Any) -> str:
     return value.name if isinstance(value, enum) else "(unknown)"
 
 
 def _enabled_in(state: Any) -> bool:
-    return state in (ButtonState.IDLE, ButtonState.READY_AGAIN)
+    return state in (ButtonState.IDLE, ButtonState.READY_AGAIN, ButtonState.CODE_DEAD)
 
 
 def _ceil_s(ms: int) -> int:
@@ -374,6 +381,9 @@ class Run:
     outside: int = 0
     on_main: int = 0
     closed: bool = False
+    store_dir: Optional[str] = None  # engine ... store: its temporary directory
+    engine_options: Dict[str, Any] = field(default_factory=dict)
+    advanced_ms: int = 0  # the manual clock's advances since the engine opened
     group: Optional[List[Check]] = None  # an any-order block being read
     group_line: int = 0
 
@@ -548,14 +558,17 @@ class Run:
                 delivery = "thread"
             elif opt(t, "tick") is not None:
                 tick = self.parse_int(self, opt(t, "tick"))
+            elif t == "store":
+                self.store_dir = tempfile.mkdtemp(prefix="tg-scn-")
             else:
                 raise self.fail(f"syntax: unknown engine option {show(t)}")
         if self.override is not None:
             delivery = self.override
         self.thread_mode = delivery == "thread"
-        status, engine, exc = call(
-            lambda: Engine(delivery=delivery, clock="manual", tick_interval_ms=tick)
-        )
+        self.engine_options = dict(delivery=delivery, clock="manual", tick_interval_ms=tick)
+        if self.store_dir is not None:
+            self.engine_options["store_path"] = os.path.join(self.store_dir, "store.db")
+        status, engine, exc = call(lambda: Engine(**self.engine_options))
         self.check_status("tg_engine_open", status, Status.OK, exc)
         self.engine = engine
 
@@ -725,6 +738,7 @@ class Run:
         engine = self.eng
         status, _, exc = call(lambda: engine.advance(ms=ms))
         self.check_status("tg_clock_advance", status, Status.OK, exc)
+        self.advanced_ms += ms
         if not self.thread_mode:
             self.deliver()
 
@@ -764,6 +778,10 @@ class Run:
                 p["quiet_reset_ms"] = self.parse_int(self, opt(t, "quiet"))
             elif opt(t, "ticket") is not None:
                 p["ticket_timeout_ms"] = self.parse_int(self, opt(t, "ticket"))
+            elif opt(t, "wrong") is not None:
+                p["max_wrong_codes"] = self.parse_int(self, opt(t, "wrong"))
+                if not 0 <= p["max_wrong_codes"] <= UINT32_MAX:
+                    raise self.fail(f"syntax: wrong= out of range: {opt(t, 'wrong')}")
             else:
                 raise self.fail(f"syntax: unknown policy option {show(t)}")
         engine = self.eng
@@ -779,7 +797,7 @@ class Run:
         want = self.status(tok[a + 1])
         templates: Dict[str, Any] = {}
         for t in tok[2:a]:
-            for role in ("idle", "sending", "cooling", "ready_again", "locked"):
+            for role in ("idle", "sending", "cooling", "ready_again", "locked", "code_dead"):
                 if opt(t, role) is not None:
                     templates[role] = _b(opt(t, role))
                     break
@@ -791,11 +809,30 @@ class Run:
 
     def cmd_send_begin(self, tok: List[Token]) -> None:
         a = arrow(tok)
-        if a != 3 or len(tok) < a + 2:
-            raise self.fail("syntax: send-begin SCOPE SUBJECT -> STATUS [ticket=NAME] [wait=MS]")
+        if a < 3 or len(tok) < a + 2:
+            raise self.fail(
+                "syntax: send-begin SCOPE SUBJECT [budget=NAME:KEY]... [null-budgets=N] -> STATUS "
+                "[ticket=NAME] [wait=MS] [budget=INDEX|none]"
+            )
         want = self.status(tok[a + 1])
         label: Optional[str] = None
         want_wait: Optional[int] = None
+        budgets: Optional[List[Tuple[Optional[bytes], Optional[bytes]]]] = None
+        null_budgets: Optional[int] = None
+        want_index: Any = False  # False: not checked; None: no budget refused
+        for t in tok[3:a]:
+            if opt(t, "budget") is not None:
+                v = str(opt(t, "budget"))
+                if ":" not in v:
+                    raise self.fail("syntax: budget=NAME:KEY")
+                name, key = v.split(":", 1)
+                budgets = (budgets or []) + [
+                    (None if name == "(null)" else _b(name), None if key == "(null)" else _b(key))
+                ]
+            elif opt(t, "null-budgets") is not None:
+                null_budgets = self.parse_int(self, opt(t, "null-budgets"))
+            else:
+                raise self.fail(f"syntax: unknown send-begin option {show(t)}")
         for t in tok[a + 2 :]:
             if opt(t, "ticket") is not None:
                 label = opt(t, "ticket")
@@ -803,15 +840,35 @@ class Run:
                     raise self.fail("syntax: a ticket NAME must not be a number")
             elif opt(t, "wait") is not None:
                 want_wait = self.parse_int(self, opt(t, "wait"))
+            elif opt(t, "budget") is not None:
+                v = str(opt(t, "budget"))
+                want_index = None if v == "none" else self.parse_int(self, v)
             else:
                 raise self.fail(f"syntax: unknown send-begin result {show(t)}")
         engine = self.eng
-        status, ticket, exc = call(lambda: engine.send_begin(self.key(tok[1]), self.key(tok[2])))  # type: ignore[arg-type]
+        if null_budgets is not None:
+            # A NULL array: only the raw C call can pass one.
+            def raw_call() -> None:
+                engine._lib.tg_send_begin_budgeted(
+                    engine._h, self.key(tok[1]), self.key(tok[2]), None, null_budgets,
+                    byref(ctypes.c_uint64()), byref(ctypes.c_int64()), byref(ctypes.c_size_t()))
+            status, ticket, exc = call(raw_call)
+        else:
+            status, ticket, exc = call(
+                lambda: engine.send_begin(self.key(tok[1]), self.key(tok[2]), budgets=budgets))  # type: ignore[arg-type]
         self.check_status("tg_send_begin", status, want, exc)
         if want_wait is not None:
             got = getattr(exc, "remaining_ms", None)
             if got != want_wait:
                 raise self.fail(f"tg_send_begin: expected wait={want_wait}, got {got}")
+        if want_index is not False:
+            got_index = getattr(exc, "budget_index", None)
+            if got_index != want_index:
+                raise self.fail(f"tg_send_begin_budgeted: expected budget={want_index}, got {got_index}")
+            if got_index is not None and budgets is not None:
+                name, key = budgets[got_index]
+                if (exc.budget, exc.budget_key) != (_dec(name), _dec(key)):  # type: ignore[union-attr]
+                    raise self.fail(f"the Locked error names {exc.budget!r}/{exc.budget_key!r}")  # type: ignore[union-attr]
         if ticket is not None and label is not None:
             self.tickets[label] = ticket.id
 
@@ -860,6 +917,78 @@ class Run:
         engine = self.eng
         status, _, exc = call(lambda: engine.verified(self.key(tok[1]), self.key(tok[2])))  # type: ignore[arg-type]
         self.check_status("tg_verified", status, want, exc)
+
+    def cmd_verify_failed(self, tok: List[Token]) -> None:
+        if arrow(tok) != 3 or len(tok) not in (5, 6) or (len(tok) == 6 and opt(tok[5], "left") is None):
+            raise self.fail("syntax: verify-failed SCOPE SUBJECT -> STATUS [left=N|none]")
+        want = self.status(tok[4])
+        engine = self.eng
+        status, left, exc = call(lambda: engine.verify_failed(self.key(tok[1]), self.key(tok[2])))  # type: ignore[arg-type]
+        self.check_status("tg_verify_failed", status, want, exc)
+        if len(tok) == 6 and status == Status.OK:
+            v = str(opt(tok[5], "left"))
+            want_left = None if v == "none" else self.parse_int(self, v)
+            if left != want_left:
+                raise self.fail(f"tg_verify_failed: expected left={v}, got {left}")
+
+    def cmd_budget(self, tok: List[Token]) -> None:
+        a = arrow(tok)
+        if a < 2 or len(tok) != a + 2:
+            raise self.fail("syntax: budget NAME N/MS [N/MS]... -> STATUS")
+        want = self.status(tok[a + 1])
+        windows = []
+        for t in tok[2:a]:
+            if t is None or "/" not in t:
+                raise self.fail("syntax: a window is N/MS")
+            cap_text, ms_text = t.split("/", 1)
+            cap, ms = self.parse_int(self, cap_text), self.parse_int(self, ms_text)
+            if not 0 <= cap <= UINT32_MAX:
+                raise self.fail(f"syntax: window cap out of range: {cap_text}")
+            windows.append((cap, ms))
+        engine = self.eng
+        status, _, exc = call(lambda: engine.set_budget(self.key(tok[1]), windows))  # type: ignore[arg-type]
+        self.check_status("tg_budget_set", status, want, exc)
+
+    def cmd_budget_read(self, tok: List[Token]) -> None:
+        if arrow(tok) != 3 or len(tok) < 5:
+            raise self.fail("syntax: budget-read NAME KEY -> STATUS [used=N] [max=N] [window=MS] [frees=MS]")
+        want = self.status(tok[4])
+        engine = self.eng
+        status, usage, exc = call(lambda: engine.budget_usage(self.key(tok[1]), self.key(tok[2])))  # type: ignore[arg-type]
+        self.check_status("tg_budget_read", status, want, exc)
+        fields = {"used": "used", "max": "max_sends", "window": "window_ms", "frees": "frees_in_ms"}
+        for t in tok[5:]:
+            name = str(t).split("=", 1)[0]
+            if name not in fields or opt(t, name) is None:
+                raise self.fail(f"syntax: unknown budget-read result {show(t)}")
+            want_v = self.parse_int(self, opt(t, name))
+            got = getattr(usage, fields[name], None)
+            if got != want_v:
+                raise self.fail(f"tg_budget_read: expected {name}={want_v}, got {got}")
+
+    def cmd_budget_reset(self, tok: List[Token]) -> None:
+        if len(tok) != 5 or tok[3] is not ARROW:
+            raise self.fail("syntax: budget-reset NAME KEY -> STATUS")
+        want = self.status(tok[4])
+        engine = self.eng
+        status, _, exc = call(lambda: engine.reset_budget(self.key(tok[1]), self.key(tok[2])))  # type: ignore[arg-type]
+        self.check_status("tg_budget_reset", status, want, exc)
+
+    def cmd_reopen(self, tok: List[Token]) -> None:
+        if len(tok) != 1 or self.store_dir is None:
+            raise self.fail("syntax: reopen (on an engine opened with `store`)")
+        if self.closed:
+            raise self.fail("syntax: the engine is closed")
+        self.deliver()
+        status, _, exc = call(self.eng.close)
+        self.check_status("tg_engine_close", status, Status.OK, exc)
+        options = self.engine_options
+        options["manual_boot_ms"] = options.get("manual_boot_ms", 0) + self.advanced_ms
+        options["manual_wall_ms"] = options.get("manual_wall_ms", 0) + self.advanced_ms
+        self.advanced_ms = 0
+        status, engine, exc = call(lambda: Engine(**options))
+        self.check_status("tg_engine_open (reopen)", status, Status.OK, exc)
+        self.engine = engine
 
     def cmd_button(self, tok: List[Token]) -> None:
         if arrow(tok) != 3 or len(tok) not in (5, 7):
@@ -1240,6 +1369,11 @@ class Run:
             "send-begin": self.cmd_send_begin,
             "send-end": self.cmd_send_end,
             "verified": self.cmd_verified,
+            "verify-failed": self.cmd_verify_failed,
+            "budget": self.cmd_budget,
+            "budget-read": self.cmd_budget_read,
+            "budget-reset": self.cmd_budget_reset,
+            "reopen": self.cmd_reopen,
             "button": self.cmd_button,
             "gate-subscribe": self.cmd_gate_subscribe,
             "require": self.cmd_require,
@@ -1283,6 +1417,8 @@ class Run:
                 self.engine.close()
                 with self.lock:
                     self.closed = True
+            if self.store_dir is not None:
+                shutil.rmtree(self.store_dir, ignore_errors=True)
         # After close: every destructor ran once (never for a failed
         # subscribe or require), and no callback ran after close returned.
         self.lineno, self.text = last_line, "(end of file, after tg_engine_close)"

@@ -37,6 +37,7 @@ EXPECTED = {
     Status.E_STORE_CORRUPT: tickgate.StoreCorrupt,
     Status.E_STORE_VERSION: tickgate.StoreVersion,
     Status.E_STORE_IO: tickgate.StoreIO,
+    Status.E_CODE_DEAD: tickgate.CodeDead,
 }
 
 

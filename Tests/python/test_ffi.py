@@ -214,6 +214,9 @@ STRUCTS = {
     "tg_titles": _ffi.tg_titles,
     "tg_button": _ffi.tg_button,
     "tg_gate_event": _ffi.tg_gate_event,
+    "tg_budget": _ffi.tg_budget,
+    "tg_budget_key": _ffi.tg_budget_key,
+    "tg_budget_usage": _ffi.tg_budget_usage,
 }
 
 

@@ -50,6 +50,7 @@ final class EngineState {
     // The parts: the resend flow, the login gates, the subscriptions, and
     // delivery.
     var sends = SendBook()
+    var budgets = BudgetBook()
     var gates = GateBook()
     /// Changed through `register` and `unregister` (the scope cache
     /// follows them).
@@ -166,7 +167,8 @@ final class EngineState {
     /// The state of a key with nothing running.
     func restingState(_ key: CountdownKey) -> ButtonState {
         if sends.records.isEmpty { return .idle }
-        return sends.records[key]?.hasSent == true ? .readyAgain : .idle
+        guard let record = sends.records[key] else { return .idle }
+        return record.codeDead ? .codeDead : record.hasSent ? .readyAgain : .idle
     }
 
     /// The key's button now, with its title.

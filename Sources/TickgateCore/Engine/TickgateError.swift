@@ -19,6 +19,7 @@ public enum Status: Int32, Sendable {
     case storeCorrupt = 16
     case storeVersion = 17
     case storeIO = 18
+    case codeDead = 19
 
     /// Static English text for the status.
     public var text: StaticString {
@@ -42,20 +43,24 @@ public enum Status: Int32, Sendable {
         case .storeCorrupt: "store corrupt"
         case .storeVersion: "store from a newer version"
         case .storeIO: "store I/O error"
+        case .codeDead: "code dead"
         }
     }
 }
 
-/// A failed call: its status, a detail message, and for `.coolingDown` the
-/// time the running countdown still has.
+/// A failed call: its status, a detail message, for `.coolingDown`,
+/// `.inFlight` and `.locked` the wait, and for a send refused by a budget
+/// the index of that budget key in the send's list.
 public struct TickgateError: Error, Sendable {
     public let status: Status
     public let message: String
     public let remaining: Span
+    public let budgetIndex: Int?
 
-    public init(_ status: Status, _ message: String, remaining: Span = .zero) {
+    public init(_ status: Status, _ message: String, remaining: Span = .zero, budgetIndex: Int? = nil) {
         self.status = status
         self.message = message
         self.remaining = remaining
+        self.budgetIndex = budgetIndex
     }
 }

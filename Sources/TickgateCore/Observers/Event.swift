@@ -12,6 +12,8 @@ public enum EventKind: Int32, Sendable {
     case sendFailed = 7
     /// `verified` reset the key.
     case reset = 8
+    /// The key's code took the policy's maximum of wrong codes.
+    case codeDead = 9
 }
 
 /// One event for one subscription.

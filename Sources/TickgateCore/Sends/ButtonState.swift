@@ -10,9 +10,12 @@ public enum ButtonState: Int32, Sendable {
     case readyAgain = 3
     /// The window's cap of sends is reached.
     case locked = 4
+    /// The code took too many wrong codes and no cooldown runs: a new
+    /// send is the only way on.
+    case codeDead = 5
 
     /// Whether the button may be tapped.
-    public var isEnabled: Bool { self == .idle || self == .readyAgain }
+    public var isEnabled: Bool { self == .idle || self == .readyAgain || self == .codeDead }
 }
 
 /// A key's button at one moment.

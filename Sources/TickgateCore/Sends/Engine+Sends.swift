@@ -37,10 +37,14 @@ extension Engine {
     }
 
     /// The user tapped "Get code": grants a send ticket (state SENDING), or
-    /// throws `.coolingDown`, `.inFlight` or `.locked` with the wait.
-    public func sendBegin(_ key: CountdownKey) throws(TickgateError) -> UInt64 {
+    /// throws `.coolingDown`, `.inFlight` or `.locked` with the wait. A
+    /// send that names budget keys is granted only if each has room, and
+    /// is charged to all of them (a refusal by a budget carries its index
+    /// in `budgets`).
+    public func sendBegin(_ key: CountdownKey, budgets: [BudgetKey] = []) throws(TickgateError) -> UInt64 {
         try decide(key, { (state) throws(TickgateError) in
-            .sendBegin(policy: state.policy(of: key.scope), tickInterval: defaultTickInterval)
+            .sendBegin(policy: state.policy(of: key.scope), tickInterval: defaultTickInterval,
+                       budgets: budgets.isEmpty ? [] : try state.budgets.checked(budgets))
         }) { (state, _, result) throws(TickgateError) -> UInt64 in
             if let refusal = result.refusal { throw refusal }
             guard var countdown = result.after.countdown else {
@@ -49,6 +53,7 @@ extension Engine {
             state.sends.nextTicket &+= 1
             let ticket = state.sends.nextTicket
             state.sends.tickets[ticket] = key
+            if !budgets.isEmpty { state.sends.charges[ticket] = (budgets, result.now) }
             state.nextInstance &+= 1
             countdown.instance = state.nextInstance
             countdown.ticket = ticket
@@ -81,8 +86,12 @@ extension Engine {
                   let sending = state.countdown(slot, key: key), sending.ticket == ticket else {
                 throw state.endedTicketError(ticket)
             }
+            let charge = state.sends.charges[ticket]
             return .sendEnd(ticketDeadline: sending.deadline, outcome: outcome, serverRetryAfter: serverRetryAfter,
-                            policy: state.policy(of: key.scope), tickInterval: defaultTickInterval)
+                            policy: state.policy(of: key.scope), tickInterval: defaultTickInterval,
+                            budgets: try charge.map { (charge) throws(TickgateError) in
+                                try state.budgets.rows(charge.budgets, withCharges: false)
+                            } ?? [], chargedAt: charge?.at)
         }) { (state, held, result) throws(TickgateError) -> Span in
             guard let key else { throw state.endedTicketError(ticket) }
             if let refusal = result.refusal {
@@ -123,8 +132,38 @@ extension Engine {
         }
     }
 
+    /// A wrong code was typed: counts it against the key's current code.
+    /// Returns how many more wrong codes the code survives (nil: no cap);
+    /// zero means this one killed it (state CODE_DEAD once no cooldown
+    /// runs, event `.codeDead`). Throws `.notFound` if no code was sent
+    /// since the last `verified`, `.codeDead` if the code is dead already.
+    public func verifyFailed(_ key: CountdownKey) throws(TickgateError) -> Int? {
+        try decide(key, { (state) throws(TickgateError) in
+            .verifyFailed(policy: state.policy(of: key.scope))
+        }) { (state, _, result) throws(TickgateError) -> Int? in
+            if let refusal = result.refusal { throw refusal }
+            guard let record = result.after.record else {
+                throw TickgateError(.storeCorrupt, "the store counted a wrong code for \(key.description) without a record")
+            }
+            state.sends.records[key] = record
+            let maximum = state.policy(of: key.scope).maximumWrongCodes
+            if record.codeDead {
+                let now = result.now
+                let button = state.button(key, at: now)
+                if state.emit(.codeDead, key, instance: 0, remaining: button.remaining,
+                              duration: state.counting(key, at: now)?.duration ?? .zero, state: button.state) {
+                    poller.wake()
+                }
+                return 0
+            }
+            return maximum > 0 ? max(maximum - record.wrongCodes, 0) : nil
+        }
+    }
+
     /// The host verified the code: escalation restarts, a cooldown is
-    /// cancelled and the key is IDLE (a lock of the window stays).
+    /// cancelled and the key is IDLE (a lock of the window stays). Throws
+    /// `.codeDead` (changing nothing) if the code took too many wrong
+    /// codes: then the login must be refused.
     public func verified(_ key: CountdownKey) throws(TickgateError) {
         try decide(key, { (state) throws(TickgateError) in
             .verified(policy: state.policy(of: key.scope))

@@ -13,6 +13,9 @@ struct SendBook {
     /// Open tickets and their keys.
     var tickets: [UInt64: CountdownKey] = [:]
     var nextTicket: UInt64 = 0
+    /// Open tickets that charged budgets: which, and when (a failed send
+    /// returns the charge).
+    var charges: [UInt64: (budgets: [BudgetKey], at: Instant)] = [:]
     /// How recent tickets ended, the oldest evicted first.
     private(set) var endedTickets: [UInt64: TicketEnd] = [:]
     private var endedOrder: [UInt64] = []
@@ -21,6 +24,7 @@ struct SendBook {
     /// Closes a ticket and remembers how it ended.
     mutating func recordEnd(of ticket: UInt64, _ end: TicketEnd) {
         tickets.removeValue(forKey: ticket)
+        if !charges.isEmpty { charges.removeValue(forKey: ticket) }
         endedTickets[ticket] = end
         endedOrder.append(ticket)
         if endedOrder.count > Self.endedTicketsKept * 2 {

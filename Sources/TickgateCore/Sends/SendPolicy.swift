@@ -13,15 +13,22 @@ public struct SendPolicy: Sendable, Equatable {
     /// means never (only `verified` does).
     public var quietReset: Span
     public var ticketTimeout: Span
+    /// Wrong codes a sent code survives: the last one kills it (until a
+    /// new send). Zero means no cap.
+    public var maximumWrongCodes: Int
+
+    /// Most wrong codes a policy may allow per code (TG_WRONG_CODES_MAX).
+    @inlinable public static var maximumWrongCodesLimit: Int { 1_000 }
 
     public init(cooldowns: [Span] = [.milliseconds(60_000)], windowMaximumSends: Int = 0,
                 window: Span = .zero, quietReset: Span = .milliseconds(3_600_000),
-                ticketTimeout: Span = .milliseconds(30_000)) {
+                ticketTimeout: Span = .milliseconds(30_000), maximumWrongCodes: Int = 5) {
         self.cooldowns = cooldowns
         self.windowMaximumSends = windowMaximumSends
         self.window = window
         self.quietReset = quietReset
         self.ticketTimeout = ticketTimeout
+        self.maximumWrongCodes = maximumWrongCodes
     }
 
     /// Throws unless every field is in range.
@@ -47,6 +54,10 @@ public struct SendPolicy: Sendable, Equatable {
         guard ticketTimeout.nanoseconds > 0, ticketTimeout <= Limits.maximumDuration else {
             throw TickgateError(.invalidDuration, "ticket timeout is outside 1 ms ... 365 days")
         }
+        guard (0...Self.maximumWrongCodesLimit).contains(maximumWrongCodes) else {
+            throw TickgateError(.invalidArgument,
+                "max_wrong_codes \(maximumWrongCodes) is outside 0 ... \(Self.maximumWrongCodesLimit)")
+        }
         return self
     }
 
@@ -66,6 +77,11 @@ struct SendRecord {
     var lastSend: Instant?
     /// Cooled down after at least one send (READY_AGAIN rather than IDLE).
     var hasSent = false
+    /// Wrong codes typed against the current code.
+    var wrongCodes = 0
+    /// The current code took the policy's maximum of wrong codes: only a
+    /// new send revives the key.
+    var codeDead = false
 
     /// Counts one more consecutive send, saturating at the limit.
     mutating func countSend() {

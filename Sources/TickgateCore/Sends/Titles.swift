@@ -84,13 +84,17 @@ public struct TitleTemplate: Sendable, Equatable {
     }
 }
 
-/// The five titles of a scope's button.
+/// The six titles of a scope's button.
 public struct TitleSet: Sendable, Equatable {
     public var idle: TitleTemplate
     public var sending: TitleTemplate
     public var cooling: TitleTemplate
     public var readyAgain: TitleTemplate
     public var locked: TitleTemplate
+    public var codeDead: TitleTemplate
+
+    public static let englishCodeDead = TitleTemplate(pieces: [.text("Too many attempts: get a new code")],
+                                                      source: "Too many attempts: get a new code")
 
     /// The titles of a scope whose host set none.
     public static let english = TitleSet(
@@ -99,15 +103,17 @@ public struct TitleSet: Sendable, Equatable {
         cooling: TitleTemplate(pieces: [.text("Resend ("), .seconds, .text("s)")], source: "Resend ({s}s)"),
         readyAgain: TitleTemplate(pieces: [.text("Resend code")], source: "Resend code"),
         locked: TitleTemplate(pieces: [.text("Try again in "), .minutes, .text(" min")],
-                              source: "Try again in {m} min"))
+                              source: "Try again in {m} min"),
+        codeDead: englishCodeDead)
 
     public init(idle: TitleTemplate, sending: TitleTemplate, cooling: TitleTemplate,
-                readyAgain: TitleTemplate, locked: TitleTemplate) {
+                readyAgain: TitleTemplate, locked: TitleTemplate, codeDead: TitleTemplate) {
         self.idle = idle
         self.sending = sending
         self.cooling = cooling
         self.readyAgain = readyAgain
         self.locked = locked
+        self.codeDead = codeDead
     }
 
     public func render(_ state: ButtonState, _ remaining: Span) -> String {
@@ -117,6 +123,7 @@ public struct TitleSet: Sendable, Equatable {
         case .cooling: cooling.render(remaining)
         case .readyAgain: readyAgain.render(remaining)
         case .locked: locked.render(remaining)
+        case .codeDead: codeDead.render(remaining)
         }
     }
 }

@@ -34,8 +34,14 @@ extension Engine {
                 let (rows, slot) = state.keyRows(key, at: now)
                 var result = DecisionResult(before: rows, after: rows, now: now, refusal: nil,
                                             knownSlot: .some(slot))
+                let budgets = decision.budgets
+                if !budgets.isEmpty {
+                    // Only `after` holds the charges (one copy to change).
+                    result.after.budgets = try state.budgets.rows(budgets.map(\.key), withCharges: true)
+                }
                 do throws(TickgateError) {
-                    _ = try decision.apply(to: &result.after, key: key, at: now)
+                    let changes = try decision.apply(to: &result.after, key: key, at: now)
+                    if changes.contains(.budgets) { state.budgets.store(result.after.budgets) }
                 } catch {
                     // A refusal leaves the rows as they were.
                     result.refusal = error
@@ -167,6 +173,7 @@ extension EngineState {
         for (key, record) in snapshot.records { sends.records[key] = record }
         for (scope, policy) in snapshot.policies { sends.policies[scope] = policy }
         for (scope, titles) in snapshot.titles { setTitles(titles, scope: scope) }
+        for (name, budget) in snapshot.budgets { budgets.budgets[name] = budget }
         for session in snapshot.sessions {
             var gate = Gate()
             if let end = session.expiry {

@@ -6,20 +6,33 @@ enum KeyDecision {
     case start(duration: Span, tickInterval: Span, restart: Bool)
     /// End the running countdown.
     case cancel
-    /// "Get code": open a send ticket unless the key is busy or its window
-    /// is full.
-    case sendBegin(policy: SendPolicy, tickInterval: Span)
-    /// Close the send ticket whose countdown ends at `ticketDeadline`.
+    /// "Get code": open a send ticket unless the key is busy, its window
+    /// is full or a budget it names is spent; charges every budget.
+    case sendBegin(policy: SendPolicy, tickInterval: Span, budgets: [BudgetRow])
+    /// Close the send ticket whose countdown ends at `ticketDeadline`; a
+    /// failed send returns the charge made at `chargedAt` to `budgets`.
     case sendEnd(ticketDeadline: Instant, outcome: SendOutcome, serverRetryAfter: Span,
-                 policy: SendPolicy, tickInterval: Span)
+                 policy: SendPolicy, tickInterval: Span, budgets: [BudgetRow], chargedAt: Instant?)
     /// The code was verified: escalation restarts, a cooldown ends.
     case verified(policy: SendPolicy)
+    /// A wrong code was typed against the key's current code.
+    case verifyFailed(policy: SendPolicy)
 
     /// What `apply` changed.
     struct Changes: OptionSet {
         let rawValue: UInt8
         static let countdown = Changes(rawValue: 1)
         static let record = Changes(rawValue: 2)
+        static let budgets = Changes(rawValue: 4)
+    }
+
+    /// The budget keys the decision reads and charges (their rows as
+    /// `prepare` made them: limits, no charges; a store reads the charges).
+    var budgets: [BudgetRow] {
+        switch self {
+        case let .sendBegin(_, _, budgets), let .sendEnd(_, _, _, _, _, budgets, _): budgets
+        default: []
+        }
     }
 
     /// Makes the decision on `rows` (the key's state at `now`). Throws the
@@ -40,7 +53,7 @@ enum KeyDecision {
             rows.countdown = nil
             return .countdown
 
-        case let .sendBegin(policy, tickInterval):
+        case let .sendBegin(policy, tickInterval, _):
             if let running { throw Engine.busyError(running, at: now) }
             if var record = rows.record {
                 record.prune(at: now, policy: policy)
@@ -53,12 +66,17 @@ enum KeyDecision {
                         remaining: wait)
                 }
             }
+            var changes: Changes = .countdown
+            if !rows.budgets.isEmpty {
+                try Self.charge(&rows.budgets, at: now)
+                changes.insert(.budgets)
+            }
             rows.countdown = Countdown(key: key, phase: .sending, instance: 0,
                                        deadline: now.advanced(by: policy.ticketTimeout),
                                        duration: policy.ticketTimeout, tickInterval: tickInterval)
-            return .countdown
+            return changes
 
-        case let .sendEnd(ticketDeadline, outcome, serverRetryAfter, policy, tickInterval):
+        case let .sendEnd(ticketDeadline, outcome, serverRetryAfter, policy, tickInterval, _, chargedAt):
             guard let sending = rows.countdown, sending.phase == .sending,
                   sending.deadline == ticketDeadline else {
                 if ticketDeadline <= now {
@@ -71,7 +89,9 @@ enum KeyDecision {
             }
             guard outcome == .succeeded else {
                 rows.countdown = nil
-                return .countdown
+                guard let chargedAt, !rows.budgets.isEmpty else { return .countdown }
+                Self.refund(&rows.budgets, chargedAt, at: now)
+                return [.countdown, .budgets]
             }
             var record = rows.record ?? SendRecord()
             if let last = record.lastSend, policy.quietReset > .zero, now.since(last) >= policy.quietReset {
@@ -81,6 +101,9 @@ enum KeyDecision {
             record.countSend()
             record.lastSend = now
             record.hasSent = true
+            // A new code: the wrong codes of the last one no longer count.
+            record.wrongCodes = 0
+            record.codeDead = false
             if policy.windowMaximumSends > 0 { record.sends.append(now) }
             var until = now.advanced(by: max(policy.cooldown(afterConsecutive: record.consecutive),
                                              serverRetryAfter))
@@ -95,6 +118,7 @@ enum KeyDecision {
             return [.countdown, .record]
 
         case let .verified(policy):
+            if rows.record?.codeDead == true { throw Self.deadError(key) }
             var changes: Changes = .record
             if running?.phase == .cooling {
                 rows.countdown = nil
@@ -105,9 +129,59 @@ enum KeyDecision {
             record?.consecutive = 0
             record?.hasSent = false
             record?.lastSend = nil
+            record?.wrongCodes = 0
             if record?.sends.isEmpty == true { record = nil }
             rows.record = record
             return changes
+
+        case let .verifyFailed(policy):
+            guard var record = rows.record, record.hasSent else {
+                throw TickgateError(.notFound, "no code was sent to \(key.description) since it was last verified")
+            }
+            if record.codeDead { throw Self.deadError(key) }
+            record.wrongCodes = min(record.wrongCodes, SendPolicy.maximumWrongCodesLimit) + 1
+            if policy.maximumWrongCodes > 0, record.wrongCodes >= policy.maximumWrongCodes {
+                record.codeDead = true
+            }
+            rows.record = record
+            return .record
+        }
+    }
+
+    static func deadError(_ key: CountdownKey) -> TickgateError {
+        TickgateError(.codeDead, "the code of \(key.description) took too many wrong codes: a new send revives it")
+    }
+
+    /// Charges one send at `now` to every budget, or throws the refusal of
+    /// the budget that frees last with nothing charged.
+    private static func charge(_ budgets: inout [BudgetRow], at now: Instant) throws(TickgateError) {
+        var charged = budgets
+        var refusal: (index: Int, free: Instant)?
+        for index in charged.indices {
+            charged[index].budget.prune(&charged[index].charges, at: now)
+            if let free = charged[index].budget.frees(charged[index].charges, at: now),
+               refusal.map({ free > $0.free }) ?? true {
+                refusal = (index, free)
+            }
+        }
+        if let refusal {
+            let row = charged[refusal.index]
+            let wait = refusal.free.since(now)
+            throw TickgateError(.locked,
+                "\(row.key.description) is spent: it frees a send in \(wait.millisecondsRoundedUp) ms",
+                remaining: wait, budgetIndex: refusal.index)
+        }
+        for index in charged.indices { charged[index].charges.append(now) }
+        budgets = charged
+    }
+
+    /// Returns a failed send's charge (made at `chargedAt`) to every budget.
+    private static func refund(_ budgets: inout [BudgetRow], _ chargedAt: Instant, at now: Instant) {
+        for index in budgets.indices {
+            if let at = budgets[index].charges.lastIndex(of: chargedAt) {
+                budgets[index].charges.remove(at: at)
+            }
+            budgets[index].budget.prune(&budgets[index].charges, at: now)
         }
     }
 }

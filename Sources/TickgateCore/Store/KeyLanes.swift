@@ -6,6 +6,8 @@ enum Lane: Hashable {
     case scope(KeyName)
     /// A login realm's session.
     case realm(KeyName)
+    /// A budget's limit.
+    case budget(KeyName)
 }
 
 /// One decision at a time per key, and nothing else serialized: a store

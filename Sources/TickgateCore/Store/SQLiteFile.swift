@@ -27,6 +27,14 @@ struct StoredRecord {
     var hasSent: Bool
     var lastSend: Stamp?
     var sends: [Stamp]
+    var wrongCodes: Int
+    var codeDead: Bool
+}
+
+/// A budget charge row, checked.
+struct StoredCharge {
+    var rowid: Int64
+    var at: Stamp
 }
 
 /// A live session's row, checked.
@@ -41,7 +49,7 @@ struct StoredSession {
 /// safely by several processes; its rows and transactions. Used by one
 /// thread at a time (the store's lock).
 final class SQLiteFile {
-    static let schemaVersion: Int64 = 2
+    static let schemaVersion: Int64 = 3
     /// Schema steps: entry i takes a store from version i to i + 1.
     static let migrations: [[String]] = [
         [
@@ -74,6 +82,20 @@ final class SQLiteFile {
         // 2: a session's TTL, which caps it across a reboot (0: unknown).
         [
             "ALTER TABLE sessions ADD COLUMN ttl_ns INTEGER NOT NULL DEFAULT 0",
+        ],
+        // 3: budgets and their charges; wrong codes per key, their cap per
+        // policy, and the title of a dead code.
+        [
+            "CREATE TABLE budgets(name TEXT PRIMARY KEY NOT NULL, windows TEXT NOT NULL) WITHOUT ROWID",
+            """
+            CREATE TABLE budget_charges(budget TEXT NOT NULL, key TEXT NOT NULL, boot_id TEXT NOT NULL,
+                boot_ns INTEGER NOT NULL, wall_ns INTEGER NOT NULL)
+            """,
+            "CREATE INDEX budget_charges_by_key ON budget_charges(budget, key)",
+            "ALTER TABLE send_records ADD COLUMN wrong_codes INTEGER NOT NULL DEFAULT 0",
+            "ALTER TABLE send_records ADD COLUMN code_dead INTEGER NOT NULL DEFAULT 0",
+            "ALTER TABLE policies ADD COLUMN max_wrong_codes INTEGER NOT NULL DEFAULT 5",
+            "ALTER TABLE titles ADD COLUMN code_dead TEXT NOT NULL DEFAULT 'Too many attempts: get a new code'",
         ],
     ]
 
@@ -343,12 +365,13 @@ final class SQLiteFile {
 
     func save(_ record: StoredRecord) throws(TickgateError) {
         try run("""
-            INSERT OR REPLACE INTO send_records(scope, subject, consecutive, has_sent, last_send, sends)
-            VALUES(?, ?, ?, ?, ?, ?)
+            INSERT OR REPLACE INTO send_records(scope, subject, consecutive, has_sent, last_send, sends,
+                wrong_codes, code_dead) VALUES(?, ?, ?, ?, ?, ?, ?, ?)
             """, [.text(record.key.scope.value), .text(record.key.subject.value),
                   .int(Int64(record.consecutive)), .int(record.hasSent ? 1 : 0),
                   record.lastSend.map { .text(SQLiteFile.encode($0)) } ?? .null,
-                  .text(record.sends.map(SQLiteFile.encode).joined(separator: "\n"))])
+                  .text(record.sends.map(SQLiteFile.encode).joined(separator: "\n")),
+                  .int(Int64(record.wrongCodes)), .int(record.codeDead ? 1 : 0)])
     }
 
     func deleteRecord(_ key: CountdownKey) throws(TickgateError) {
@@ -363,7 +386,10 @@ final class SQLiteFile {
 
     func records(where clause: String = "", _ values: [Value] = []) throws(TickgateError) -> [StoredRecord] {
         var rows: [StoredRecord] = []
-        try query("SELECT scope, subject, consecutive, has_sent, last_send, sends FROM send_records \(clause)",
+        try query("""
+            SELECT scope, subject, consecutive, has_sent, last_send, sends, wrong_codes, code_dead
+            FROM send_records \(clause)
+            """,
                   values, table: "send_records") { (row) throws(TickgateError) in
             let key = try SQLiteFile.key(&row)
             let consecutive = try row.integer(2, "consecutive", 0...Int64(Limits.maximumConsecutiveSends))
@@ -378,8 +404,11 @@ final class SQLiteFile {
                     throw row.corrupt("sends", "more than \(Limits.maximumWindowSends) sends")
                 }
             }
+            let wrongCodes = try row.integer(6, "wrong_codes", 0...Int64(SendPolicy.maximumWrongCodesLimit + 1))
+            let codeDead = try row.flag(7, "code_dead")
             rows.append(StoredRecord(key: key, consecutive: Int(consecutive), hasSent: hasSent,
-                                     lastSend: lastSend, sends: sends))
+                                     lastSend: lastSend, sends: sends, wrongCodes: Int(wrongCodes),
+                                     codeDead: codeDead))
         }
         return rows
     }
@@ -389,19 +418,19 @@ final class SQLiteFile {
     func save(policy: SendPolicy, scope: KeyName) throws(TickgateError) {
         try run("""
             INSERT OR REPLACE INTO policies(scope, cooldowns_ms, window_max_sends, window_ms,
-                quiet_reset_ms, ticket_timeout_ms) VALUES(?, ?, ?, ?, ?, ?)
+                quiet_reset_ms, ticket_timeout_ms, max_wrong_codes) VALUES(?, ?, ?, ?, ?, ?, ?)
             """, [.text(scope.value),
                   .text(policy.cooldowns.map { String($0.millisecondsRoundedUp) }.joined(separator: ",")),
                   .int(Int64(policy.windowMaximumSends)), .int(policy.window.millisecondsRoundedUp),
                   .int(policy.quietReset.millisecondsRoundedUp),
-                  .int(policy.ticketTimeout.millisecondsRoundedUp)])
+                  .int(policy.ticketTimeout.millisecondsRoundedUp), .int(Int64(policy.maximumWrongCodes))])
     }
 
     func policies() throws(TickgateError) -> [(KeyName, SendPolicy)] {
         var rows: [(KeyName, SendPolicy)] = []
         try query("""
-            SELECT scope, cooldowns_ms, window_max_sends, window_ms, quiet_reset_ms, ticket_timeout_ms
-            FROM policies
+            SELECT scope, cooldowns_ms, window_max_sends, window_ms, quiet_reset_ms, ticket_timeout_ms,
+                max_wrong_codes FROM policies
             """, [], table: "policies") { (row) throws(TickgateError) in
             let scope = try row.keyName(0, "scope")
             row.name = "row (\(scope.value))"
@@ -422,8 +451,9 @@ final class SQLiteFile {
             let window = try row.milliseconds(3, "window_ms", (cap > 0 ? one : .zero)...Limits.maximumDuration)
             let quiet = try row.milliseconds(4, "quiet_reset_ms", .zero...Limits.maximumDuration)
             let timeout = try row.milliseconds(5, "ticket_timeout_ms", one...Limits.maximumDuration)
+            let wrongCodes = try row.integer(6, "max_wrong_codes", 0...Int64(SendPolicy.maximumWrongCodesLimit))
             let policy = SendPolicy(cooldowns: steps, windowMaximumSends: Int(cap), window: window,
-                                    quietReset: quiet, ticketTimeout: timeout)
+                                    quietReset: quiet, ticketTimeout: timeout, maximumWrongCodes: Int(wrongCodes))
             do throws(TickgateError) {
                 rows.append((scope, try policy.validated()))
             } catch {
@@ -435,15 +465,16 @@ final class SQLiteFile {
 
     func save(titles: TitleSet, scope: KeyName) throws(TickgateError) {
         try run("""
-            INSERT OR REPLACE INTO titles(scope, idle, sending, cooling, ready_again, locked)
-            VALUES(?, ?, ?, ?, ?, ?)
+            INSERT OR REPLACE INTO titles(scope, idle, sending, cooling, ready_again, locked, code_dead)
+            VALUES(?, ?, ?, ?, ?, ?, ?)
             """, [.text(scope.value), .text(titles.idle.source), .text(titles.sending.source),
-                  .text(titles.cooling.source), .text(titles.readyAgain.source), .text(titles.locked.source)])
+                  .text(titles.cooling.source), .text(titles.readyAgain.source), .text(titles.locked.source),
+                  .text(titles.codeDead.source)])
     }
 
     func titles() throws(TickgateError) -> [(KeyName, TitleSet)] {
         var rows: [(KeyName, TitleSet)] = []
-        try query("SELECT scope, idle, sending, cooling, ready_again, locked FROM titles", [],
+        try query("SELECT scope, idle, sending, cooling, ready_again, locked, code_dead FROM titles", [],
                   table: "titles") { (row) throws(TickgateError) in
             let scope = try row.keyName(0, "scope")
             row.name = "row (\(scope.value))"
@@ -458,9 +489,80 @@ final class SQLiteFile {
             rows.append((scope, TitleSet(idle: try template(1, "idle"), sending: try template(2, "sending"),
                                          cooling: try template(3, "cooling"),
                                          readyAgain: try template(4, "ready_again"),
-                                         locked: try template(5, "locked"))))
+                                         locked: try template(5, "locked"),
+                                         codeDead: try template(6, "code_dead"))))
         }
         return rows
+    }
+
+    // MARK: Budgets
+
+    func save(budget: Budget, name: KeyName) throws(TickgateError) {
+        try run("INSERT OR REPLACE INTO budgets(name, windows) VALUES(?, ?)", [
+            .text(name.value),
+            .text(budget.windows.map { "\($0.maximumSends)/\($0.length.millisecondsRoundedUp)" }
+                .joined(separator: ",")),
+        ])
+    }
+
+    func budgets() throws(TickgateError) -> [(KeyName, Budget)] {
+        var rows: [(KeyName, Budget)] = []
+        try query("SELECT name, windows FROM budgets", [], table: "budgets") { (row) throws(TickgateError) in
+            let name = try row.keyName(0, "name")
+            row.name = "row (\(name.value))"
+            let list = try row.text(1, "windows", maximumBytes: 256)
+            let maximumMs = Limits.maximumDuration.nanoseconds / Span.nanosecondsPerMillisecond
+            var windows: [Budget.Window] = []
+            for part in list.split(separator: ",", omittingEmptySubsequences: false) {
+                let fields = part.split(separator: "/", omittingEmptySubsequences: false)
+                guard fields.count == 2, let sends = Int(fields[0]), let ms = Int64(fields[1]),
+                      ms >= 1, ms <= maximumMs else {
+                    throw row.corrupt("windows", "window \"\(part.prefix(30))\" is not SENDS/MS")
+                }
+                windows.append(Budget.Window(maximumSends: sends, length: .milliseconds(ms)))
+                guard windows.count <= Budget.maximumWindows else { break }
+            }
+            do throws(TickgateError) {
+                rows.append((name, try Budget(windows: windows).validated()))
+            } catch {
+                throw row.corrupt("windows", error.message)
+            }
+        }
+        return rows
+    }
+
+    /// A budget key's charges, in no order.
+    func charges(of key: BudgetKey) throws(TickgateError) -> [StoredCharge] {
+        var rows: [StoredCharge] = []
+        let most = Budget.maximumSends * Budget.maximumWindows
+        try query("SELECT rowid, boot_id, boot_ns, wall_ns FROM budget_charges WHERE budget = ? AND key = ?",
+                  [.text(key.budget.value), .text(key.key.value)],
+                  table: "budget_charges") { (row) throws(TickgateError) in
+            let rowid = try row.integer(0, "rowid", Int64.min...Int64.max)
+            row.name = "row (\(key.budget.value), \(key.key.value), rowid \(rowid))"
+            let at = try row.stamp(
+                bootID: try row.text(1, "boot_id", maximumBytes: Limits.maximumKeyBytes),
+                boot: try row.integer(2, "boot_ns", 0...Int64.max),
+                wall: try row.integer(3, "wall_ns", 0...Int64.max), "boot_id")
+            guard rows.count < most else { throw row.corrupt("budget", "more than \(most) charges for one key") }
+            rows.append(StoredCharge(rowid: rowid, at: at))
+        }
+        return rows
+    }
+
+    func insertCharge(_ key: BudgetKey, at stamp: Stamp) throws(TickgateError) {
+        try run("INSERT INTO budget_charges(budget, key, boot_id, boot_ns, wall_ns) VALUES(?, ?, ?, ?, ?)",
+                [.text(key.budget.value), .text(key.key.value), .text(stamp.bootID), .int(stamp.boot),
+                 .int(stamp.wall)])
+    }
+
+    func deleteCharge(rowid: Int64) throws(TickgateError) {
+        try run("DELETE FROM budget_charges WHERE rowid = ?", [.int(rowid)])
+    }
+
+    func deleteCharges(_ key: BudgetKey) throws(TickgateError) {
+        try run("DELETE FROM budget_charges WHERE budget = ? AND key = ?",
+                [.text(key.budget.value), .text(key.key.value)])
     }
 
     func save(_ session: StoredSession?, realm: KeyName) throws(TickgateError) {

@@ -142,11 +142,20 @@ final class SQLiteStore: Store {
             // corrupt row fails the call with nothing changed.
             let storedCountdown = try file.countdown(key)
             let storedRecord = try file.record(key)
+            var storedCharges: [[(rowid: Int64, at: Instant)]] = []
             // The clock is read once the store is ours: the decision's
             // moment follows every decision before it.
             let now = clock.now()
-            let before = KeyRows(countdown: storedCountdown.flatMap { Self.countdown($0, clock, at: now) },
+            var before = KeyRows(countdown: storedCountdown.flatMap { Self.countdown($0, clock, at: now) },
                                  record: storedRecord.map { Self.record($0, clock, at: now) })
+            for var row in decision.budgets {
+                let charges = try file.charges(of: row.key)
+                    .map { (rowid: $0.rowid, at: clock.moment(of: $0.at, at: now)) }
+                    .sorted { $0.at < $1.at }
+                row.charges = charges.map(\.at)
+                before.budgets.append(row)
+                storedCharges.append(charges)
+            }
             var after = before
             let changes: KeyDecision.Changes
             do throws(TickgateError) {
@@ -168,8 +177,46 @@ final class SQLiteStore: Store {
                     try file.deleteRecord(key)
                 }
             }
+            if changes.contains(.budgets) {
+                for (row, stored) in zip(after.budgets, storedCharges) {
+                    try Self.write(row, over: stored, file, clock, at: now)
+                }
+            }
             return DecisionResult(before: before, after: after, now: now, refusal: nil)
         }
+    }
+
+    /// Makes a budget key's charge rows hold `row.charges`: deletes the
+    /// rows it no longer holds, inserts the new charges.
+    private static func write(_ row: BudgetRow, over stored: [(rowid: Int64, at: Instant)], _ file: SQLiteFile,
+                              _ clock: Clock, at now: Instant) throws(TickgateError) {
+        var wanted: [Instant: Int] = [:]
+        for charge in row.charges { wanted[charge, default: 0] += 1 }
+        for charge in stored {
+            if let count = wanted[charge.at], count > 0 {
+                wanted[charge.at] = count - 1
+            } else {
+                try file.deleteCharge(rowid: charge.rowid)
+            }
+        }
+        for (charge, count) in wanted where count > 0 {
+            for _ in 0..<count { try file.insertCharge(row.key, at: clock.stamp(charge, at: now)) }
+        }
+    }
+
+    func charges(of key: BudgetKey) throws(TickgateError) -> [Instant] {
+        try transaction { (file) throws(TickgateError) -> [Instant] in
+            let now = clock.now()
+            return try file.charges(of: key).map { clock.moment(of: $0.at, at: now) }.sorted()
+        }
+    }
+
+    func resetBudget(_ key: BudgetKey) throws(TickgateError) {
+        try transaction { (file) throws(TickgateError) in try file.deleteCharges(key) }
+    }
+
+    func save(budget: Budget, name: KeyName) throws(TickgateError) {
+        try transaction { (file) throws(TickgateError) in try file.save(budget: budget, name: name) }
     }
 
     func cancelAll(scope: KeyName?) throws(TickgateError) {
@@ -206,6 +253,7 @@ final class SQLiteStore: Store {
                 let recordRows = try file.records()
                 snapshot.policies = try file.policies()
                 snapshot.titles = try file.titles()
+                snapshot.budgets = try file.budgets()
                 let sessionRows = try file.sessions()
                 for row in countdownRows {
                     if let countdown = Self.countdown(row, clock, at: now) {
@@ -251,12 +299,14 @@ final class SQLiteStore: Store {
     static func row(_ record: SendRecord, for key: CountdownKey, _ clock: Clock, at now: Instant) -> StoredRecord {
         StoredRecord(key: key, consecutive: record.consecutive, hasSent: record.hasSent,
                      lastSend: record.lastSend.map { clock.stamp($0, at: now) },
-                     sends: record.sends.map { clock.stamp($0, at: now) })
+                     sends: record.sends.map { clock.stamp($0, at: now) },
+                     wrongCodes: record.wrongCodes, codeDead: record.codeDead)
     }
 
     static func record(_ row: StoredRecord, _ clock: Clock, at now: Instant) -> SendRecord {
         SendRecord(sends: row.sends.map { clock.moment(of: $0, at: now) }.sorted(),
                    consecutive: row.consecutive,
-                   lastSend: row.lastSend.map { clock.moment(of: $0, at: now) }, hasSent: row.hasSent)
+                   lastSend: row.lastSend.map { clock.moment(of: $0, at: now) }, hasSent: row.hasSent,
+                   wrongCodes: row.wrongCodes, codeDead: row.codeDead)
     }
 }

@@ -5,6 +5,8 @@ struct KeyRows {
     /// The key's countdown if it has time left.
     var countdown: Countdown?
     var record: SendRecord?
+    /// The budget keys the decision names, with their charges.
+    var budgets: [BudgetRow] = []
 }
 
 /// A decision as a store made it: the key before it (which may differ from
@@ -29,6 +31,7 @@ struct StoreSnapshot {
     var policies: [(KeyName, SendPolicy)] = []
     var titles: [(KeyName, TitleSet)] = []
     var sessions: [(realm: KeyName, expiry: Instant?)] = []
+    var budgets: [(KeyName, Budget)] = []
 }
 
 /// A durable store shared by engines: an interface of decisions, each made
@@ -51,6 +54,12 @@ protocol Store: AnyObject, Sendable {
 
     func save(policy: SendPolicy, scope: KeyName) throws(TickgateError)
     func save(titles: TitleSet, scope: KeyName) throws(TickgateError)
+    func save(budget: Budget, name: KeyName) throws(TickgateError)
+
+    /// A budget key's charges, oldest first (none: an empty list).
+    func charges(of key: BudgetKey) throws(TickgateError) -> [Instant]
+    /// Drops every charge of a budget key.
+    func resetBudget(_ key: BudgetKey) throws(TickgateError)
     /// A realm's session: logged in until `expiry` (nil: no expiry) with
     /// length `ttl`, or logged out (`loggedIn` false).
     func saveSession(realm: KeyName, loggedIn: Bool, expiry: Instant?, ttl: Span?)

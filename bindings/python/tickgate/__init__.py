@@ -49,6 +49,8 @@ from ._enums import (
 from ._gate import Gate, GateRequest
 from ._loader import ENV_VAR, EXPECTED_MAJOR, LoadedLibrary
 from ._types import (
+    Budget,
+    BudgetUsage,
     Button,
     CountdownInfo,
     Event,
@@ -73,6 +75,7 @@ from .errors import (
     LibraryNotFound,
     LibraryVersionMismatch,
     Locked,
+    CodeDead,
     NotFound,
     OSFailure,
     RequestCancelled,
@@ -90,6 +93,10 @@ __version__ = _ffi.TG_VERSION_STRING
 
 #: Limits of the C API (tickgate.h).
 POLICY_MAX_STEPS = _ffi.TG_POLICY_MAX_STEPS
+WRONG_CODES_MAX = _ffi.TG_WRONG_CODES_MAX
+BUDGET_MAX_WINDOWS = _ffi.TG_BUDGET_MAX_WINDOWS
+BUDGET_MAX_SENDS = _ffi.TG_BUDGET_MAX_SENDS
+SEND_MAX_BUDGETS = _ffi.TG_SEND_MAX_BUDGETS
 TITLE_MAX_BYTES = _ffi.TG_TITLE_MAX_BYTES
 KEY_MAX_BYTES = _ffi.TG_KEY_MAX_BYTES
 DURATION_MAX_MS = _ffi.TG_DURATION_MAX_MS
@@ -162,6 +169,9 @@ __all__ = [
     "OSFailure",
     "InFlight",
     "Locked",
+    "CodeDead",
+    "Budget",
+    "BudgetUsage",
     "Expired",
     "InvalidTemplate",
     "StoreCorrupt",
@@ -186,5 +196,9 @@ __all__ = [
     "TICK_INTERVAL_MAX_MS",
     "TICK_INTERVAL_DEFAULT_MS",
     "POLICY_MAX_STEPS",
+    "WRONG_CODES_MAX",
+    "BUDGET_MAX_WINDOWS",
+    "BUDGET_MAX_SENDS",
+    "SEND_MAX_BUDGETS",
     "TITLE_MAX_BYTES",
 ]

@@ -6,9 +6,9 @@ import atexit
 import os
 import ctypes
 import weakref
-from ctypes import byref, c_int, c_int64, c_size_t
+from ctypes import byref, c_int, c_int64, c_size_t, c_uint32
 from datetime import datetime
-from typing import Callable, List, Optional, Union
+from typing import Callable, List, Optional, Sequence, Tuple, Union
 
 from . import _callbacks, _convert, _ffi
 from ._callbacks import (
@@ -24,8 +24,8 @@ from ._enums import ButtonState, ClockKind, Delivery, SendOutcome
 from ._gate import Gate
 from ._managed import Managed
 from ._subscription import Subscription
-from ._types import Button, CountdownInfo, Policy, Remaining, Titles, display_seconds_of
-from .errors import Closed, Expired, InvalidArgument, InvalidTemplate, NotFound
+from ._types import Budget, BudgetUsage, Button, CountdownInfo, Policy, Remaining, Titles, display_seconds_of
+from .errors import Closed, Expired, InvalidArgument, InvalidTemplate, Locked, NotFound
 
 __all__ = [
     "Engine",
@@ -440,6 +440,9 @@ class Engine(Managed[int]):
         raw.window_ms = _convert.clamp64(int(policy.window_ms))
         raw.quiet_reset_ms = _convert.clamp64(int(policy.quiet_reset_ms))
         raw.ticket_timeout_ms = _convert.clamp64(int(policy.ticket_timeout_ms))
+        if not 0 <= int(policy.max_wrong_codes) <= 0xFFFFFFFF:
+            raise InvalidArgument(f"max_wrong_codes {policy.max_wrong_codes} is out of range")
+        raw.max_wrong_codes = int(policy.max_wrong_codes)
         self._lib.tg_policy_set(self._h, _convert.key(scope, "scope"), byref(raw))
 
     def policy(self, scope: Key) -> Policy:
@@ -454,9 +457,12 @@ class Engine(Managed[int]):
             window_ms=int(raw.window_ms),
             quiet_reset_ms=int(raw.quiet_reset_ms),
             ticket_timeout_ms=int(raw.ticket_timeout_ms),
+            max_wrong_codes=int(raw.max_wrong_codes),
         )
 
-    def send_begin(self, scope: Key, subject: Key) -> "SendTicket":
+    def send_begin(
+        self, scope: Key, subject: Key, budgets: Optional[Sequence[Tuple[Key, Key]]] = None
+    ) -> "SendTicket":
         """The user tapped "Get code": ask whether the host may send now.
 
         Returns a :class:`SendTicket` (the key's state becomes SENDING); the
@@ -465,11 +471,33 @@ class Engine(Managed[int]):
         as a context manager). Otherwise raises :class:`tickgate.CoolingDown`,
         :class:`tickgate.InFlight` or :class:`tickgate.Locked`, whose
         ``remaining`` says how long until a send may be granted.
+
+        ``budgets`` lists the (budget, key) pairs the send is charged to, for
+        example ``[("ip", "203.0.113.7"), ("global", "sms")]`` (see
+        :meth:`set_budget`): the send is granted only if each has room, and
+        a :class:`tickgate.Locked` raised by one names it in ``budget`` and
+        ``budget_key``. A failed send returns its charge.
         """
         ticket = _ffi.tg_ticket(0)
         wait = c_int64(0)
         scope_b, subject_b = _convert.key(scope, "scope"), _convert.key(subject, "subject")
-        self._send_begin(self._hv, scope_b, subject_b, byref(ticket), byref(wait))
+        if budgets:
+            pairs = [(_convert.key(b, "budget"), _convert.key(k, "budget key")) for b, k in budgets]
+            raw = (_ffi.tg_budget_key * len(pairs))()
+            for i, (b, k) in enumerate(pairs):
+                raw[i].budget, raw[i].key = b, k  # the list keeps the bytes alive
+            index = c_size_t(_ffi.TG_BUDGET_NONE)
+            try:
+                self._lib.tg_send_begin_budgeted(
+                    self._h, scope_b, subject_b, raw, len(pairs), byref(ticket), byref(wait), byref(index)
+                )
+            except Locked as error:
+                if error.budget_index is not None and error.budget_index < len(pairs):
+                    b, k = pairs[error.budget_index]
+                    error.budget, error.budget_key = _callbacks.decode(b), _callbacks.decode(k)
+                raise
+        else:
+            self._send_begin(self._hv, scope_b, subject_b, byref(ticket), byref(wait))
         return SendTicket(self, ticket.value,
                           scope if type(scope) is str else _callbacks.decode(scope_b),
                           subject if type(subject) is str else _callbacks.decode(subject_b))
@@ -499,12 +527,61 @@ class Engine(Managed[int]):
         return Remaining(ms, display_seconds_of(ms))
 
     def verified(self, scope: Key, subject: Key) -> None:
-        """The host verified the code: the key's escalation starts again and it becomes IDLE."""
+        """The host verified the code: the key's escalation starts again and it becomes IDLE.
+
+        Call it before accepting the code: it raises :class:`tickgate.CodeDead`
+        (changing nothing) if wrong codes killed the code, and then the login
+        must be refused.
+        """
         self._lib.tg_verified(self._h, _convert.key(scope, "scope"), _convert.key(subject, "subject"))
+
+    def verify_failed(self, scope: Key, subject: Key) -> Optional[int]:
+        """The user typed a wrong code: count it against the key's current code.
+
+        Returns how many more wrong codes the code survives (None: the
+        policy has no cap); 0 means this one killed it (event CODE_DEAD).
+        Raises :class:`tickgate.NotFound` if no code was sent since the last
+        :meth:`verified`, :class:`tickgate.CodeDead` if the code is dead already.
+        """
+        left = c_uint32(0)
+        self._lib.tg_verify_failed(
+            self._h, _convert.key(scope, "scope"), _convert.key(subject, "subject"), byref(left)
+        )
+        return None if left.value == 0xFFFFFFFF else int(left.value)
+
+    # -- budgets -------------------------------------------------------------
+
+    def set_budget(self, name: Key, budget: Union[Budget, Sequence[Tuple[int, int]]]) -> None:
+        """Set (or replace) the budget ``name``: at most N sends per window,
+        for each (N, window_ms) of ``budget`` (1 to 4 windows)."""
+        if not isinstance(budget, Budget):
+            budget = Budget(budget)
+        raw = _ffi.tg_budget()
+        self._lib.tg_budget_init(byref(raw), ctypes.sizeof(raw))
+        raw.window_count = min(len(budget.windows), 0xFFFFFFFF)  # the library checks 1 ... 4
+        for i, (sends, window_ms) in enumerate(budget.windows[: _ffi.TG_BUDGET_MAX_WINDOWS]):
+            if not 0 <= sends <= 0xFFFFFFFF:
+                raise InvalidArgument(f"window {i + 1} allows {sends} sends, out of range")
+            raw.max_sends[i] = sends
+            raw.window_ms[i] = _convert.clamp64(window_ms)
+        self._lib.tg_budget_set(self._h, _convert.key(name, "budget name"), byref(raw))
+
+    def budget_usage(self, name: Key, key: Key) -> BudgetUsage:
+        """What the budget key (name, key) has used now, in its binding window."""
+        raw = _ffi.tg_budget_usage()
+        raw.struct_size = ctypes.sizeof(raw)
+        self._lib.tg_budget_read(self._h, _convert.key(name, "budget name"), _convert.key(key, "budget key"),
+                                 byref(raw))
+        return BudgetUsage(int(raw.used), int(raw.max_sends), int(raw.window_ms), int(raw.frees_in_ms))
+
+    def reset_budget(self, name: Key, key: Key) -> None:
+        """Drop every charge of the budget key (name, key)."""
+        self._lib.tg_budget_reset(self._h, _convert.key(name, "budget name"), _convert.key(key, "budget key"))
 
     def set_titles(self, scope: Key, titles: Optional[Titles] = None, **templates: Optional[str]) -> None:
         """Set the title templates of ``scope``: a :class:`tickgate.Titles`, or
-        keywords ``idle``, ``sending``, ``cooling``, ``ready_again``, ``locked``.
+        keywords ``idle``, ``sending``, ``cooling``, ``ready_again``, ``locked``,
+        ``code_dead``.
 
         Templates left out (None) keep the English default. Raises
         :class:`tickgate.InvalidTemplate` for a malformed one (then nothing changes).
@@ -515,7 +592,7 @@ class Engine(Managed[int]):
             raise TypeError("give a Titles or keywords, not both")
         raw = _ffi.tg_titles()
         raw.struct_size = ctypes.sizeof(_ffi.tg_titles)
-        for name in ("idle", "sending", "cooling", "ready_again", "locked"):
+        for name in ("idle", "sending", "cooling", "ready_again", "locked", "code_dead"):
             text = getattr(titles, name)
             if text is None:
                 continue

@@ -39,6 +39,7 @@ class Status(IntEnum):
     E_STORE_CORRUPT = 16
     E_STORE_VERSION = 17
     E_STORE_IO = 18
+    E_CODE_DEAD = 19
 
 
 class Delivery(IntEnum):
@@ -79,6 +80,8 @@ class EventKind(IntEnum):
     SEND_FAILED = 7
     #: :meth:`tickgate.Engine.verified` reset the key.
     RESET = 8
+    #: A wrong code (:meth:`tickgate.Engine.verify_failed`) killed the code.
+    CODE_DEAD = 9
 
 
 class ButtonState(IntEnum):
@@ -94,6 +97,9 @@ class ButtonState(IntEnum):
     READY_AGAIN = 3
     #: The window's cap of sends is reached: disabled, "Try again in 9 min".
     LOCKED = 4
+    #: The code took too many wrong codes and no cooldown runs: enabled,
+    #: "Too many attempts: get a new code".
+    CODE_DEAD = 5
 
 
 class SendOutcome(IntEnum):

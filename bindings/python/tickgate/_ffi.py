@@ -64,6 +64,11 @@ TG_STORE_START_FRESH_IF_CORRUPT = 0x1
 TG_STORE_FULL_SYNC = 0x2
 
 TG_POLICY_MAX_STEPS = 8
+TG_WRONG_CODES_MAX = 1000
+TG_BUDGET_MAX_WINDOWS = 4
+TG_BUDGET_MAX_SENDS = 100000
+TG_SEND_MAX_BUDGETS = 8
+TG_BUDGET_NONE = ctypes.c_size_t(-1).value
 TG_TITLE_MAX_BYTES = 128
 TG_TITLE_MAX_PLACEHOLDERS = 8
 TG_TITLE_BUFFER_BYTES = 512
@@ -151,6 +156,7 @@ class tg_policy(Structure):
         ("window_ms", c_int64),
         ("quiet_reset_ms", c_int64),
         ("ticket_timeout_ms", c_int64),
+        ("max_wrong_codes", c_uint32),
     ]
 
 
@@ -164,6 +170,7 @@ class tg_titles(Structure):
         ("cooling", c_char_p),
         ("ready_again", c_char_p),
         ("locked", c_char_p),
+        ("code_dead", c_char_p),
     ]
 
 
@@ -177,6 +184,38 @@ class tg_button(Structure):
         ("remaining_ms", c_int64),
         ("display_seconds", c_int64),
         ("title", c_char * TG_TITLE_BUFFER_BYTES),
+    ]
+
+
+class tg_budget(Structure):
+    """``struct tg_budget``."""
+
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("window_count", c_uint32),
+        ("max_sends", c_uint32 * TG_BUDGET_MAX_WINDOWS),
+        ("window_ms", c_int64 * TG_BUDGET_MAX_WINDOWS),
+    ]
+
+
+class tg_budget_key(Structure):
+    """``struct tg_budget_key`` (no struct_size: it never grows)."""
+
+    _fields_ = [
+        ("budget", c_char_p),
+        ("key", c_char_p),
+    ]
+
+
+class tg_budget_usage(Structure):
+    """``struct tg_budget_usage``."""
+
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("used", c_uint32),
+        ("max_sends", c_uint32),
+        ("window_ms", c_int64),
+        ("frees_in_ms", c_int64),
     ]
 
 
@@ -266,8 +305,26 @@ FUNCTIONS: Dict[str, Tuple[Any, Sequence[Any]]] = {
         (tg_engine_p, tg_ticket, tg_send_outcome, c_int64, POINTER(c_int64)),
     ),
     "tg_verified": (tg_status, (tg_engine_p, c_char_p, c_char_p)),
+    "tg_verify_failed": (tg_status, (tg_engine_p, c_char_p, c_char_p, POINTER(c_uint32))),
     "tg_titles_set": (tg_status, (tg_engine_p, c_char_p, POINTER(tg_titles))),
     "tg_button_get": (tg_status, (tg_engine_p, c_char_p, c_char_p, POINTER(tg_button))),
+    "tg_budget_init": (tg_status, (POINTER(tg_budget), c_size_t)),
+    "tg_budget_set": (tg_status, (tg_engine_p, c_char_p, POINTER(tg_budget))),
+    "tg_send_begin_budgeted": (
+        tg_status,
+        (
+            tg_engine_p,
+            c_char_p,
+            c_char_p,
+            POINTER(tg_budget_key),
+            c_size_t,
+            POINTER(tg_ticket),
+            POINTER(c_int64),
+            POINTER(c_size_t),
+        ),
+    ),
+    "tg_budget_read": (tg_status, (tg_engine_p, c_char_p, c_char_p, POINTER(tg_budget_usage))),
+    "tg_budget_reset": (tg_status, (tg_engine_p, c_char_p, c_char_p)),
     "tg_gate_require": (
         tg_status,
         (
@@ -300,6 +357,12 @@ FUNCTIONS: Dict[str, Tuple[Any, Sequence[Any]]] = {
 WAIT_OUTPUTS: Dict[str, int] = {
     "tg_countdown_start": 6,  # *out_remaining_ms on TG_E_COOLING_DOWN
     "tg_send_begin": 4,  # *out_wait_ms on COOLING_DOWN, IN_FLIGHT, LOCKED
+    "tg_send_begin_budgeted": 6,  # the same
+}
+#: Functions whose failure names a budget: name -> index of
+#: ``*out_budget_index`` (TG_BUDGET_NONE when no budget refused).
+BUDGET_OUTPUTS: Dict[str, int] = {
+    "tg_send_begin_budgeted": 7,
 }
 _WAIT_STATUSES = (Status.E_COOLING_DOWN, Status.E_IN_FLIGHT, Status.E_LOCKED)
 
@@ -316,7 +379,9 @@ def _out_value(arg: Any) -> Optional[int]:
     return None
 
 
-def _make_errcheck(cdll: ctypes.CDLL, wait_index: Optional[int] = None) -> Callable[..., int]:
+def _make_errcheck(
+    cdll: ctypes.CDLL, wait_index: Optional[int] = None, budget_index: Optional[int] = None
+) -> Callable[..., int]:
     last_error = cdll.tg_last_error_message
 
     def errcheck(result: int, func: Any, args: Tuple[Any, ...]) -> int:
@@ -328,6 +393,10 @@ def _make_errcheck(cdll: ctypes.CDLL, wait_index: Optional[int] = None) -> Calla
         error = _errors.error_for_status(result, message)
         if wait_index is not None and result in _WAIT_STATUSES:
             error.remaining_ms = _out_value(args[wait_index])  # type: ignore[attr-defined]
+        if budget_index is not None and result == Status.E_LOCKED:
+            index = _out_value(args[budget_index])
+            if index is not None and index != TG_BUDGET_NONE:
+                error.budget_index = index  # type: ignore[attr-defined]
         raise error
 
     return errcheck
@@ -342,7 +411,9 @@ def declare(cdll: ctypes.CDLL) -> ctypes.CDLL:
         func.argtypes = list(argtypes)
     for name, (restype, _) in FUNCTIONS.items():
         if restype is tg_status:
-            getattr(cdll, name).errcheck = _make_errcheck(cdll, WAIT_OUTPUTS.get(name))
+            getattr(cdll, name).errcheck = _make_errcheck(
+                cdll, WAIT_OUTPUTS.get(name), BUDGET_OUTPUTS.get(name)
+            )
     return cdll
 
 

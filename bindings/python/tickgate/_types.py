@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Tuple, Union
+from typing import Optional, Sequence, Tuple, Union
 
 from ._enums import ButtonState, EventKind, GateEventKind
 
@@ -150,6 +150,9 @@ class Policy:
     quiet_reset_ms: int = 3600000
     #: A ticket not ended within this time expires and frees the key.
     ticket_timeout_ms: int = 30000
+    #: Wrong codes one sent code survives (:meth:`tickgate.Engine.verify_failed`);
+    #: the last kills it until a new send. 0: no cap.
+    max_wrong_codes: int = 5
 
 
 @dataclass(frozen=True)
@@ -165,6 +168,36 @@ class Titles:
     cooling: Optional[str] = None
     ready_again: Optional[str] = None
     locked: Optional[str] = None
+    code_dead: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A budget (``tg_budget``): at most ``max_sends`` per ``window_ms`` in
+    each of its windows, for example ``Budget([(10, 3600000), (50, 86400000)])``
+    (10 per hour and 50 per day)."""
+
+    #: (max_sends, window_ms) pairs, 1 to 4 of them.
+    windows: Tuple[Tuple[int, int], ...]
+
+    def __init__(self, windows: "Sequence[Tuple[int, int]]") -> None:
+        object.__setattr__(self, "windows", tuple((int(n), int(ms)) for n, ms in windows))
+
+
+@dataclass(frozen=True)
+class BudgetUsage:
+    """What a budget key has used (:meth:`tickgate.Engine.budget_usage`), in
+    the window that binds it most."""
+
+    used: int
+    max_sends: int
+    window_ms: int
+    #: 0 if a send may be charged now, else the wait.
+    frees_in_ms: int
+
+    @property
+    def frees_in(self) -> float:
+        return self.frees_in_ms / 1000.0
 
 
 @dataclass(frozen=True)

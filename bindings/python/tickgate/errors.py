@@ -68,6 +68,7 @@ _STATUS_TEXT = {
     Status.E_STORE_CORRUPT: "store corrupt",
     Status.E_STORE_VERSION: "store from a newer version",
     Status.E_STORE_IO: "store I/O error",
+    Status.E_CODE_DEAD: "code dead",
 }
 
 
@@ -198,10 +199,23 @@ class InFlight(_Waiting):
 
 
 class Locked(_Waiting):
-    """``TG_E_LOCKED``: the key reached its policy's cap of sends per window;
-    ``remaining`` is the time until the window frees a send."""
+    """``TG_E_LOCKED``: the key reached its policy's cap of sends per window,
+    or a budget the send named is spent; ``remaining`` is the time until a
+    send is free again. For a budget, ``budget`` and ``budget_key`` name it
+    (and ``budget_index`` is its place in the send's list); otherwise all
+    three are None."""
 
     STATUS = Status.E_LOCKED
+    budget: Optional[str] = None
+    budget_key: Optional[str] = None
+    budget_index: Optional[int] = None
+
+
+class CodeDead(TickgateError):
+    """``TG_E_CODE_DEAD``: the key's code took too many wrong codes; only a
+    new send revives the key (and the login must be refused)."""
+
+    STATUS = Status.E_CODE_DEAD
 
 
 class Expired(TickgateError):
@@ -267,6 +281,7 @@ _BY_STATUS: Dict[int, Type[TickgateError]] = {
         StoreCorrupt,
         StoreVersion,
         StoreIO,
+        CodeDead,
     )
 }
 

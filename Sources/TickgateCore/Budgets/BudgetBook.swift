@@ -1,0 +1,30 @@
+/// The budgets an engine knows and, with no store, their charges (with a
+/// store the charges live in the store, shared by every engine).
+struct BudgetBook {
+    var budgets: [KeyName: Budget] = [:]
+    var charges: [BudgetKey: [Instant]] = [:]
+
+    /// The rows of `keys` for a decision: each key's budget must be known.
+    func rows(_ keys: [BudgetKey], withCharges: Bool) throws(TickgateError) -> [BudgetRow] {
+        var rows: [BudgetRow] = []
+        rows.reserveCapacity(keys.count)
+        for key in keys {
+            guard let budget = budgets[key.budget] else {
+                throw TickgateError(.notFound, "no budget named \"\(key.budget.value)\" (set it with tg_budget_set)")
+            }
+            rows.append(BudgetRow(key: key, budget: budget, charges: withCharges ? charges[key] ?? [] : []))
+        }
+        return rows
+    }
+
+    /// Writes back what a decision made of the rows.
+    mutating func store(_ rows: [BudgetRow]) {
+        for row in rows {
+            if row.charges.isEmpty {
+                charges.removeValue(forKey: row.key)
+            } else {
+                charges[row.key] = row.charges
+            }
+        }
+    }
+}

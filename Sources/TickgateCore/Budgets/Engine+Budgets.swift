@@ -1,0 +1,63 @@
+extension Engine {
+    /// Sets (or replaces) the budget `name`; the charges of its keys stay.
+    public func setBudget(_ budget: Budget, name: KeyName) throws(TickgateError) {
+        let budget = try budget.validated()
+        try write(.budget(name), { (store) throws(TickgateError) in try store.save(budget: budget, name: name) }) { state, _ in
+            state.budgets.budgets[name] = budget
+        }
+    }
+
+    /// The budget `name`, if set.
+    public func budget(name: KeyName) throws(TickgateError) -> Budget? {
+        try locked.withLock { (state) throws(TickgateError) in
+            try state.checkOpen()
+            return state.budgets.budgets[name]
+        }
+    }
+
+    /// What a budget key has used now, in the window that binds it most.
+    public func budgetUsage(_ key: BudgetKey) throws(TickgateError) -> Budget.Usage {
+        let budget = try locked.withLock { (state) throws(TickgateError) -> Budget in
+            try state.checkOpen()
+            return try state.budgets.rows([key], withCharges: false)[0].budget
+        }
+        var charges: [Instant]
+        if let store {
+            charges = try store.charges(of: key)
+        } else {
+            charges = try locked.withLock { (state) throws(TickgateError) in
+                try state.checkOpen()
+                return state.budgets.charges[key] ?? []
+            }
+        }
+        let now = clock.now()
+        budget.prune(&charges, at: now)
+        return budget.usage(of: charges, at: now)
+    }
+
+    /// Drops every charge of a budget key: its sends are free again.
+    public func resetBudget(_ key: BudgetKey) throws(TickgateError) {
+        try locked.withLock { (state) throws(TickgateError) in
+            try state.checkOpen()
+            _ = try state.budgets.rows([key], withCharges: false)
+        }
+        try write(nil, { (store) throws(TickgateError) in try store.resetBudget(key) }) { state, _ in
+            _ = state.budgets.charges.removeValue(forKey: key)
+        }
+    }
+}
+
+extension BudgetBook {
+    /// Checks the budget keys one send names: at most
+    /// `Budget.maximumKeysPerSend`, none twice, every budget known.
+    func checked(_ keys: [BudgetKey]) throws(TickgateError) -> [BudgetRow] {
+        guard keys.count <= Budget.maximumKeysPerSend else {
+            throw TickgateError(.invalidArgument,
+                "a send names \(keys.count) budget keys; at most \(Budget.maximumKeysPerSend)")
+        }
+        for (index, key) in keys.enumerated() where keys[..<index].contains(key) {
+            throw TickgateError(.invalidArgument, "\(key.description) is named twice in one send")
+        }
+        return try rows(keys, withCharges: false)
+    }
+}

@@ -98,7 +98,7 @@ static inline const char *tg_test_status_name(int s)
         "TG_E_BUSY",      "TG_E_VERSION",          "TG_E_SYSTEM",
         "TG_E_IN_FLIGHT", "TG_E_LOCKED",           "TG_E_EXPIRED",
         "TG_E_INVALID_TEMPLATE", "TG_E_STORE_CORRUPT", "TG_E_STORE_VERSION",
-        "TG_E_STORE_IO"};
+        "TG_E_STORE_IO",  "TG_E_CODE_DEAD"};
     if (s >= 0 && s < (int)(sizeof names / sizeof names[0]))
         return names[s];
     return "(not a tg_status)";

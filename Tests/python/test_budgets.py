@@ -1,0 +1,139 @@
+"""Budgets across keys and the wrong-code cap, through the bindings."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+import tickgate
+import tickgate.aio
+from tickgate import ButtonState, EventKind
+from conftest import Collector
+
+
+def test_locked_names_the_budget_and_the_wait(host_engine: tickgate.Engine) -> None:
+    host_engine.set_budget("ip", [(2, 600000)])
+    host_engine.set_budget("global", tickgate.Budget([(1000, 3600000), (5000, 86400000)]))
+    budgets = [("global", "sms"), ("ip", "203.0.113.7")]
+    host_engine.send_begin("login", "+8613800000001", budgets=budgets).succeeded()
+    host_engine.advance(ms=1000)
+    host_engine.send_begin("login", "+8613800000002", budgets=budgets).succeeded()
+    host_engine.advance(ms=1000)
+    with pytest.raises(tickgate.Locked) as info:
+        host_engine.send_begin("login", "+8613800000003", budgets=budgets)
+    error = info.value
+    assert (error.budget, error.budget_key, error.budget_index) == ("ip", "203.0.113.7", 1)
+    assert error.remaining_ms == 598000
+    assert error.display_seconds == 598
+    assert 'budget "ip"' in str(error)
+    # all or nothing: "global" was not charged by the refusal
+    assert host_engine.budget_usage("global", "sms") == tickgate.BudgetUsage(2, 1000, 3600000, 0)
+    assert host_engine.budget_usage("ip", "203.0.113.7") == tickgate.BudgetUsage(2, 2, 600000, 598000)
+    assert host_engine.budget_usage("ip", "203.0.113.7").frees_in == 598.0
+
+
+def test_a_lock_of_the_key_names_no_budget(host_engine: tickgate.Engine) -> None:
+    host_engine.set_policy("login", tickgate.Policy(window_max_sends=1, window_ms=600000))
+    host_engine.set_budget("ip", [(10, 600000)])
+    host_engine.send_begin("login", "p", budgets=[("ip", "x")]).succeeded()
+    host_engine.advance(ms=60000)
+    with pytest.raises(tickgate.Locked) as info:
+        host_engine.send_begin("login", "p", budgets=[("ip", "x")])
+    assert info.value.budget is None and info.value.budget_index is None
+    assert info.value.remaining_ms == 540000
+
+
+def test_failed_send_returns_its_charge(host_engine: tickgate.Engine) -> None:
+    host_engine.set_budget("ip", [(1, 600000)])
+    with pytest.raises(RuntimeError):
+        with host_engine.send_begin("login", "a", budgets=[("ip", "x")]):
+            raise RuntimeError("the SMS gateway is down")
+    assert host_engine.budget_usage("ip", "x").used == 0
+    host_engine.send_begin("login", "b", budgets=[("ip", "x")]).succeeded()
+    assert host_engine.budget_usage("ip", "x").used == 1
+    host_engine.reset_budget("ip", "x")
+    assert host_engine.budget_usage("ip", "x").used == 0
+
+
+@pytest.mark.parametrize("budgets, error", [
+    ([("nope", "x")], tickgate.NotFound),
+    ([("ip", "")], tickgate.InvalidKey),
+    ([("ip", "x" * 257)], tickgate.InvalidKey),
+    ([("ip", None)], tickgate.InvalidKey),
+    ([("ip", str(i)) for i in range(9)], tickgate.InvalidArgument),
+    ([("ip", "x"), ("ip", "x")], tickgate.InvalidArgument),
+])
+def test_bad_budget_keys_charge_nothing(host_engine: tickgate.Engine, budgets: list, error: type) -> None:
+    host_engine.set_budget("ip", [(5, 1000)])
+    with pytest.raises(error):
+        host_engine.send_begin("login", "a", budgets=budgets)
+    assert host_engine.budget_usage("ip", "x").used == 0
+    assert host_engine.button("login", "a").state is ButtonState.IDLE
+
+
+@pytest.mark.parametrize("windows, error", [
+    ([], tickgate.InvalidArgument),
+    ([(1, 1000)] * 5, tickgate.InvalidArgument),
+    ([(0, 1000)], tickgate.InvalidArgument),
+    ([(tickgate.BUDGET_MAX_SENDS + 1, 1000)], tickgate.InvalidArgument),
+    ([(1, 0)], tickgate.InvalidDuration),
+    ([(1, tickgate.DURATION_MAX_MS + 1)], tickgate.InvalidDuration),
+    ([(-1, 1000)], tickgate.InvalidArgument),
+])
+def test_bad_budgets(host_engine: tickgate.Engine, windows: list, error: type) -> None:
+    with pytest.raises(error):
+        host_engine.set_budget("ip", windows)
+    with pytest.raises(tickgate.NotFound):
+        host_engine.budget_usage("ip", "x")
+
+
+def test_wrong_codes_kill_the_code(host_engine: tickgate.Engine, collector: Collector) -> None:
+    host_engine.set_policy("login", tickgate.Policy(cooldowns_ms=(10000,), max_wrong_codes=3))
+    assert host_engine.policy("login").max_wrong_codes == 3
+    host_engine.set_titles("login", code_dead="Too many tries")
+    with pytest.raises(tickgate.NotFound):
+        host_engine.verify_failed("login", "p")
+    host_engine.send_begin("login", "p").succeeded()
+    host_engine.subscribe("login", "p", collector)
+    assert [host_engine.verify_failed("login", "p") for _ in range(3)] == [2, 1, 0]
+    host_engine.dispatch()
+    assert collector.kinds()[-1] is EventKind.CODE_DEAD
+    with pytest.raises(tickgate.CodeDead):
+        host_engine.verify_failed("login", "p")
+    with pytest.raises(tickgate.CodeDead) as info:
+        host_engine.verified("login", "p")
+    assert info.value.status == tickgate.Status.E_CODE_DEAD
+    host_engine.advance(ms=10000)
+    button = host_engine.button("login", "p")
+    assert (button.state, button.enabled, button.title) == (ButtonState.CODE_DEAD, True, "Too many tries")
+    host_engine.send_begin("login", "p").succeeded()
+    assert host_engine.verify_failed("login", "p") == 2
+    host_engine.verified("login", "p")
+    host_engine.set_policy("login", tickgate.Policy(max_wrong_codes=0))
+    host_engine.send_begin("login", "q").succeeded()
+    assert host_engine.verify_failed("login", "q") is None
+
+
+def test_budgets_and_counts_survive_a_reopen(tmp_path: Path) -> None:
+    store = str(tmp_path / "store.db")
+    with tickgate.Engine(store_path=store) as engine:
+        engine.set_budget("ip", [(3, 3600000)])
+        engine.send_begin("login", "a", budgets=[("ip", "x")]).succeeded()
+        assert engine.verify_failed("login", "a") == 4
+    with tickgate.Engine(store_path=store) as engine:
+        assert engine.budget_usage("ip", "x").used == 1
+        assert engine.verify_failed("login", "a") == 3
+
+
+def test_async_engine_budgets() -> None:
+    async def main() -> None:
+        async with tickgate.aio.AsyncEngine(clock="manual") as engine:
+            engine.set_budget("ip", [(1, 60000)])
+            engine.send_begin("login", "a", budgets=[("ip", "x")]).succeeded()
+            with pytest.raises(tickgate.Locked) as info:
+                engine.send_begin("login", "b", budgets=[("ip", "x")])
+            assert (info.value.budget, info.value.remaining_ms) == ("ip", 60000)
+
+    asyncio.run(main())

@@ -85,15 +85,22 @@ public struct Budget: Sendable, Equatable {
         return latest
     }
 
-    /// Charges later than `now - length` (the newest are last).
+    /// Charges later than `now - length`.
     static func count(_ charges: [Instant], within length: Span, at now: Instant) -> Int {
-        let horizon = now.advanced(by: Span(nanoseconds: -length.nanoseconds))
-        var count = 0
-        for charge in charges.reversed() {
-            guard charge > horizon else { break }
-            count += 1
+        charges.count - firstLater(than: now.advanced(by: Span(nanoseconds: -length.nanoseconds)), in: charges)
+    }
+
+    /// The index of the first charge later than `moment` (charges are kept
+    /// oldest first): a binary search, so a key with many charges costs
+    /// little more than one with few.
+    static func firstLater(than moment: Instant, in charges: [Instant]) -> Int {
+        var low = 0
+        var high = charges.count
+        while low < high {
+            let middle = low + (high - low) / 2
+            if charges[middle] > moment { high = middle } else { low = middle + 1 }
         }
-        return count
+        return low
     }
 
     /// A full window frees a send when the charge `maximumSends` back
@@ -104,13 +111,15 @@ public struct Budget: Sendable, Equatable {
         return free > now ? free : nil
     }
 
-    /// Drops charges no window counts any more.
+    /// Drops charges no window counts any more, once they are a quarter
+    /// of the list or more (so dropping costs O(1) per charge on average;
+    /// the rest are never counted: every count starts at its window).
     func prune(_ charges: inout [Instant], at now: Instant) {
-        let horizon = now.advanced(by: Span(nanoseconds: -horizon.nanoseconds))
-        if let keep = charges.firstIndex(where: { $0 > horizon }) {
-            if keep > 0 { charges.removeFirst(keep) }
-        } else {
-            charges.removeAll()
+        let stale = Self.firstLater(than: now.advanced(by: Span(nanoseconds: -horizon.nanoseconds)), in: charges)
+        if stale == charges.count {
+            charges.removeAll(keepingCapacity: true)
+        } else if stale > 0, stale * 4 >= charges.count {
+            charges.removeFirst(stale)
         }
     }
 }

@@ -4,16 +4,25 @@ struct BudgetBook {
     var budgets: [KeyName: Budget] = [:]
     var charges: [BudgetKey: [Instant]] = [:]
 
-    /// The rows of `keys` for a decision: each key's budget must be known.
-    func rows(_ keys: [BudgetKey], withCharges: Bool) throws(TickgateError) -> [BudgetRow] {
+    /// The rows of `keys` for a decision, with no charges: each key's
+    /// budget must be known.
+    func rows(_ keys: [BudgetKey]) throws(TickgateError) -> [BudgetRow] {
         var rows: [BudgetRow] = []
         rows.reserveCapacity(keys.count)
         for key in keys {
             guard let budget = budgets[key.budget] else {
                 throw TickgateError(.notFound, "no budget named \"\(key.budget.value)\" (set it with tg_budget_set)")
             }
-            rows.append(BudgetRow(key: key, budget: budget, charges: withCharges ? charges[key] ?? [] : []))
+            rows.append(BudgetRow(key: key, budget: budget, charges: []))
         }
+        return rows
+    }
+
+    /// The rows of `keys` with their charges moved out of the book (so a
+    /// decision changes them in place); `store` puts them back.
+    mutating func take(_ keys: [BudgetKey]) throws(TickgateError) -> [BudgetRow] {
+        var rows = try self.rows(keys)
+        for index in rows.indices { rows[index].charges = charges.removeValue(forKey: rows[index].key) ?? [] }
         return rows
     }
 

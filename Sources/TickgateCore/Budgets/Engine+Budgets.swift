@@ -19,7 +19,7 @@ extension Engine {
     public func budgetUsage(_ key: BudgetKey) throws(TickgateError) -> Budget.Usage {
         let budget = try locked.withLock { (state) throws(TickgateError) -> Budget in
             try state.checkOpen()
-            return try state.budgets.rows([key], withCharges: false)[0].budget
+            return try state.budgets.rows([key])[0].budget
         }
         var charges: [Instant]
         if let store {
@@ -39,7 +39,7 @@ extension Engine {
     public func resetBudget(_ key: BudgetKey) throws(TickgateError) {
         try locked.withLock { (state) throws(TickgateError) in
             try state.checkOpen()
-            _ = try state.budgets.rows([key], withCharges: false)
+            _ = try state.budgets.rows([key])
         }
         try write(nil, { (store) throws(TickgateError) in try store.resetBudget(key) }) { state, _ in
             _ = state.budgets.charges.removeValue(forKey: key)
@@ -58,6 +58,6 @@ extension BudgetBook {
         for (index, key) in keys.enumerated() where keys[..<index].contains(key) {
             throw TickgateError(.invalidArgument, "\(key.description) is named twice in one send")
         }
-        return try rows(keys, withCharges: false)
+        return try rows(keys)
     }
 }

@@ -86,11 +86,12 @@ extension Engine {
                   let sending = state.countdown(slot, key: key), sending.ticket == ticket else {
                 throw state.endedTicketError(ticket)
             }
-            let charge = state.sends.charges[ticket]
+            // Only a failed send touches its budgets (it returns the charge).
+            let charge = outcome == .failed ? state.sends.charges[ticket] : nil
             return .sendEnd(ticketDeadline: sending.deadline, outcome: outcome, serverRetryAfter: serverRetryAfter,
                             policy: state.policy(of: key.scope), tickInterval: defaultTickInterval,
                             budgets: try charge.map { (charge) throws(TickgateError) in
-                                try state.budgets.rows(charge.budgets, withCharges: false)
+                                try state.budgets.rows(charge.budgets)
                             } ?? [], chargedAt: charge?.at)
         }) { (state, held, result) throws(TickgateError) -> Span in
             guard let key else { throw state.endedTicketError(ticket) }

@@ -36,15 +36,19 @@ extension Engine {
                                             knownSlot: .some(slot))
                 let budgets = decision.budgets
                 if !budgets.isEmpty {
-                    // Only `after` holds the charges (one copy to change).
-                    result.after.budgets = try state.budgets.rows(budgets.map(\.key), withCharges: true)
+                    // The charges move into `after` and back: changed in
+                    // place, never copied.
+                    result.after.budgets = try state.budgets.take(budgets.map(\.key))
                 }
                 do throws(TickgateError) {
-                    let changes = try decision.apply(to: &result.after, key: key, at: now)
-                    if changes.contains(.budgets) { state.budgets.store(result.after.budgets) }
+                    _ = try decision.apply(to: &result.after, key: key, at: now)
                 } catch {
                     // A refusal leaves the rows as they were.
                     result.refusal = error
+                }
+                if !budgets.isEmpty {
+                    state.budgets.store(result.after.budgets)
+                    result.after.budgets = []
                 }
                 return try apply(state, held, result)
             }

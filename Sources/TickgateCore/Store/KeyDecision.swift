@@ -155,24 +155,25 @@ enum KeyDecision {
     /// Charges one send at `now` to every budget, or throws the refusal of
     /// the budget that frees last with nothing charged.
     private static func charge(_ budgets: inout [BudgetRow], at now: Instant) throws(TickgateError) {
-        var charged = budgets
+        // Checked before anything changes (no copy of the charges).
         var refusal: (index: Int, free: Instant)?
-        for index in charged.indices {
-            charged[index].budget.prune(&charged[index].charges, at: now)
-            if let free = charged[index].budget.frees(charged[index].charges, at: now),
+        for index in budgets.indices {
+            if let free = budgets[index].budget.frees(budgets[index].charges, at: now),
                refusal.map({ free > $0.free }) ?? true {
                 refusal = (index, free)
             }
         }
         if let refusal {
-            let row = charged[refusal.index]
+            let row = budgets[refusal.index]
             let wait = refusal.free.since(now)
             throw TickgateError(.locked,
                 "\(row.key.description) is spent: it frees a send in \(wait.millisecondsRoundedUp) ms",
                 remaining: wait, budgetIndex: refusal.index)
         }
-        for index in charged.indices { charged[index].charges.append(now) }
-        budgets = charged
+        for index in budgets.indices {
+            budgets[index].budget.prune(&budgets[index].charges, at: now)
+            budgets[index].charges.append(now)
+        }
     }
 
     /// Returns a failed send's charge (made at `chargedAt`) to every budget.

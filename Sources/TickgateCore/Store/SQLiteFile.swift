@@ -91,7 +91,7 @@ final class SQLiteFile {
             CREATE TABLE budget_charges(budget TEXT NOT NULL, key TEXT NOT NULL, boot_id TEXT NOT NULL,
                 boot_ns INTEGER NOT NULL, wall_ns INTEGER NOT NULL)
             """,
-            "CREATE INDEX budget_charges_by_key ON budget_charges(budget, key)",
+            "CREATE INDEX budget_charges_by_key ON budget_charges(budget, key, boot_id, boot_ns)",
             "ALTER TABLE send_records ADD COLUMN wrong_codes INTEGER NOT NULL DEFAULT 0",
             "ALTER TABLE send_records ADD COLUMN code_dead INTEGER NOT NULL DEFAULT 0",
             "ALTER TABLE policies ADD COLUMN max_wrong_codes INTEGER NOT NULL DEFAULT 5",
@@ -531,12 +531,28 @@ final class SQLiteFile {
         return rows
     }
 
-    /// A budget key's charges, in no order.
-    func charges(of key: BudgetKey) throws(TickgateError) -> [StoredCharge] {
+    /// A budget key's charges, in no order: of boot `bootID` only those
+    /// after `after` (older ones no window counts), at most the newest
+    /// `newest` of them; of other boots (before a reboot) all.
+    func charges(of key: BudgetKey, bootID: String, after: Int64, newest: Int) throws(TickgateError)
+        -> [StoredCharge] {
         var rows: [StoredCharge] = []
         let most = Budget.maximumSends * Budget.maximumWindows
-        try query("SELECT rowid, boot_id, boot_ns, wall_ns FROM budget_charges WHERE budget = ? AND key = ?",
-                  [.text(key.budget.value), .text(key.key.value)],
+        try query("""
+            SELECT rowid, boot_ns, wall_ns FROM budget_charges
+            WHERE budget = ? AND key = ? AND boot_id = ? AND boot_ns > ? ORDER BY boot_ns DESC LIMIT ?
+            """, [.text(key.budget.value), .text(key.key.value), .text(bootID), .int(after), .int(Int64(newest))],
+                  table: "budget_charges") { (row) throws(TickgateError) in
+            let rowid = try row.integer(0, "rowid", Int64.min...Int64.max)
+            row.name = "row (\(key.budget.value), \(key.key.value), rowid \(rowid))"
+            let boot = try row.integer(1, "boot_ns", 0...Int64.max)
+            let wall = try row.integer(2, "wall_ns", 0...Int64.max)
+            rows.append(StoredCharge(rowid: rowid, at: Stamp(bootID: bootID, boot: boot, wall: wall)))
+        }
+        try query("""
+            SELECT rowid, boot_id, boot_ns, wall_ns FROM budget_charges
+            WHERE budget = ? AND key = ? AND boot_id != ?
+            """, [.text(key.budget.value), .text(key.key.value), .text(bootID)],
                   table: "budget_charges") { (row) throws(TickgateError) in
             let rowid = try row.integer(0, "rowid", Int64.min...Int64.max)
             row.name = "row (\(key.budget.value), \(key.key.value), rowid \(rowid))"
@@ -563,6 +579,12 @@ final class SQLiteFile {
     func deleteCharges(_ key: BudgetKey) throws(TickgateError) {
         try run("DELETE FROM budget_charges WHERE budget = ? AND key = ?",
                 [.text(key.budget.value), .text(key.key.value)])
+    }
+
+    /// Drops the charges of boot `bootID` at or before `before`.
+    func deleteCharges(_ key: BudgetKey, bootID: String, before: Int64) throws(TickgateError) {
+        try run("DELETE FROM budget_charges WHERE budget = ? AND key = ? AND boot_id = ? AND boot_ns <= ?",
+                [.text(key.budget.value), .text(key.key.value), .text(bootID), .int(before)])
     }
 
     func save(_ session: StoredSession?, realm: KeyName) throws(TickgateError) {

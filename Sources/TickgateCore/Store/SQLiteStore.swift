@@ -149,7 +149,14 @@ final class SQLiteStore: Store {
             var before = KeyRows(countdown: storedCountdown.flatMap { Self.countdown($0, clock, at: now) },
                                  record: storedRecord.map { Self.record($0, clock, at: now) })
             for var row in decision.budgets {
-                let charges = try file.charges(of: row.key)
+                // Charges of this boot older than every window are dropped,
+                // not read: a key holds those its windows count.
+                // Of the rest, a decision needs only the newest as many as
+                // the largest window allows (fewer cannot fill a window).
+                let stale = now.advanced(by: Span(nanoseconds: -row.budget.horizon.nanoseconds)).nanoseconds
+                try file.deleteCharges(row.key, bootID: clock.bootID, before: stale)
+                let newest = row.budget.windows.map(\.maximumSends).max() ?? 0
+                let charges = try file.charges(of: row.key, bootID: clock.bootID, after: stale, newest: newest)
                     .map { (rowid: $0.rowid, at: clock.moment(of: $0.at, at: now)) }
                     .sorted { $0.at < $1.at }
                 row.charges = charges.map(\.at)
@@ -190,6 +197,16 @@ final class SQLiteStore: Store {
     /// rows it no longer holds, inserts the new charges.
     private static func write(_ row: BudgetRow, over stored: [(rowid: Int64, at: Instant)], _ file: SQLiteFile,
                               _ clock: Clock, at now: Instant) throws(TickgateError) {
+        // The common change: one charge added at the end (a send), maybe
+        // after stale ones were dropped at the front.
+        if let added = row.charges.last, added == now, row.charges.count <= stored.count + 1 {
+            let front = stored.count - (row.charges.count - 1)
+            if front >= 0, zip(stored[front...], row.charges.dropLast()).allSatisfy({ $0.at == $1 }) {
+                for charge in stored[..<front] { try file.deleteCharge(rowid: charge.rowid) }
+                try file.insertCharge(row.key, at: clock.stamp(added, at: now))
+                return
+            }
+        }
         var wanted: [Instant: Int] = [:]
         for charge in row.charges { wanted[charge, default: 0] += 1 }
         for charge in stored {
@@ -207,7 +224,8 @@ final class SQLiteStore: Store {
     func charges(of key: BudgetKey) throws(TickgateError) -> [Instant] {
         try transaction { (file) throws(TickgateError) -> [Instant] in
             let now = clock.now()
-            return try file.charges(of: key).map { clock.moment(of: $0.at, at: now) }.sorted()
+            return try file.charges(of: key, bootID: clock.bootID, after: -1, newest: Int(Int32.max))
+                .map { clock.moment(of: $0.at, at: now) }.sorted()
         }
     }
 

@@ -1,7 +1,11 @@
 /*
  * tickgate-demo: a sign-in screen in the terminal, driven by Tickgate.
  *
- *   s  send the sign-in code          (scope "login")
+ *   s  send the sign-in code          (scope "login", charged to the
+ *                                      client address's budget "ip")
+ *   w  type a wrong sign-in code      (five kill the code: get a new one)
+ *   b  a burst of codes to other numbers from the same client address,
+ *      until the "ip" budget (3 sends per 10 minutes) refuses
  *   r  send the reset-password code   (scope "reset", counts on its own)
  *   l  open the account settings      (behind the login gate, realm "account")
  *   y / n  answer the login prompt,   o  log out,   q  quit
@@ -63,34 +67,38 @@ typedef struct texts {
     const char *not_logged_in, *unknown_key;
     const char *seconds_fmt, *minutes_fmt; /* a wait, as the titles show it */
     const char *reason[4]; /* by tg_cancel_reason */
+    const char *wrong_code, *code_dead, *no_code, *client, *burst_sent, *burst_refused;
 } texts;
 
 static const texts zh = {
     { sizeof(tg_titles), "获取验证码", "发送中…", "重新发送({s}s)", "重新获取",
-      "请{m}分钟后再试" },
+      "请{m}分钟后再试", "错误次数过多，请重新获取" },
     "Tickgate 演示 · 登录", "手机号", "登录验证码", "重置密码", "账户设置",
     "已登录 (会话剩余 %lld:%02lld)", "已登录", "未登录", "%zu 个请求等待登录",
     "打开「账户设置」需要先登录。现在登录？(y/n)",
-    "s 登录验证码   r 重置密码验证码   l 账户设置   o 退出登录   q 退出",
+    "s 登录验证码   w 输错验证码   b 批量发送   r 重置密码验证码   l 账户设置   o 退出登录   q 退出",
     "最近", "存储", "状态已保存在 %s ，再次运行可看到倒计时继续。\n",
     "「账户设置」已打开 (第 %d 次)", "「账户设置」未打开：%s",
     "已在等待登录，这次点击合并到同一个请求",
     "%s：短信已发送到 %s，冷却 %lld 秒", "%s：短信服务失败 (%s)，未开始冷却，可重试",
     "%s：引擎拒绝（%s），还需 %s",
     "%s：冷却结束，按钮变为「%s」", "已退出登录",
-    "未登录，无需退出", "「%s」不是可用的按键（s r l o q）",
+    "未登录，无需退出", "「%s」不是可用的按键（s w b r l o q）",
     "%lld 秒", "%lld 分钟",
     { "?", "取消了登录", "等待登录超时", "已退出登录" },
+    "验证码错误，还可再试 %u 次", "验证码错误次数过多，已失效：请重新获取",
+    "还没有发送验证码", "客户端 %s：10 分钟内已发送 %u/%u 条",
+    "批量发送：%s 已发送", "批量发送：%s 被「%s」预算拒绝，还需 %s",
 };
 
 static const texts en = {
-    { sizeof(tg_titles), NULL, NULL, NULL, NULL, NULL },
+    { sizeof(tg_titles), NULL, NULL, NULL, NULL, NULL, NULL },
     "Tickgate demo · Sign in", "Phone", "Sign-in code", "Reset password",
     "Account settings",
     "logged in (session %lld:%02lld left)", "logged in", "logged out",
     "%zu request(s) waiting for login",
     "Opening \"Account settings\" needs a login. Log in now? (y/n)",
-    "s sign-in code   r reset code   l account settings   o log out   q quit",
+    "s sign-in code   w wrong code   b burst   r reset code   l account settings   o log out   q quit",
     "Recent", "Store", "State kept in %s; run the demo again to see the countdown resume.\n",
     "\"Account settings\" opened (run #%d)",
     "\"Account settings\" not opened: %s",
@@ -99,9 +107,12 @@ static const texts en = {
     "%s: the SMS service failed (%s), no cooldown: try again",
     "%s: refused (%s), wait %s",
     "%s: cooled down, the button says \"%s\"", "logged out",
-    "not logged in: nothing to log out", "'%s' is not a key here (s r l o q)",
+    "not logged in: nothing to log out", "'%s' is not a key here (s w b r l o q)",
     "%lld s", "%lld min",
     { "?", "login cancelled", "timed out waiting for login", "logged out" },
+    "wrong code: %u attempt(s) left", "too many wrong codes: the code is dead, get a new one",
+    "no code was sent yet", "client %s: %u/%u sends in 10 min",
+    "burst: code sent to %s", "burst: %s refused by the \"%s\" budget, wait %s",
 };
 
 /* ------------------------------------------------------------------------ */
@@ -151,6 +162,10 @@ static struct demo {
     int feature_cancels;
 
     unsigned sms_requests;     /* how many requests the fake service got */
+    int wrong_codes;           /* wrong codes typed (the script checks them) */
+    int code_dead_seen;        /* a TG_EVENT_CODE_DEAD arrived */
+    int burst_next;            /* the next number of a burst */
+    int budget_refusals;       /* sends the "ip" budget refused */
     int64_t t0;                /* script: start time for the line stamps */
 
     char log[LOG_LINES][320];
@@ -187,6 +202,7 @@ static const char *event_name(tg_event_kind kind) {
     case TG_EVENT_SENDING: return "SENDING";
     case TG_EVENT_SEND_FAILED: return "SEND_FAILED";
     case TG_EVENT_RESET: return "RESET";
+    case TG_EVENT_CODE_DEAD: return "CODE_DEAD";
     }
     return "?";
 }
@@ -198,6 +214,7 @@ static const char *state_name(tg_button_state state) {
     case TG_BUTTON_COOLING: return "COOLING";
     case TG_BUTTON_READY_AGAIN: return "READY_AGAIN";
     case TG_BUTTON_LOCKED: return "LOCKED";
+    case TG_BUTTON_CODE_DEAD: return "CODE_DEAD";
     }
     return "?";
 }
@@ -322,6 +339,7 @@ static void on_button_event(const tg_event *event, void *user_data) {
     } else if (event->kind == TG_EVENT_FINISHED) {
         note(D.t->finished, b->name, event->title);
     }
+    if (event->kind == TG_EVENT_CODE_DEAD) D.code_dead_seen = 1;
 }
 
 static void on_gate_event(const tg_gate_event *event, void *user_data) {
@@ -384,7 +402,14 @@ static int configure(void) {
         reset.cooldown_ms[0] = 60000;
     }
     login.ticket_timeout_ms = reset.ticket_timeout_ms = 10000;
-    return check(tg_policy_set(D.engine, "login", &login), "tg_policy_set") &&
+    /* The client address's budget: 3 sign-in codes per 10 minutes, whatever
+     * the numbers (against SMS pumping). */
+    tg_budget ip = TG_BUDGET_INIT;
+    ip.window_count = 1;
+    ip.max_sends[0] = 3;
+    ip.window_ms[0] = 600000;
+    return check(tg_budget_set(D.engine, "ip", &ip), "tg_budget_set") &&
+           check(tg_policy_set(D.engine, "login", &login), "tg_policy_set") &&
            check(tg_policy_set(D.engine, "reset", &reset), "tg_policy_set") &&
            check(tg_titles_set(D.engine, "login", &D.t->titles), "tg_titles_set") &&
            check(tg_titles_set(D.engine, "reset", &D.t->titles), "tg_titles_set");
@@ -447,10 +472,17 @@ static void close_engine(void) {
 
 /* The user tapped a button: ask the engine, then "call" the SMS service,
  * whose answer arrives 300-800 ms later through the poll loop. */
+/* The demo's client address: sign-in codes are charged to its budget. */
+#define CLIENT "203.0.113.7"
+
 static void tap(button_view *b) {
     int64_t wait_ms = 0;
     tg_ticket ticket;
-    tg_status status = tg_send_begin(D.engine, b->scope, D.phone, &ticket, &wait_ms);
+    tg_budget_key ip = {"ip", CLIENT};
+    /* Sign-in codes are charged to the client address's budget. */
+    tg_status status = tg_send_begin_budgeted(D.engine, b->scope, D.phone, &ip,
+                                              b == &D.login ? 1 : 0, &ticket,
+                                              &wait_ms, NULL);
     if (status != TG_OK) {
         /* Repeated taps on a disabled button update one line. */
         char wait[64];
@@ -493,6 +525,50 @@ static void sms_answer(button_view *b) {
         note(D.t->sms_failed, b->name, "HTTP 503");
     else
         note(D.t->sms_sent, b->name, D.phone, (long long)((cooldown_ms + 999) / 1000));
+}
+
+/* The user typed a wrong sign-in code. */
+static void wrong_code(void) {
+    uint32_t left = 0;
+    tg_status status = tg_verify_failed(D.engine, "login", D.phone, &left);
+    D.wrong_codes++;
+    if (D.script)
+        say("  tg_verify_failed(login, %s) -> %s, %u attempt(s) left", D.phone,
+            tg_status_string(status), status == TG_OK ? left : 0);
+    if (status == TG_E_NOT_FOUND) note("%s", D.t->no_code);
+    else if (status == TG_E_CODE_DEAD || (status == TG_OK && left == 0)) note("%s", D.t->code_dead);
+    else if (status == TG_OK) note(D.t->wrong_code, left);
+    else note("tg_verify_failed: %s", tg_status_string(status));
+}
+
+/* A burst from this client address: codes to other numbers, sent at once,
+ * until the "ip" budget refuses. */
+static void burst(void) {
+    tg_budget_key ip = {"ip", CLIENT};
+    for (int i = 0; i < 5; i++) {
+        char number[32], wait[64];
+        int64_t wait_ms = 0;
+        size_t index = TG_BUDGET_NONE;
+        tg_ticket ticket;
+        snprintf(number, sizeof number, "+8613900000%03d", ++D.burst_next % 1000);
+        tg_status status = tg_send_begin_budgeted(D.engine, "login", number, &ip, 1,
+                                                  &ticket, &wait_ms, &index);
+        if (status == TG_OK) {
+            check(tg_send_end(D.engine, ticket, TG_SEND_SUCCEEDED, 0, NULL), "tg_send_end");
+            note(D.t->burst_sent, number);
+            if (D.script) say("  tg_send_begin_budgeted(login, %s, ip %s) -> OK", number, CLIENT);
+            continue;
+        }
+        if (status == TG_E_LOCKED && index != TG_BUDGET_NONE) D.budget_refusals++;
+        note(D.t->burst_refused, number, index != TG_BUDGET_NONE ? ip.budget : "?",
+             wait_text(wait_ms, wait, sizeof wait));
+        if (D.script)
+            say("  tg_send_begin_budgeted(login, %s, ip %s) -> %s, budget index %d, wait %lld ms: %s",
+                number, CLIENT, tg_status_string(status),
+                index == TG_BUDGET_NONE ? -1 : (int)index, (long long)wait_ms,
+                tg_last_error_message());
+        break;
+    }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -713,6 +789,16 @@ static void render(void) {
     add(&sc, KEEP_SPARE, "%s", "");
     add_button(&sc, D.t->login_code, &D.login);
     add_button(&sc, D.t->reset_code, &D.reset);
+    {
+        tg_budget_usage usage;
+        char line[256];
+        memset(&usage, 0, sizeof usage);
+        usage.struct_size = sizeof usage;
+        if (tg_budget_read(D.engine, "ip", CLIENT, &usage) == TG_OK) {
+            snprintf(line, sizeof line, D.t->client, CLIENT, usage.used, usage.max_sends);
+            add(&sc, KEEP_ALWAYS, "  %s%s", padded("", LABEL_COLS, name, sizeof name), line);
+        }
+    }
     add(&sc, KEEP_SPARE, "%s", "");
     padded(D.t->account, LABEL_COLS, name, sizeof name);
     if (D.logged_in) {
@@ -818,6 +904,8 @@ static int handle_key(int c) {
     }
     switch (c) {
     case 's': case 'S': tap(&D.login); break;
+    case 'w': case 'W': wrong_code(); break;
+    case 'b': case 'B': burst(); break;
     case 'r': case 'R': tap(&D.reset); break;
     case 'l': case 'L': request_feature(); break;
     case 'o': case 'O': {
@@ -995,15 +1083,27 @@ static int play_script(void) {
     request_feature();
     if (!pump()) return 1;
 
-    step("8. Wait for both countdowns to finish");
+    step("8. Type five wrong sign-in codes: the fifth kills the code");
+    for (int i = 0; i < 5; i++) wrong_code();
+    if (!pump()) return 1;
+    say("  a sixth:");
+    wrong_code();
+
+    step("9. A burst from client %s to other numbers: its \"ip\" budget "
+         "(3 sends per 10 minutes) refuses", CLIENT);
+    burst();
+
+    step("10. Wait for both countdowns to finish");
     if (!run_until_ready(&D.login, 8000) || !run_until_ready(&D.reset, 8000))
         return 1;
 
     step("Done");
-    say("sign-in button \"%s\", reset button \"%s\", the feature ran %d time(s)",
-        D.login.title, D.reset.title, D.feature_runs);
+    say("sign-in button \"%s\" (%s), reset button \"%s\", the feature ran %d time(s), "
+        "the budget refused %d send(s)", D.login.title, state_name(D.login.state),
+        D.reset.title, D.feature_runs, D.budget_refusals);
     close_engine();
-    return D.feature_runs == 2 && D.login.state == TG_BUTTON_READY_AGAIN &&
+    return D.feature_runs == 2 && D.code_dead_seen && D.budget_refusals == 1 &&
+                   D.login.state == TG_BUTTON_CODE_DEAD &&
                    D.reset.state == TG_BUTTON_READY_AGAIN
                ? 0
                : 1;

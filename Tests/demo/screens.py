@@ -3,7 +3,8 @@
 
 Runs `tickgate-demo` in tmux at 80x24 and at 60x18, in Chinese and in
 English, plays a session of keys (a send, a refused tap, the reset code, the
-login gate answered no and yes, logging out twice, an unknown key, quit) and
+login gate answered no and yes, logging out twice, an unknown key, a wrong
+code, a burst of sends that the client's budget stops, quit) and
 reads the screen after every key with `tmux capture-pane -J` (which joins a
 wrapped line back into one). Every screen must have:
 
@@ -71,12 +72,13 @@ with tickgate.Engine(store_path={path!r}) as e:
 TEXT = {
     "zh": {"heading": "Tickgate 演示", "login": "登录验证码", "reset": "重置密码",
            "wait": "还需", "not_logged_in": "未登录，无需退出", "unknown": "不是可用的按键",
-           "locked": "请", "quit": "q 退出"},
+           "locked": "请", "quit": "q 退出", "wrong": "还可再试", "budget": "被「ip」"},
     "en": {"heading": "Tickgate demo", "login": "Sign-in code", "reset": "Reset password",
            "wait": "wait ", "not_logged_in": "not logged in", "unknown": "is not a key here",
-           "locked": "Try again in", "quit": "q quit"},
+           "locked": "Try again in", "quit": "q quit", "wrong": "attempt(s) left",
+           "budget": "refused by the"},
 }
-STATES = ("IDLE", "SENDING", "COOLING", "READY_AGAIN", "LOCKED")
+STATES = ("IDLE", "SENDING", "COOLING", "READY_AGAIN", "LOCKED", "CODE_DEAD")
 
 
 def state_column(line):
@@ -100,7 +102,8 @@ def play(lang, cols, rows):
         tmux("set-option", "-t", session, "remain-on-exit", "on")
         steps = [("", 1.0, None), ("s", 0.6, "wait"), ("r", 1.5, None), ("r", 0.4, "wait"),
                  ("l", 0.5, None), ("n", 0.5, None), ("l", 0.5, None), ("y", 0.6, None),
-                 ("o", 0.5, None), ("o", 0.5, "not_logged_in"), ("x", 0.5, "unknown")]
+                 ("o", 0.5, None), ("o", 0.5, "not_logged_in"), ("x", 0.5, "unknown"),
+                 ("w", 0.4, "wrong"), ("b", 0.6, "budget")]
         for keys, pause, expect in steps:
             if keys:
                 tmux("send-keys", "-t", session, "-l", keys)

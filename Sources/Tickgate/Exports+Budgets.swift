@@ -43,7 +43,8 @@ public func tg_send_begin_budgeted(_ engine: OpaquePointer?, _ scope: UnsafePoin
                                    _ out_ticket: UnsafeMutablePointer<UInt64>?,
                                    _ out_wait_ms: UnsafeMutablePointer<Int64>?,
                                    _ out_budget_index: UnsafeMutablePointer<Int>?) -> tg_status {
-    Boundary.call(engine) { (engine) throws(TickgateError) in
+    var refusedBy: Int?
+    let status = Boundary.call(engine) { (engine) throws(TickgateError) in
         do throws(TickgateError) {
             let key = try Boundary.key(scope, subject)
             let keys = try BudgetKeys.read(budgets, budget_count)
@@ -52,10 +53,13 @@ public func tg_send_begin_budgeted(_ engine: OpaquePointer?, _ scope: UnsafePoin
             out_wait_ms?.pointee = 0
         } catch {
             out_wait_ms?.pointee = error.remaining.millisecondsRoundedUp
-            out_budget_index?.pointee = error.budgetIndex ?? -1
+            refusedBy = error.budgetIndex
             throw error
         }
     }
+    // Every failure writes it, a bad handle's too (TG_BUDGET_NONE).
+    if status != TG_OK { out_budget_index?.pointee = refusedBy ?? -1 }
+    return status
 }
 
 @c @implementation

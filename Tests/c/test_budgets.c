@@ -101,6 +101,12 @@ static void test_refusal_names_budget(void)
         ASSERT_EQ_INT(u.used, 1);
         ASSERT_EQ_INT(u.max_sends, 100);
     }
+    /* no engine is a failure too: TG_BUDGET_NONE */
+    index = 5;
+    ASSERT_STATUS(tg_send_begin_budgeted(NULL, "login", "carol", keys, 2, &t,
+                                         &wait, &index),
+                  TG_E_INVALID_ARGUMENT);
+    ASSERT(index == TG_BUDGET_NONE);
     /* zero budgets: the same as tg_send_begin, NULL allowed */
     ASSERT_STATUS(tg_send_begin_budgeted(e, "login", "carol", NULL, 0, &t,
                                          NULL, NULL),

@@ -201,7 +201,7 @@ static int g_nstale;
 static void check_status(tg_status s)
 {
     const char *m;
-    if ((int)s < 0 || (int)s > TG_E_STORE_IO)
+    if ((int)s < 0 || (int)s > TG_E_CODE_DEAD)
         fail_now("status outside tg_status");
     if (!tg_status_string(s))
         fail_now("tg_status_string returned NULL");
@@ -649,7 +649,8 @@ static void op_policy(reader *r)
     int i;
     if (tg_policy_init(how & 128 ? NULL : &p, sizeof p) != (how & 128 ? TG_E_INVALID_ARGUMENT : TG_OK))
         fail_now("tg_policy_init");
-    if (tg_policy_init(&p, how & 64 ? sizeof p - 8 : sizeof p) != (how & 64 ? TG_E_VERSION : TG_OK))
+    /* sizeof p - 1: no layout (the first one ends at max_wrong_codes) */
+    if (tg_policy_init(&p, how & 64 ? sizeof p - 1 : sizeof p) != (how & 64 ? TG_E_VERSION : TG_OK))
         fail_now("tg_policy_init with a size");
     tg_policy_init(&p, sizeof p);
     if (how & 1) {
@@ -660,6 +661,7 @@ static void op_policy(reader *r)
         p.window_ms = duration(r);
         p.quiet_reset_ms = duration(r);
         p.ticket_timeout_ms = duration(r);
+        p.max_wrong_codes = u8(r) < 200 ? u8(r) % 8 : u32(r);
     }
     copy = sized_copy(r, &p, sizeof p);
     if (how & 2)
@@ -680,14 +682,15 @@ static void op_titles(reader *r)
         "Resend ({s}s)", "{m:ss}", "{m} min", "{{}}", "{", "}", "{x}",
         "{s}{s}{s}{s}{s}{s}{s}{s}{s}", "\xe9\x87\x8d\xe5\x8f\x91 {s} \xe7\xa7\x92",
         "", "\xff", "{s", "{{s}}", "{m:ss}{m:ss}{m:ss}{m:ss}{m:ss}{m:ss}{m:ss}{m:ss}"};
-    const char **fields[5];
+    const char **fields[6];
     int i;
     fields[0] = &t.idle;
     fields[1] = &t.sending;
     fields[2] = &t.cooling;
     fields[3] = &t.ready_again;
     fields[4] = &t.locked;
-    for (i = 0; i < 5; i++) {
+    fields[5] = &t.code_dead;
+    for (i = 0; i < 6; i++) {
         uint8_t c = u8(r);
         if (c < 100)
             *fields[i] = NULL;
@@ -709,13 +712,59 @@ static void op_send(reader *r)
     tg_ticket t = 0;
     int64_t w = -1;
     tg_status s;
-    switch (how % 3) {
+    switch (how % 7) {
     case 0:
         s = tg_send_begin(e, key(r), key(r), (how & 4) ? NULL : &t,
                           (how & 8) ? NULL : &w);
         if (s == TG_OK)
             remember(g_tickets, &g_ntickets, t);
         break;
+    case 3: {
+        /* a budget: windows in and out of range, any struct size */
+        tg_budget b;
+        void *copy;
+        int i;
+        tg_budget_init(&b, sizeof b);
+        b.window_count = u8(r) < 240 ? u8(r) % 6 : u32(r);
+        for (i = 0; i < TG_BUDGET_MAX_WINDOWS; i++) {
+            b.max_sends[i] = u8(r) < 200 ? u8(r) % 5 : u32(r);
+            b.window_ms[i] = duration(r);
+        }
+        copy = sized_copy(r, &b, sizeof b);
+        s = tg_budget_set(e, key(r), (how & 8) ? NULL : (tg_budget *)copy);
+        free(copy);
+        break;
+    }
+    case 4: {
+        /* a send charged to up to 10 budget keys (NULL ones too) */
+        tg_budget_key keys[10];
+        size_t n = u8(r) % 11, i, index = 7;
+        for (i = 0; i < n; i++) {
+            keys[i].budget = key(r);
+            keys[i].key = key(r);
+        }
+        s = tg_send_begin_budgeted(e, key(r), key(r), (how & 16) ? NULL : keys,
+                                   (how & 32) ? (size_t)u32(r) : n,
+                                   (how & 8) ? NULL : &t, &w, &index);
+        if (s == TG_OK)
+            remember(g_tickets, &g_ntickets, t);
+        else if (index == 7)
+            fail_now("a refused budgeted send left *out_budget_index unwritten");
+        break;
+    }
+    case 5: {
+        tg_budget_usage u;
+        memset(&u, 0, sizeof u);
+        u.struct_size = (how & 16) ? u32(r) % 64 : sizeof u;
+        s = (how & 8) ? tg_budget_reset(e, key(r), key(r))
+                      : tg_budget_read(e, key(r), key(r), (how & 32) ? NULL : &u);
+        break;
+    }
+    case 6: {
+        uint32_t left;
+        s = tg_verify_failed(e, key(r), key(r), (how & 8) ? NULL : &left);
+        break;
+    }
     case 1: {
         uint8_t o = u8(r);
         s = tg_send_end(e, id_arg(r, g_tickets, g_ntickets),
@@ -804,7 +853,8 @@ static void op_misc(reader *r)
         break;
     default:
         if (tg_engine_options_init(NULL, sizeof(tg_engine_options)) != TG_E_INVALID_ARGUMENT ||
-            tg_policy_init(NULL, sizeof(tg_policy)) != TG_E_INVALID_ARGUMENT)
+            tg_policy_init(NULL, sizeof(tg_policy)) != TG_E_INVALID_ARGUMENT ||
+            tg_budget_init(NULL, sizeof(tg_budget)) != TG_E_INVALID_ARGUMENT)
             fail_now("an initialiser accepted NULL");
         break;
     }

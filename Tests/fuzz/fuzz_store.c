@@ -74,7 +74,7 @@ static void die(const char *what)
 
 static void check(tg_status s)
 {
-    if ((int)s < 0 || (int)s > TG_E_STORE_IO)
+    if ((int)s < 0 || (int)s > TG_E_CODE_DEAD)
         die("status outside tg_status");
     if (s != TG_OK && tg_last_error_message()[0] == '\0')
         die("a failing call left no message");

@@ -1,5 +1,3 @@
-import Synchronization
-
 /// The SQLite store: every decision is one transaction (`BEGIN IMMEDIATE`),
 /// so processes sharing the file decide on the same key state. With a
 /// commit delay, decisions join one open transaction (each in a savepoint)
@@ -17,7 +15,7 @@ final class SQLiteStore: Store {
         var failure: TickgateError?
     }
 
-    private let state: Mutex<State>
+    private let state: LockedValue<State>
     let commitDelay: Span
     let path: String
     /// The engine's clock: decisions are made at its readings.
@@ -32,7 +30,7 @@ final class SQLiteStore: Store {
         path = options.path
         let file = try SQLiteFile.open(path: options.path, startFreshIfCorrupt: options.startFreshIfCorrupt,
                                        fullSync: options.fullSync, timeout: options.timeout)
-        state = Mutex(State(file: file))
+        state = LockedValue(State(file: file))
     }
 
     /// Replaces the file by a new empty one after moving it aside (a row

@@ -20,6 +20,8 @@ final class ConditionLock: @unchecked Sendable {
 
     func lock() { pthread_mutex_lock(mutex) }
     func unlock() { pthread_mutex_unlock(mutex) }
+    /// Takes the lock if no one holds it; returns whether it did.
+    func tryLock() -> Bool { pthread_mutex_trylock(mutex) == 0 }
 
     /// Waits for `broadcast()`; the caller holds the lock.
     func wait() { pthread_cond_wait(condition, mutex) }

@@ -343,7 +343,15 @@ static void test_bad_rows(void)
     ASSERT_STATUS(tg_send_begin_budgeted(e, "login", "alice", &key, 1, &t,
                                          NULL, NULL),
                   TG_OK);
+    /* the charge a decision reads (one back, for a cap of 1) is checked */
+    set_budget(e, "ip", 1, 600000);
     exec_sql("UPDATE budget_charges SET boot_ns = -5");
+    ASSERT_STATUS(tg_send_begin_budgeted(e, "login", "dave", &key, 1, &t,
+                                         NULL, NULL),
+                  TG_E_STORE_CORRUPT);
+    ASSERT(strstr(tg_last_error_message(), "boot_ns") != NULL);
+    /* so is every charge of another boot (read in full) */
+    exec_sql("UPDATE budget_charges SET boot_ns = 5, boot_id = ''");
     ASSERT_STATUS(tg_send_begin_budgeted(e, "login", "bob", &key, 1, &t,
                                          NULL, NULL),
                   TG_E_STORE_CORRUPT);
@@ -355,10 +363,6 @@ static void test_bad_rows(void)
         ASSERT_STATUS(tg_button_get(e, "login", "bob", &button), TG_OK);
         ASSERT_EQ_INT(button.state, TG_BUTTON_IDLE);
     }
-    exec_sql("UPDATE budget_charges SET boot_id = ''");
-    ASSERT_STATUS(tg_send_begin_budgeted(e, "login", "bob", &key, 1, &t,
-                                         NULL, NULL),
-                  TG_E_STORE_CORRUPT);
     exec_sql("UPDATE budget_charges SET boot_id = x'00ff'");
     ASSERT_STATUS(tg_send_begin_budgeted(e, "login", "bob", &key, 1, &t,
                                          NULL, NULL),
@@ -366,6 +370,7 @@ static void test_bad_rows(void)
     ASSERT_STATUS(tg_send_begin(e, "login", "carol", &t, NULL), TG_OK);
     /* an operator's reset clears the bad rows */
     ASSERT_STATUS(tg_budget_reset(e, "ip", "203.0.113.7"), TG_OK);
+    set_budget(e, "ip", 2, 600000);
     ASSERT_STATUS(tg_send_begin_budgeted(e, "login", "bob", &key, 1, &t,
                                          NULL, NULL),
                   TG_OK);

@@ -73,18 +73,6 @@ public struct Budget: Sendable, Equatable {
         return best ?? Usage(used: 0, window: Window(maximumSends: 0, length: .zero), freesIn: .zero)
     }
 
-    /// When the budget has room for one more send, if it has none now.
-    func frees(_ charges: [Instant], at now: Instant) -> Instant? {
-        var latest: Instant?
-        for window in windows {
-            let used = Self.count(charges, within: window.length, at: now)
-            if let free = Self.frees(charges, used: used, window, at: now), latest.map({ free > $0 }) ?? true {
-                latest = free
-            }
-        }
-        return latest
-    }
-
     /// Charges later than `now - length`.
     static func count(_ charges: [Instant], within length: Span, at now: Instant) -> Int {
         charges.count - firstLater(than: now.advanced(by: Span(nanoseconds: -length.nanoseconds)), in: charges)
@@ -137,10 +125,64 @@ public struct BudgetKey: Hashable, Sendable {
     var description: String { "budget \"\(budget.value)\" key \"\(key.value)\"" }
 }
 
-/// A budget key as a decision sees it: its limit and its charges, oldest
-/// first.
+/// A budget key as a decision sees it: its limit and its charges.
+///
+/// A window of cap N is full exactly when the charge N back from the
+/// newest lies inside it, and then it frees a send when that charge leaves
+/// it: a decision needs only those charges. Memory holds every charge in
+/// `charges` (oldest first) and changes the list; a store may read only
+/// the charge each cap needs into `back` and write what the decision did
+/// (`charged`, `refunded`).
 struct BudgetRow {
     var key: BudgetKey
     var budget: Budget
-    var charges: [Instant]
+    var charges: [Instant] = []
+    /// A store's sparse read: cap N -> the charge N back from the newest
+    /// (absent: fewer than N charges). Nil: `charges` holds them all.
+    var back: [Int: Instant]?
+    /// What the decision did, for a store that writes changes.
+    var charged: Instant?
+    var refunded: Instant?
+
+    init(key: BudgetKey, budget: Budget, charges: [Instant] = [], back: [Int: Instant]? = nil) {
+        self.key = key
+        self.budget = budget
+        self.charges = charges
+        self.back = back
+    }
+
+    /// The charge `count` back from the newest, if there are that many.
+    func charge(back count: Int) -> Instant? {
+        if let back { return back[count] }
+        return charges.count >= count ? charges[charges.count - count] : nil
+    }
+
+    /// When the budget key has room for one more send, if it has none now.
+    func frees(at now: Instant) -> Instant? {
+        var latest: Instant?
+        for window in budget.windows {
+            guard let charge = charge(back: window.maximumSends) else { continue }
+            let free = charge.advanced(by: window.length)
+            if free > now, latest.map({ free > $0 }) ?? true { latest = free }
+        }
+        return latest
+    }
+
+    /// Charges one send at `now`.
+    mutating func charge(at now: Instant) {
+        charged = now
+        if back == nil {
+            budget.prune(&charges, at: now)
+            charges.append(now)
+        }
+    }
+
+    /// Returns the charge made at `moment`.
+    mutating func refund(_ moment: Instant, at now: Instant) {
+        refunded = moment
+        if back == nil {
+            if let index = charges.lastIndex(of: moment) { charges.remove(at: index) }
+            budget.prune(&charges, at: now)
+        }
+    }
 }

@@ -158,8 +158,7 @@ enum KeyDecision {
         // Checked before anything changes (no copy of the charges).
         var refusal: (index: Int, free: Instant)?
         for index in budgets.indices {
-            if let free = budgets[index].budget.frees(budgets[index].charges, at: now),
-               refusal.map({ free > $0.free }) ?? true {
+            if let free = budgets[index].frees(at: now), refusal.map({ free > $0.free }) ?? true {
                 refusal = (index, free)
             }
         }
@@ -170,19 +169,11 @@ enum KeyDecision {
                 "\(row.key.description) is spent: it frees a send in \(wait.millisecondsRoundedUp) ms",
                 remaining: wait, budgetIndex: refusal.index)
         }
-        for index in budgets.indices {
-            budgets[index].budget.prune(&budgets[index].charges, at: now)
-            budgets[index].charges.append(now)
-        }
+        for index in budgets.indices { budgets[index].charge(at: now) }
     }
 
     /// Returns a failed send's charge (made at `chargedAt`) to every budget.
     private static func refund(_ budgets: inout [BudgetRow], _ chargedAt: Instant, at now: Instant) {
-        for index in budgets.indices {
-            if let at = budgets[index].charges.lastIndex(of: chargedAt) {
-                budgets[index].charges.remove(at: at)
-            }
-            budgets[index].budget.prune(&budgets[index].charges, at: now)
-        }
+        for index in budgets.indices { budgets[index].refund(chargedAt, at: now) }
     }
 }

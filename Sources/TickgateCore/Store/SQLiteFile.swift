@@ -566,6 +566,38 @@ final class SQLiteFile {
         return rows
     }
 
+    /// Whether the key holds charges of another boot than `bootID`.
+    func hasCharges(of key: BudgetKey, otherThan bootID: String) throws(TickgateError) -> Bool {
+        var found = false
+        try query("SELECT 1 FROM budget_charges WHERE budget = ? AND key = ? AND boot_id != ? LIMIT 1",
+                  [.text(key.budget.value), .text(key.key.value), .text(bootID)],
+                  table: "budget_charges") { (_) throws(TickgateError) in found = true }
+        return found
+    }
+
+    /// The boot clock reading of the charge `count` back from the newest
+    /// of boot `bootID`, if it holds that many (one index walk).
+    func charge(of key: BudgetKey, bootID: String, back count: Int) throws(TickgateError) -> Int64? {
+        var boot: Int64?
+        try query("""
+            SELECT boot_ns FROM budget_charges WHERE budget = ? AND key = ? AND boot_id = ?
+            ORDER BY boot_ns DESC LIMIT 1 OFFSET ?
+            """, [.text(key.budget.value), .text(key.key.value), .text(bootID), .int(Int64(count - 1))],
+                  table: "budget_charges") { (row) throws(TickgateError) in
+            row.name = "row (\(key.budget.value), \(key.key.value))"
+            boot = try row.integer(0, "boot_ns", 0...Int64.max)
+        }
+        return boot
+    }
+
+    /// Deletes one charge of boot `bootID` made at `boot`.
+    func deleteCharge(of key: BudgetKey, bootID: String, boot: Int64) throws(TickgateError) {
+        try run("""
+            DELETE FROM budget_charges WHERE rowid = (SELECT rowid FROM budget_charges
+                WHERE budget = ? AND key = ? AND boot_id = ? AND boot_ns = ? LIMIT 1)
+            """, [.text(key.budget.value), .text(key.key.value), .text(bootID), .int(boot)])
+    }
+
     func insertCharge(_ key: BudgetKey, at stamp: Stamp) throws(TickgateError) {
         try run("INSERT INTO budget_charges(budget, key, boot_id, boot_ns, wall_ns) VALUES(?, ?, ?, ?, ?)",
                 [.text(key.budget.value), .text(key.key.value), .text(stamp.bootID), .int(stamp.boot),

@@ -140,26 +140,37 @@ final class SQLiteStore: Store {
             // corrupt row fails the call with nothing changed.
             let storedCountdown = try file.countdown(key)
             let storedRecord = try file.record(key)
-            var storedCharges: [[(rowid: Int64, at: Instant)]] = []
+            // Per budget key: nil when the decision reads only the charge
+            // each window's cap needs (every charge is of this boot), else
+            // every charge as read (an earlier boot's need the wall clock).
+            var storedCharges: [[(rowid: Int64, at: Instant)]?] = []
             // The clock is read once the store is ours: the decision's
             // moment follows every decision before it.
             let now = clock.now()
             var before = KeyRows(countdown: storedCountdown.flatMap { Self.countdown($0, clock, at: now) },
                                  record: storedRecord.map { Self.record($0, clock, at: now) })
             for var row in decision.budgets {
-                // Charges of this boot older than every window are dropped,
-                // not read: a key holds those its windows count.
-                // Of the rest, a decision needs only the newest as many as
-                // the largest window allows (fewer cannot fill a window).
+                // Charges of this boot older than every window are dropped.
                 let stale = now.advanced(by: Span(nanoseconds: -row.budget.horizon.nanoseconds)).nanoseconds
                 try file.deleteCharges(row.key, bootID: clock.bootID, before: stale)
-                let newest = row.budget.windows.map(\.maximumSends).max() ?? 0
-                let charges = try file.charges(of: row.key, bootID: clock.bootID, after: stale, newest: newest)
-                    .map { (rowid: $0.rowid, at: clock.moment(of: $0.at, at: now)) }
-                    .sorted { $0.at < $1.at }
-                row.charges = charges.map(\.at)
+                if try file.hasCharges(of: row.key, otherThan: clock.bootID) {
+                    let charges = try file.charges(of: row.key, bootID: clock.bootID, after: stale,
+                                                   newest: Int(Int32.max))
+                        .map { (rowid: $0.rowid, at: clock.moment(of: $0.at, at: now)) }
+                        .sorted { $0.at < $1.at }
+                    row.charges = charges.map(\.at)
+                    storedCharges.append(charges)
+                } else {
+                    var back: [Int: Instant] = [:]
+                    for window in row.budget.windows where back[window.maximumSends] == nil {
+                        if let boot = try file.charge(of: row.key, bootID: clock.bootID, back: window.maximumSends) {
+                            back[window.maximumSends] = min(Instant(nanoseconds: boot), now)
+                        }
+                    }
+                    row.back = back
+                    storedCharges.append(nil)
+                }
                 before.budgets.append(row)
-                storedCharges.append(charges)
             }
             var after = before
             let changes: KeyDecision.Changes
@@ -184,7 +195,14 @@ final class SQLiteStore: Store {
             }
             if changes.contains(.budgets) {
                 for (row, stored) in zip(after.budgets, storedCharges) {
-                    try Self.write(row, over: stored, file, clock, at: now)
+                    if let stored {
+                        try Self.write(row, over: stored, file, clock, at: now)
+                        continue
+                    }
+                    if let charged = row.charged { try file.insertCharge(row.key, at: clock.stamp(charged, at: now)) }
+                    if let refunded = row.refunded {
+                        try file.deleteCharge(of: row.key, bootID: clock.bootID, boot: refunded.nanoseconds)
+                    }
                 }
             }
             return DecisionResult(before: before, after: after, now: now, refusal: nil)

@@ -1185,18 +1185,21 @@ static void cmd_send_end(run *r, char **tok, int n)
              (long long)want_cd, (long long)cooldown);
 }
 
-/* verified SCOPE SUBJECT -> STATUS */
-static void cmd_verified(run *r, char **tok, int n)
+/* NAME A B -> STATUS for a call of two keys (verified SCOPE SUBJECT,
+ * budget-reset NAME KEY) */
+static void cmd_two_keys(run *r, char **tok, int n, const char *syntax,
+                         const char *what,
+                         tg_status (*call)(tg_engine *, const char *,
+                                           const char *))
 {
     tg_status want;
     if (n != 5 || arrow(tok, n) != 3) {
-        fail(r, "syntax: verified SCOPE SUBJECT -> STATUS");
+        fail(r, "syntax: %s", syntax);
         return;
     }
     if (!parse_status(r, tok[4], &want))
         return;
-    check_status(r, "tg_verified",
-                 tg_verified(r->engine, key_arg(tok[1]), key_arg(tok[2])),
+    check_status(r, what, call(r->engine, key_arg(tok[1]), key_arg(tok[2])),
                  want);
 }
 
@@ -1311,21 +1314,6 @@ static void cmd_budget_read(run *r, char **tok, int n)
             fail(r, "tg_budget_read: expected %s=%lld, got %lld", field,
                  (long long)want_v, (long long)have);
     }
-}
-
-/* budget-reset NAME KEY -> STATUS */
-static void cmd_budget_reset(run *r, char **tok, int n)
-{
-    tg_status want;
-    if (n != 5 || arrow(tok, n) != 3) {
-        fail(r, "syntax: budget-reset NAME KEY -> STATUS");
-        return;
-    }
-    if (!parse_status(r, tok[4], &want))
-        return;
-    check_status(r, "tg_budget_reset",
-                 tg_budget_reset(r->engine, key_arg(tok[1]), key_arg(tok[2])),
-                 want);
 }
 
 static int enabled_in(int state)
@@ -2105,7 +2093,8 @@ static void command(run *r, char **tok, int n, int override)
     else if (strcmp(c, "send-end") == 0)
         cmd_send_end(r, tok, n);
     else if (strcmp(c, "verified") == 0)
-        cmd_verified(r, tok, n);
+        cmd_two_keys(r, tok, n, "verified SCOPE SUBJECT -> STATUS",
+                     "tg_verified", tg_verified);
     else if (strcmp(c, "verify-failed") == 0)
         cmd_verify_failed(r, tok, n);
     else if (strcmp(c, "budget") == 0)
@@ -2113,7 +2102,8 @@ static void command(run *r, char **tok, int n, int override)
     else if (strcmp(c, "budget-read") == 0)
         cmd_budget_read(r, tok, n);
     else if (strcmp(c, "budget-reset") == 0)
-        cmd_budget_reset(r, tok, n);
+        cmd_two_keys(r, tok, n, "budget-reset NAME KEY -> STATUS",
+                     "tg_budget_reset", tg_budget_reset);
     else if (strcmp(c, "reopen") == 0)
         cmd_reopen(r, n);
     else if (strcmp(c, "button") == 0)

@@ -126,7 +126,7 @@ sanitize: build
 	Tests/stress/run-tsan
 	Tests/stress/run-asan
 	$(or $(SWIFT),swift) test --sanitize=thread --scratch-path /tmp/tg-swift-tsan \
-	    --filter 'StoreDoubleTests|EngineTests|GateTests|SendFlowTests'
+	    --filter 'StoreDoubleTests|EngineTests|GateTests|SendFlowTests|BudgetTests'
 
 fuzz: build
 	Tests/fuzz/run

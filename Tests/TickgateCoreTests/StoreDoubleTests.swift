@@ -59,21 +59,19 @@ final class DoubleStore: Store {
             let now = clock.now()
             var before = rows.keys[key] ?? KeyRows()
             if let countdown = before.countdown, countdown.deadline <= now { before.countdown = nil }
-            before.budgets = decision.budgets.map { row in
+            var budgets = decision.budgets.map { row in
                 var row = row
                 row.charges = rows.charges[row.key] ?? []
                 return row
             }
             var after = before
             do throws(TickgateError) {
-                _ = try decision.apply(to: &after, key: key, at: now)
+                _ = try decision.apply(to: &after, budgets: &budgets, key: key, at: now)
             } catch {
                 return DecisionResult(before: before, after: before, now: now, refusal: error)
             }
-            for row in after.budgets { rows.charges[row.key] = row.charges }
-            var kept = after
-            kept.budgets = []
-            rows.keys[key] = kept
+            for row in budgets { rows.charges[row.key] = row.charges }
+            rows.keys[key] = after
             return DecisionResult(before: before, after: after, now: now, refusal: nil)
         }
     }

@@ -34,22 +34,17 @@ extension Engine {
                 let (rows, slot) = state.keyRows(key, at: now)
                 var result = DecisionResult(before: rows, after: rows, now: now, refusal: nil,
                                             knownSlot: .some(slot))
-                let budgets = decision.budgets
-                if !budgets.isEmpty {
-                    // The charges move into `after` and back: changed in
-                    // place, never copied.
-                    result.after.budgets = try state.budgets.take(budgets.map(\.key))
-                }
+                let named = decision.budgets
+                // The charges move into the decision and back: changed in
+                // place, never copied.
+                var budgets = named.isEmpty ? named : try state.budgets.take(named.map(\.key))
                 do throws(TickgateError) {
-                    _ = try decision.apply(to: &result.after, key: key, at: now)
+                    _ = try decision.apply(to: &result.after, budgets: &budgets, key: key, at: now)
                 } catch {
                     // A refusal leaves the rows as they were.
                     result.refusal = error
                 }
-                if !budgets.isEmpty {
-                    state.budgets.store(result.after.budgets)
-                    result.after.budgets = []
-                }
+                if !budgets.isEmpty { state.budgets.store(budgets) }
                 return try apply(state, held, result)
             }
         }

@@ -35,9 +35,12 @@ enum KeyDecision {
         }
     }
 
-    /// Makes the decision on `rows` (the key's state at `now`). Throws the
-    /// refusal (busy, locked, not found, expired) with `rows` unchanged.
-    func apply(to rows: inout KeyRows, key: CountdownKey, at now: Instant) throws(TickgateError) -> Changes {
+    /// Makes the decision on `rows` (the key's state at `now`) and on the
+    /// rows of the budget keys it names (`self.budgets` with their
+    /// charges, in that order). Throws the refusal (busy, locked, not
+    /// found, expired) with both unchanged.
+    func apply(to rows: inout KeyRows, budgets: inout [BudgetRow], key: CountdownKey,
+               at now: Instant) throws(TickgateError) -> Changes {
         let running = rows.countdown.flatMap { $0.deadline > now ? $0 : nil }
         switch self {
         case let .start(duration, tickInterval, restart):
@@ -67,8 +70,8 @@ enum KeyDecision {
                 }
             }
             var changes: Changes = .countdown
-            if !rows.budgets.isEmpty {
-                try Self.charge(&rows.budgets, at: now)
+            if !budgets.isEmpty {
+                try Self.charge(&budgets, at: now)
                 changes.insert(.budgets)
             }
             rows.countdown = Countdown(key: key, phase: .sending, instance: 0,
@@ -89,8 +92,8 @@ enum KeyDecision {
             }
             guard outcome == .succeeded else {
                 rows.countdown = nil
-                guard let chargedAt, !rows.budgets.isEmpty else { return .countdown }
-                Self.refund(&rows.budgets, chargedAt, at: now)
+                guard let chargedAt, !budgets.isEmpty else { return .countdown }
+                Self.refund(&budgets, chargedAt, at: now)
                 return [.countdown, .budgets]
             }
             var record = rows.record ?? SendRecord()

@@ -147,8 +147,9 @@ final class SQLiteStore: Store {
             // The clock is read once the store is ours: the decision's
             // moment follows every decision before it.
             let now = clock.now()
-            var before = KeyRows(countdown: storedCountdown.flatMap { Self.countdown($0, clock, at: now) },
+            let before = KeyRows(countdown: storedCountdown.flatMap { Self.countdown($0, clock, at: now) },
                                  record: storedRecord.map { Self.record($0, clock, at: now) })
+            var budgets: [BudgetRow] = []
             for var row in decision.budgets {
                 // Charges of this boot older than every window are dropped.
                 let stale = now.advanced(by: Span(nanoseconds: -row.budget.horizon.nanoseconds)).nanoseconds
@@ -170,12 +171,12 @@ final class SQLiteStore: Store {
                     row.back = back
                     storedCharges.append(nil)
                 }
-                before.budgets.append(row)
+                budgets.append(row)
             }
             var after = before
             let changes: KeyDecision.Changes
             do throws(TickgateError) {
-                changes = try decision.apply(to: &after, key: key, at: now)
+                changes = try decision.apply(to: &after, budgets: &budgets, key: key, at: now)
             } catch {
                 return DecisionResult(before: before, after: before, now: now, refusal: error)
             }
@@ -194,7 +195,7 @@ final class SQLiteStore: Store {
                 }
             }
             if changes.contains(.budgets) {
-                for (row, stored) in zip(after.budgets, storedCharges) {
+                for (row, stored) in zip(budgets, storedCharges) {
                     if let stored {
                         try Self.write(row, over: stored, file, clock, at: now)
                         continue

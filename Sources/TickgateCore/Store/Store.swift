@@ -5,8 +5,6 @@ struct KeyRows {
     /// The key's countdown if it has time left.
     var countdown: Countdown?
     var record: SendRecord?
-    /// The budget keys the decision names, with their charges.
-    var budgets: [BudgetRow] = []
 }
 
 /// A decision as a store made it: the key before it (which may differ from

@@ -45,7 +45,8 @@ final class DoubleStore: Store {
         return true
     }
 
-    func decide(_ decision: KeyDecision, for key: CountdownKey) throws(TickgateError) -> DecisionResult {
+    func decide(_ decision: KeyDecision, budgets named: [BudgetRow], for key: CountdownKey)
+        throws(TickgateError) -> DecisionResult {
         let failure = rows.withLock { rows -> TickgateError? in
             rows.inside += 1
             rows.mostInside = max(rows.mostInside, rows.inside)
@@ -59,7 +60,7 @@ final class DoubleStore: Store {
             let now = clock.now()
             var before = rows.keys[key] ?? KeyRows()
             if let countdown = before.countdown, countdown.deadline <= now { before.countdown = nil }
-            var budgets = decision.budgets.map { row in
+            var budgets = named.map { row in
                 var row = row
                 row.charges = rows.charges[row.key] ?? []
                 return row

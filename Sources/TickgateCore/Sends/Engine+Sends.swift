@@ -43,8 +43,9 @@ extension Engine {
     /// in `budgets`).
     public func sendBegin(_ key: CountdownKey, budgets: [BudgetKey] = []) throws(TickgateError) -> UInt64 {
         try decide(key, { (state) throws(TickgateError) in
-            .sendBegin(policy: state.policy(of: key.scope), tickInterval: defaultTickInterval,
-                       budgets: budgets.isEmpty ? [] : try state.budgets.checked(budgets))
+            .sendBegin(policy: state.policy(of: key.scope), tickInterval: defaultTickInterval)
+        }, budgets: { (state) throws(TickgateError) in
+            budgets.isEmpty ? [] : try state.budgets.checked(budgets)
         }) { (state, _, result) throws(TickgateError) -> UInt64 in
             if let refusal = result.refusal { throw refusal }
             guard var countdown = result.after.countdown else {
@@ -87,12 +88,12 @@ extension Engine {
                 throw state.endedTicketError(ticket)
             }
             // Only a failed send touches its budgets (it returns the charge).
-            let charge = outcome == .failed ? state.sends.charges[ticket] : nil
             return .sendEnd(ticketDeadline: sending.deadline, outcome: outcome, serverRetryAfter: serverRetryAfter,
                             policy: state.policy(of: key.scope), tickInterval: defaultTickInterval,
-                            budgets: try charge.map { (charge) throws(TickgateError) in
-                                try state.budgets.rows(charge.budgets)
-                            } ?? [], chargedAt: charge?.at)
+                            chargedAt: outcome == .failed ? state.sends.charges[ticket]?.at : nil)
+        }, budgets: { (state) throws(TickgateError) in
+            guard outcome == .failed, let charge = state.sends.charges[ticket] else { return [] }
+            return try state.budgets.rows(charge.budgets)
         }) { (state, held, result) throws(TickgateError) -> Span in
             guard let key else { throw state.endedTicketError(ticket) }
             if let refusal = result.refusal {

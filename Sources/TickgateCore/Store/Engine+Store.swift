@@ -13,16 +13,19 @@ extension Engine {
     /// store's order), and `apply` runs under the lock after memory was
     /// made to agree with what the store held before the decision (another
     /// process or engine may have changed the key). `apply` gets refusals
-    /// too, in `result.refusal`.
+    /// too, in `result.refusal`. `budgets`, run under the lock with
+    /// `prepare`, names the budget keys the decision reads and charges.
     func decide<R>(_ key: CountdownKey, _ prepare: (EngineState) throws(TickgateError) -> KeyDecision,
+                   budgets: (EngineState) throws(TickgateError) -> [BudgetRow] = { _ in [] },
                    apply: (EngineState, Guarded<EngineState>.Held, DecisionResult) throws(TickgateError) -> R)
         throws(TickgateError) -> R {
-        try decide(resolving: { (_) throws(TickgateError) in key }, prepare, apply: apply)
+        try decide(resolving: { (_) throws(TickgateError) in key }, prepare, budgets: budgets, apply: apply)
     }
 
     /// `decide` for a key found under the lock (a ticket's key).
     func decide<R>(resolving resolve: (EngineState) throws(TickgateError) -> CountdownKey,
                    _ prepare: (EngineState) throws(TickgateError) -> KeyDecision,
+                   budgets: (EngineState) throws(TickgateError) -> [BudgetRow] = { _ in [] },
                    apply: (EngineState, Guarded<EngineState>.Held, DecisionResult) throws(TickgateError) -> R)
         throws(TickgateError) -> R {
         guard let store else {
@@ -34,17 +37,17 @@ extension Engine {
                 let (rows, slot) = state.keyRows(key, at: now)
                 var result = DecisionResult(before: rows, after: rows, now: now, refusal: nil,
                                             knownSlot: .some(slot))
-                let named = decision.budgets
+                let named = try budgets(state)
                 // The charges move into the decision and back: changed in
                 // place, never copied.
-                var budgets = named.isEmpty ? named : try state.budgets.take(named.map(\.key))
+                var charged = named.isEmpty ? named : try state.budgets.take(named.map(\.key))
                 do throws(TickgateError) {
-                    _ = try decision.apply(to: &result.after, budgets: &budgets, key: key, at: now)
+                    _ = try decision.apply(to: &result.after, budgets: &charged, key: key, at: now)
                 } catch {
                     // A refusal leaves the rows as they were.
                     result.refusal = error
                 }
-                if !budgets.isEmpty { state.budgets.store(budgets) }
+                if !charged.isEmpty { state.budgets.store(charged) }
                 return try apply(state, held, result)
             }
         }
@@ -53,11 +56,11 @@ extension Engine {
             return try resolve(state)
         }
         return try lanes.with(.key(key)) { () throws(TickgateError) -> R in
-            let decision = try locked.withLock { (state) throws(TickgateError) -> KeyDecision in
+            let (decision, named) = try locked.withLock { (state) throws(TickgateError) in
                 try state.checkOpen()
-                return try prepare(state)
+                return (try prepare(state), try budgets(state))
             }
-            let result = try store.decide(decision, for: key)
+            let result = try store.decide(decision, budgets: named, for: key)
             let flushDue = store.flushDue
             return try locked.withLockWaiting { (state, held) throws(TickgateError) -> R in
                 try state.checkOpen()

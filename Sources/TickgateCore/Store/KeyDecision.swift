@@ -8,11 +8,11 @@ enum KeyDecision {
     case cancel
     /// "Get code": open a send ticket unless the key is busy, its window
     /// is full or a budget it names is spent; charges every budget.
-    case sendBegin(policy: SendPolicy, tickInterval: Span, budgets: [BudgetRow])
+    case sendBegin(policy: SendPolicy, tickInterval: Span)
     /// Close the send ticket whose countdown ends at `ticketDeadline`; a
-    /// failed send returns the charge made at `chargedAt` to `budgets`.
+    /// failed send returns the charge made at `chargedAt` to the budgets.
     case sendEnd(ticketDeadline: Instant, outcome: SendOutcome, serverRetryAfter: Span,
-                 policy: SendPolicy, tickInterval: Span, budgets: [BudgetRow], chargedAt: Instant?)
+                 policy: SendPolicy, tickInterval: Span, chargedAt: Instant?)
     /// The code was verified: escalation restarts, a cooldown ends.
     case verified(policy: SendPolicy)
     /// A wrong code was typed against the key's current code.
@@ -24,15 +24,6 @@ enum KeyDecision {
         static let countdown = Changes(rawValue: 1)
         static let record = Changes(rawValue: 2)
         static let budgets = Changes(rawValue: 4)
-    }
-
-    /// The budget keys the decision reads and charges (their rows as
-    /// `prepare` made them: limits, no charges; a store reads the charges).
-    var budgets: [BudgetRow] {
-        switch self {
-        case let .sendBegin(_, _, budgets), let .sendEnd(_, _, _, _, _, budgets, _): budgets
-        default: []
-        }
     }
 
     /// Makes the decision on `rows` (the key's state at `now`) and on the
@@ -56,7 +47,7 @@ enum KeyDecision {
             rows.countdown = nil
             return .countdown
 
-        case let .sendBegin(policy, tickInterval, _):
+        case let .sendBegin(policy, tickInterval):
             if let running { throw Engine.busyError(running, at: now) }
             if var record = rows.record {
                 record.prune(at: now, policy: policy)
@@ -79,7 +70,7 @@ enum KeyDecision {
                                        duration: policy.ticketTimeout, tickInterval: tickInterval)
             return changes
 
-        case let .sendEnd(ticketDeadline, outcome, serverRetryAfter, policy, tickInterval, _, chargedAt):
+        case let .sendEnd(ticketDeadline, outcome, serverRetryAfter, policy, tickInterval, chargedAt):
             guard let sending = rows.countdown, sending.phase == .sending,
                   sending.deadline == ticketDeadline else {
                 if ticketDeadline <= now {

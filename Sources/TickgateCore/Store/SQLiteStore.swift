@@ -133,7 +133,7 @@ final class SQLiteStore: Store {
 
     // MARK: Decisions
 
-    func decide(_ decision: KeyDecision, for key: CountdownKey)
+    func decide(_ decision: KeyDecision, budgets named: [BudgetRow], for key: CountdownKey)
         throws(TickgateError) -> DecisionResult {
         try transaction { (file) throws(TickgateError) -> DecisionResult in
             // Read and checked in full before anything is decided: a
@@ -150,7 +150,7 @@ final class SQLiteStore: Store {
             let before = KeyRows(countdown: storedCountdown.flatMap { Self.countdown($0, clock, at: now) },
                                  record: storedRecord.map { Self.record($0, clock, at: now) })
             var budgets: [BudgetRow] = []
-            for var row in decision.budgets {
+            for var row in named {
                 // Charges of this boot older than every window are dropped.
                 let stale = now.advanced(by: Span(nanoseconds: -row.budget.horizon.nanoseconds)).nanoseconds
                 try file.deleteCharges(row.key, bootID: clock.bootID, before: stale)

@@ -43,8 +43,9 @@ struct StoreSnapshot {
 /// decisions on different keys in parallel. Every call returns or fails
 /// within the store's timeout; a failed call changed nothing.
 protocol Store: AnyObject, Sendable {
-    /// Reads the key, makes `decision` on it and writes the result.
-    func decide(_ decision: KeyDecision, for key: CountdownKey)
+    /// Reads the key (and the charges of `budgets`, the budget keys the
+    /// decision names), makes `decision` on them and writes the result.
+    func decide(_ decision: KeyDecision, budgets: [BudgetRow], for key: CountdownKey)
         throws(TickgateError) -> DecisionResult
 
     /// Ends every countdown of `scope` (of every scope if nil).

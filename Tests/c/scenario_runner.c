@@ -891,6 +891,29 @@ static void cmd_advance(run *r, char **tok, int n)
 
 /* ---- the resend flow ---- */
 
+/* A window N/MS: a cap of sends (0 to UINT32_MAX) and its length. */
+static int parse_window(run *r, const char *text, uint32_t *out_cap,
+                        int64_t *out_ms)
+{
+    char buf[128], *slash;
+    int64_t cap;
+    snprintf(buf, sizeof buf, "%s", text);
+    slash = strchr(buf, '/');
+    if (!slash) {
+        fail(r, "syntax: a window is N/MS, not %s", text);
+        return 0;
+    }
+    *slash = '\0';
+    if (!parse_i64(r, buf, &cap) || !parse_i64(r, slash + 1, out_ms))
+        return 0;
+    if (cap < 0 || cap > (int64_t)UINT32_MAX) {
+        fail(r, "syntax: window cap out of range: %s", buf);
+        return 0;
+    }
+    *out_cap = (uint32_t)cap;
+    return 1;
+}
+
 /* policy SCOPE [cooldowns=MS,MS...] [window=N/MS] [quiet=MS] [ticket=MS]
  *   -> STATUS */
 static void cmd_policy(run *r, char **tok, int n)
@@ -933,23 +956,8 @@ static void cmd_policy(run *r, char **tok, int n)
             }
             p.step_count = count;
         } else if ((v = opt(tok[i], "window")) != NULL) {
-            char buf[128], *slash;
-            int64_t cap, ms;
-            snprintf(buf, sizeof buf, "%s", v);
-            slash = strchr(buf, '/');
-            if (!slash) {
-                fail(r, "syntax: window=N/MS");
+            if (!parse_window(r, v, &p.window_max_sends, &p.window_ms))
                 return;
-            }
-            *slash = '\0';
-            if (!parse_i64(r, buf, &cap) || !parse_i64(r, slash + 1, &ms))
-                return;
-            if (cap < 0 || cap > (int64_t)UINT32_MAX) {
-                fail(r, "syntax: window cap out of range: %s", buf);
-                return;
-            }
-            p.window_max_sends = (uint32_t)cap;
-            p.window_ms = ms;
         } else if ((v = opt(tok[i], "quiet")) != NULL) {
             if (!parse_i64(r, v, &p.quiet_reset_ms))
                 return;
@@ -1249,23 +1257,12 @@ static void cmd_budget(run *r, char **tok, int n)
         return;
     tg_budget_init(&b, sizeof b);
     for (i = 2; i < a; i++) {
-        char buf[128], *slash;
-        int64_t cap, ms;
-        snprintf(buf, sizeof buf, "%s", tok[i]);
-        slash = strchr(buf, '/');
-        if (!slash) {
-            fail(r, "syntax: a window is N/MS");
+        uint32_t cap;
+        int64_t ms;
+        if (!parse_window(r, tok[i], &cap, &ms))
             return;
-        }
-        *slash = '\0';
-        if (!parse_i64(r, buf, &cap) || !parse_i64(r, slash + 1, &ms))
-            return;
-        if (cap < 0 || cap > (int64_t)UINT32_MAX) {
-            fail(r, "syntax: window cap out of range: %s", buf);
-            return;
-        }
         if (b.window_count < TG_BUDGET_MAX_WINDOWS) {
-            b.max_sends[b.window_count] = (uint32_t)cap;
+            b.max_sends[b.window_count] = cap;
             b.window_ms[b.window_count] = ms;
         }
         b.window_count++;

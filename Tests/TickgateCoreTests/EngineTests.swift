@@ -4,7 +4,7 @@ import Testing
 
 /// Collects events delivered to an observer.
 final class Recorder: Sendable {
-    let events = Mutex<[Event]>([])
+    let events = LockedValue<[Event]>([])
     let releases = Atomic<Int>(0)
 
     var observer: Observer {

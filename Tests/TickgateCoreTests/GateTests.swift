@@ -1,10 +1,9 @@
-import Synchronization
 import Testing
 @testable import TickgateCore
 
 /// Records what a gate did with its requests, in order.
 final class GateLog: Sendable {
-    let lines = Mutex<[String]>([])
+    let lines = LockedValue<[String]>([])
 
     func add(_ line: String) { lines.withLock { $0.append(line) } }
 

@@ -289,6 +289,59 @@ static void test_wrong_codes_shared(void)
     tg_engine_close(b);
 }
 
+/* ---- charges from before a reboot ---- */
+
+static tg_engine *open_boot(const char *boot_id, int64_t wall_ms)
+{
+    tg_engine_options o;
+    tg_engine *e = NULL;
+    tg_engine_options_init(&o, sizeof o);
+    o.delivery = TG_DELIVERY_HOST_THREAD;
+    o.clock = TG_CLOCK_MANUAL;
+    o.store_path = g_path;
+    o.manual_boot_id = boot_id;
+    o.manual_boot_ms = 1000;
+    o.manual_wall_ms = wall_ms;
+    ASSERT_STATUS(tg_engine_open(&o, &e), TG_OK);
+    return e;
+}
+
+static void test_charges_across_a_reboot(void)
+{
+    tg_budget_key key = {"ip", "203.0.113.7"};
+    tg_budget_usage u;
+    tg_ticket t;
+    int64_t wait = 0;
+    size_t index = 0;
+    tg_engine *e;
+
+    remove_store();
+    e = open_boot("boot-a", INT64_C(1700000000000));
+    set_budget(e, "ip", 2, 600000);
+    ASSERT_STATUS(tg_send_begin_budgeted(e, "login", "a", &key, 1, &t, NULL, NULL), TG_OK);
+    ASSERT_STATUS(tg_send_end(e, t, TG_SEND_SUCCEEDED, 0, NULL), TG_OK);
+    tg_engine_close(e);
+    /* a reboot 100 s later (wall clock): the charge is 100 s old, and the
+     * store reads it through the wall clock */
+    e = open_boot("boot-b", INT64_C(1700000100000));
+    memset(&u, 0, sizeof u);
+    u.struct_size = sizeof u;
+    ASSERT_STATUS(tg_budget_read(e, "ip", "203.0.113.7", &u), TG_OK);
+    ASSERT_EQ_INT(u.used, 1);
+    ASSERT_STATUS(tg_send_begin_budgeted(e, "login", "b", &key, 1, &t, NULL, NULL), TG_OK);
+    ASSERT_STATUS(tg_send_end(e, t, TG_SEND_SUCCEEDED, 0, NULL), TG_OK);
+    ASSERT_STATUS(tg_send_begin_budgeted(e, "login", "c", &key, 1, &t, &wait, &index), TG_E_LOCKED);
+    ASSERT_EQ_INT(wait, 500000); /* the old boot's charge leaves at 600 s */
+    ASSERT_EQ_INT(index, 0);
+    /* a failed send returns its charge, the old boot's stays */
+    ASSERT_STATUS(tg_clock_advance(e, 500000), TG_OK);
+    ASSERT_STATUS(tg_send_begin_budgeted(e, "login", "c", &key, 1, &t, NULL, NULL), TG_OK);
+    ASSERT_STATUS(tg_send_end(e, t, TG_SEND_FAILED, 0, NULL), TG_OK);
+    ASSERT_STATUS(tg_budget_read(e, "ip", "203.0.113.7", &u), TG_OK);
+    ASSERT_EQ_INT(u.used, 1);
+    tg_engine_close(e);
+}
+
 /* ---- rows another program wrote ---- */
 
 static void exec_sql(const char *sql)
@@ -400,6 +453,7 @@ int main(void)
     RUN_TEST(test_race_in_memory);
     RUN_TEST(test_race_on_shared_store);
     RUN_TEST(test_wrong_codes_shared);
+    RUN_TEST(test_charges_across_a_reboot);
     RUN_TEST(test_bad_rows);
 
     remove_store();

@@ -18,10 +18,10 @@ struct BudgetBook {
         return rows
     }
 
-    /// The rows of `keys` with their charges moved out of the book (so a
-    /// decision changes them in place); `store` puts them back.
-    mutating func take(_ keys: [BudgetKey]) throws(TickgateError) -> [BudgetRow] {
-        var rows = try self.rows(keys)
+    /// `rows` with their charges moved out of the book (so a decision
+    /// changes them in place); `store` puts them back.
+    mutating func take(_ rows: [BudgetRow]) -> [BudgetRow] {
+        var rows = rows
         for index in rows.indices { rows[index].charges = charges.removeValue(forKey: rows[index].key) ?? [] }
         return rows
     }

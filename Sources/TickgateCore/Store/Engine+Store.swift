@@ -40,7 +40,7 @@ extension Engine {
                 let named = try budgets(state)
                 // The charges move into the decision and back: changed in
                 // place, never copied.
-                var charged = named.isEmpty ? named : try state.budgets.take(named.map(\.key))
+                var charged = named.isEmpty ? named : state.budgets.take(named)
                 do throws(TickgateError) {
                     _ = try decision.apply(to: &result.after, budgets: &charged, key: key, at: now)
                 } catch {

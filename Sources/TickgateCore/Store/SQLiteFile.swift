@@ -532,16 +532,15 @@ final class SQLiteFile {
     }
 
     /// A budget key's charges, in no order: of boot `bootID` only those
-    /// after `after` (older ones no window counts), at most the newest
-    /// `newest` of them; of other boots (before a reboot) all.
-    func charges(of key: BudgetKey, bootID: String, after: Int64, newest: Int) throws(TickgateError)
-        -> [StoredCharge] {
+    /// after `after` (older ones no window counts); of other boots (before
+    /// a reboot) all.
+    func charges(of key: BudgetKey, bootID: String, after: Int64) throws(TickgateError) -> [StoredCharge] {
         var rows: [StoredCharge] = []
         let most = Budget.maximumSends * Budget.maximumWindows
         try query("""
             SELECT rowid, boot_ns, wall_ns FROM budget_charges
-            WHERE budget = ? AND key = ? AND boot_id = ? AND boot_ns > ? ORDER BY boot_ns DESC LIMIT ?
-            """, [.text(key.budget.value), .text(key.key.value), .text(bootID), .int(after), .int(Int64(newest))],
+            WHERE budget = ? AND key = ? AND boot_id = ? AND boot_ns > ?
+            """, [.text(key.budget.value), .text(key.key.value), .text(bootID), .int(after)],
                   table: "budget_charges") { (row) throws(TickgateError) in
             let rowid = try row.integer(0, "rowid", Int64.min...Int64.max)
             row.name = "row (\(key.budget.value), \(key.key.value), rowid \(rowid))"

@@ -155,8 +155,7 @@ final class SQLiteStore: Store {
                 let stale = now.advanced(by: Span(nanoseconds: -row.budget.horizon.nanoseconds)).nanoseconds
                 try file.deleteCharges(row.key, bootID: clock.bootID, before: stale)
                 if try file.hasCharges(of: row.key, otherThan: clock.bootID) {
-                    let charges = try file.charges(of: row.key, bootID: clock.bootID, after: stale,
-                                                   newest: Int(Int32.max))
+                    let charges = try file.charges(of: row.key, bootID: clock.bootID, after: stale)
                         .map { (rowid: $0.rowid, at: clock.moment(of: $0.at, at: now)) }
                         .sorted { $0.at < $1.at }
                     row.charges = charges.map(\.at)
@@ -214,16 +213,6 @@ final class SQLiteStore: Store {
     /// rows it no longer holds, inserts the new charges.
     private static func write(_ row: BudgetRow, over stored: [(rowid: Int64, at: Instant)], _ file: SQLiteFile,
                               _ clock: Clock, at now: Instant) throws(TickgateError) {
-        // The common change: one charge added at the end (a send), maybe
-        // after stale ones were dropped at the front.
-        if let added = row.charges.last, added == now, row.charges.count <= stored.count + 1 {
-            let front = stored.count - (row.charges.count - 1)
-            if front >= 0, zip(stored[front...], row.charges.dropLast()).allSatisfy({ $0.at == $1 }) {
-                for charge in stored[..<front] { try file.deleteCharge(rowid: charge.rowid) }
-                try file.insertCharge(row.key, at: clock.stamp(added, at: now))
-                return
-            }
-        }
         var wanted: [Instant: Int] = [:]
         for charge in row.charges { wanted[charge, default: 0] += 1 }
         for charge in stored {
@@ -241,7 +230,7 @@ final class SQLiteStore: Store {
     func charges(of key: BudgetKey) throws(TickgateError) -> [Instant] {
         try transaction { (file) throws(TickgateError) -> [Instant] in
             let now = clock.now()
-            return try file.charges(of: key, bootID: clock.bootID, after: -1, newest: Int(Int32.max))
+            return try file.charges(of: key, bootID: clock.bootID, after: -1)
                 .map { clock.moment(of: $0.at, at: now) }.sorted()
         }
     }

@@ -18,7 +18,7 @@ all: build
 
 # Make sure the build tools (CMake, Ninja, pkg-config), tmux (the demo's
 # screen test) and the libraries the examples and tests link (SQLite, GLib,
-# libuv) exist; install what is missing
+# libuv, hiredis) and redis-server (the Redis tests) exist; install what is missing
 # with apt-get (Debian/Ubuntu) if we can, else say what to install.
 tools:
 	@missing=""; \
@@ -29,6 +29,8 @@ tools:
 	pkg-config --exists glib-2.0 2>/dev/null || missing="$$missing libglib2.0-dev"; \
 	pkg-config --exists libuv 2>/dev/null || missing="$$missing libuv1-dev"; \
 	pkg-config --exists sqlite3 2>/dev/null || missing="$$missing libsqlite3-dev"; \
+	pkg-config --exists hiredis 2>/dev/null || missing="$$missing libhiredis-dev"; \
+	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
 	if [ -n "$$missing" ]; then \
 	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
 	    echo "Installing$$missing with apt-get"; \

@@ -11,7 +11,9 @@ let package = Package(
     targets: [
         // What Swift's Glibc module lacks (timerfd, eventfd, epoll,
         // CLOCK_BOOTTIME), plus the public header for @c @implementation.
-        .target(name: "CTickgateShim"),
+        // hiredis is linked by name here; CMakeLists.txt links its static
+        // archive into libtickgate.so instead (README: "Redis").
+        .target(name: "CTickgateShim", linkerSettings: [.linkedLibrary("hiredis")]),
         // The engine: plain Swift, no C API types.
         // Exclusivity checks stay on in every build but release (as in
         // CMakeLists.txt; the build.swift_flags test compares the two).

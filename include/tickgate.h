@@ -245,6 +245,11 @@ typedef enum tg_clock_kind {
 /* Sync the store to disk on every commit, so that commits also survive a
  * power loss (by default they survive a crash of the process or a kill). */
 #define TG_STORE_FULL_SYNC 0x2u
+/* Redis store only: decide by the engine's own clock instead of the Redis
+ * server's. For tests on TG_CLOCK_MANUAL, where every engine sharing the
+ * store moves the same manual time; never in production (servers' clocks
+ * differ, the server's does not). */
+#define TG_STORE_ENGINE_CLOCK 0x4u
 
 /*
  * Options for tg_engine_open. Initialise with TG_ENGINE_OPTIONS_INIT or
@@ -281,8 +286,26 @@ typedef struct tg_engine_options {
      * TG_STORE_TIMEOUT_DEFAULT_MS, else 1 to TG_DURATION_MAX_MS. Past it the
      * call fails with TG_E_STORE_IO ("store busy for 5000 ms") and changes
      * nothing. (Added after the struct's first layout, which ends at
-     * manual_boot_id: a caller built before it gets the default.) */
+     * manual_boot_id: a caller built before it gets the default.) With
+     * store_url: the longest a call waits for the Redis server, connecting
+     * included; past it the call fails with TG_E_STORE_IO naming the
+     * server and changed nothing. */
     int64_t store_timeout_ms;
+    /* A Redis server shared by every engine, instead of store_path (set at
+     * most one of the two; NULL: none):
+     *   redis://[[user]:password@]host[:port][/db]      (port 6379, db 0)
+     *   redis+unix://[[user]:password@]/path/redis.sock[?db=N]
+     * user and password may be percent-encoded. The open connects, logs in
+     * and selects the database, and fails with TG_E_STORE_IO naming the
+     * server if any step fails (unreachable, refused login, bad database).
+     * README "Redis" says what is kept where and what each failure does.
+     * (This field and the next came after the second layout, which ends at
+     * store_timeout_ms.) */
+    const char *store_url;
+    /* Put before every Redis key and channel, so that several applications
+     * share one server: 1 to 64 printable ASCII characters without blanks
+     * or braces. NULL: "tickgate:". */
+    const char *store_prefix;
 } tg_engine_options;
 
 /* The default of tg_engine_options.store_timeout_ms. */
@@ -290,7 +313,7 @@ typedef struct tg_engine_options {
 
 #define TG_ENGINE_OPTIONS_INIT \
     { sizeof(tg_engine_options), TG_DELIVERY_ENGINE_THREAD, TG_CLOCK_SYSTEM, \
-      0, NULL, 0, 0, 0, 0, NULL, 0 }
+      0, NULL, 0, 0, 0, 0, NULL, 0, NULL, NULL }
 
 /*
  * Fill *options with the defaults (as TG_ENGINE_OPTIONS_INIT does). Pass

@@ -97,6 +97,8 @@ enum EngineOptionsReader {
     /// The first layout ended at manual_boot_id (store_timeout_ms came
     /// after it).
     static let olderLayouts = [MemoryLayout<tg_engine_options>.offset(of: \tg_engine_options.store_timeout_ms)
+        ?? MemoryLayout<tg_engine_options>.size,
+        MemoryLayout<tg_engine_options>.offset(of: \tg_engine_options.store_url)
         ?? MemoryLayout<tg_engine_options>.size]
 
     static var defaults: tg_engine_options {
@@ -124,8 +126,23 @@ enum EngineOptionsReader {
         if let interval = try Boundary.tickInterval(raw.tick_interval_ms) {
             options.tickInterval = interval
         }
-        guard raw.store_flags & ~(TG_STORE_START_FRESH_IF_CORRUPT | TG_STORE_FULL_SYNC) == 0 else {
+        guard raw.store_flags & ~(TG_STORE_START_FRESH_IF_CORRUPT | TG_STORE_FULL_SYNC | TG_STORE_ENGINE_CLOCK) == 0 else {
             throw TickgateError(.invalidArgument, "options.store_flags has unknown bits")
+        }
+        if let url = raw.store_url {
+            guard raw.store_path == nil else {
+                throw TickgateError(.invalidArgument, "options.store_path and options.store_url are both set: pick one store")
+            }
+            let text = try text(url, "options.store_url", limit: RedisOptions.maximumURLBytes)
+            var redis = RedisOptions(url: text)
+            if let prefix = raw.store_prefix {
+                redis.prefix = try self.text(prefix, "options.store_prefix", limit: RedisOptions.maximumPrefixBytes)
+            }
+            redis.timeout = .milliseconds(try timeout(raw.store_timeout_ms))
+            if raw.store_flags & TG_STORE_ENGINE_CLOCK != 0 { redis.time = .engine }
+            options.redis = redis
+        } else if raw.store_prefix != nil {
+            throw TickgateError(.invalidArgument, "options.store_prefix needs options.store_url")
         }
         if let path = raw.store_path {
             let length = strnlen(path, Int(PATH_MAX))
@@ -141,11 +158,7 @@ enum EngineOptionsReader {
             guard delay >= 0, delay <= Boundary.maximumDurationMilliseconds else {
                 throw TickgateError(.invalidDuration, "options.store_commit_delay_ms \(delay) is out of range")
             }
-            let timeout = raw.store_timeout_ms == 0 ? Limits.defaultStoreTimeout.nanoseconds / 1_000_000 : raw.store_timeout_ms
-            guard timeout >= 1, timeout <= Boundary.maximumDurationMilliseconds else {
-                throw TickgateError(.invalidDuration,
-                    "options.store_timeout_ms \(raw.store_timeout_ms) is outside 0 ... \(Boundary.maximumDurationMilliseconds) ms")
-            }
+            let timeout = try timeout(raw.store_timeout_ms)
             options.store = StoreOptions(
                 path: text, commitDelay: .milliseconds(delay), timeout: .milliseconds(timeout),
                 startFreshIfCorrupt: raw.store_flags & TG_STORE_START_FRESH_IF_CORRUPT != 0,
@@ -168,5 +181,28 @@ enum EngineOptionsReader {
             }
         }
         return options
+    }
+
+    /// store_timeout_ms: 0 is the default.
+    private static func timeout(_ milliseconds: Int64) throws(TickgateError) -> Int64 {
+        let timeout = milliseconds == 0 ? Limits.defaultStoreTimeout.nanoseconds / 1_000_000 : milliseconds
+        guard timeout >= 1, timeout <= Boundary.maximumDurationMilliseconds else {
+            throw TickgateError(.invalidDuration,
+                "options.store_timeout_ms \(milliseconds) is outside 0 ... \(Boundary.maximumDurationMilliseconds) ms")
+        }
+        return timeout
+    }
+
+    /// A C string of 1 to `limit` bytes of UTF-8.
+    private static func text(_ pointer: UnsafePointer<CChar>, _ field: String, limit: Int) throws(TickgateError) -> String {
+        let length = strnlen(pointer, limit + 1)
+        guard length > 0, length <= limit else {
+            throw TickgateError(.invalidArgument, "\(field) is empty or longer than \(limit) bytes")
+        }
+        guard let text = String(validating: UnsafeBufferPointer(
+            start: UnsafeRawPointer(pointer).assumingMemoryBound(to: UInt8.self), count: length), as: UTF8.self) else {
+            throw TickgateError(.invalidArgument, "\(field) is not valid UTF-8")
+        }
+        return text
     }
 }

@@ -2,10 +2,11 @@
  * scenario_runner.c — runs the .scn files of Tests/scenarios (format in
  * Tests/scenarios/README.md) against the C API.
  *
- *   scenario_runner [--delivery=host|thread] [--both] FILE.scn...
+ *   scenario_runner [--delivery=host|thread] [--both] [--redis=URL] FILE.scn...
  *
  * --delivery overrides the delivery of every file's `engine` line; --both
- * runs every file twice, in host and in thread mode. Each run stops at its
+ * runs every file twice, in host and in thread mode; --redis runs every
+ * engine on that Redis server (TG_STORE_ENGINE_CLOCK, a prefix per run). Each run stops at its
  * first mismatch, printed as file:line with what was expected and what came.
  * The last line is "N passed, M failed" (runs of files); the exit status is
  * non-zero if any run failed.
@@ -605,6 +606,11 @@ static void check_invariants(run *r)
              bad);
 }
 
+/* --redis=URL: every engine runs on this Redis server (on the engine's
+ * manual clock), under a prefix of its own per file and mode. */
+static const char *g_redis_url;
+static char g_redis_prefix[64];
+
 static void cmd_engine(run *r, char **tok, int n, int override)
 {
     tg_engine_options o;
@@ -627,6 +633,9 @@ static void cmd_engine(run *r, char **tok, int n, int override)
         else if ((v = opt(tok[i], "tick")) != NULL) {
             if (!parse_i64(r, v, &o.tick_interval_ms))
                 return;
+        } else if (strcmp(tok[i], "store") == 0 && g_redis_url) {
+            /* Redis keeps the state: `reopen` reopens on the same prefix. */
+            snprintf(r->store_path, sizeof r->store_path, "redis");
         } else if (strcmp(tok[i], "store") == 0) {
             snprintf(r->store_dir, sizeof r->store_dir, "/tmp/tg-scn-XXXXXX");
             if (!mkdtemp(r->store_dir)) {
@@ -643,6 +652,14 @@ static void cmd_engine(run *r, char **tok, int n, int override)
     }
     if (override >= 0)
         o.delivery = (tg_delivery)override;
+    if (g_redis_url) {
+        static unsigned serial;
+        snprintf(g_redis_prefix, sizeof g_redis_prefix, "scn:%ld:%u:",
+                 (long)getpid(), ++serial);
+        o.store_url = g_redis_url;
+        o.store_prefix = g_redis_prefix;
+        o.store_flags |= TG_STORE_ENGINE_CLOCK;
+    }
     r->thread_mode = o.delivery == TG_DELIVERY_ENGINE_THREAD;
     r->options = o;
     s = tg_engine_open(&o, &r->engine);
@@ -2270,6 +2287,8 @@ int main(int argc, char **argv)
             override = TG_DELIVERY_ENGINE_THREAD;
         else if (strcmp(argv[i], "--both") == 0)
             both = 1;
+        else if (strncmp(argv[i], "--redis=", 8) == 0)
+            g_redis_url = argv[i] + 8;
         else if (strncmp(argv[i], "--", 2) == 0) {
             fprintf(stderr, "unknown option %s\n", argv[i]);
             return 2;
@@ -2300,7 +2319,7 @@ int main(int argc, char **argv)
     }
     if (files == 0) {
         fprintf(stderr,
-                "usage: %s [--delivery=host|thread] [--both] FILE.scn...\n",
+                "usage: %s [--delivery=host|thread] [--both] [--redis=URL] FILE.scn...\n",
                 argv[0]);
         return 2;
     }

@@ -25,9 +25,13 @@ public final class Engine: @unchecked Sendable {
     public convenience init(options: EngineOptions = EngineOptions()) throws(TickgateError) {
         let clock = Clock(manual: options.clock == .manual, boot: options.manualBoot,
                           wall: options.manualWall, bootID: options.manualBootID)
-        var store: SQLiteStore?
+        var store: Store?
         var snapshot = StoreSnapshot()
-        if let storeOptions = options.store {
+        if let redis = options.redis {
+            let opened = try RedisStore(options: redis, clock: clock)
+            snapshot = try opened.load()
+            store = opened
+        } else if let storeOptions = options.store {
             let opened = try SQLiteStore(options: storeOptions, clock: clock)
             do {
                 snapshot = try opened.load()

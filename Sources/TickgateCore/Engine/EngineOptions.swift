@@ -47,6 +47,8 @@ public struct EngineOptions: Sendable {
     public var tickInterval: Span
     /// nil keeps state in memory only.
     public var store: StoreOptions?
+    /// A Redis server shared by every engine (instead of `store`).
+    public var redis: RedisOptions?
     /// The manual clock's first readings: its boot clock, its wall clock
     /// (nanoseconds since the epoch) and the id of its "boot".
     public var manualBoot: Instant

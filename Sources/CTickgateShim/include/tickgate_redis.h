@@ -1,0 +1,29 @@
+/* The system hiredis (the official C client of Redis), for the Redis
+ * store: connecting with a timeout and sending one command. Linked
+ * statically into libtickgate.so (README: "Redis"). */
+#ifndef TICKGATE_REDIS_H
+#define TICKGATE_REDIS_H
+#include <stddef.h>
+#include <stdint.h>
+#include <hiredis/hiredis.h>
+
+/* Connects to host:port (unix_path NULL) or to the unix socket unix_path,
+ * waiting at most timeout_ms, and sets the same timeout on every later
+ * read and write. Returns NULL only if out of memory; otherwise the caller
+ * checks ->err (and frees the context with redisFree either way). */
+redisContext *tgshim_redis_connect(const char *host, int port, const char *unix_path,
+                                   int64_t timeout_ms);
+
+/* Sets the read and write timeout of the context. 0 or an errno value. */
+int tgshim_redis_set_timeout(redisContext *context, int64_t timeout_ms);
+
+/* Sends one command of argc arguments (binary safe) and reads its reply;
+ * NULL on an I/O error or timeout (then context->err says which). */
+redisReply *tgshim_redis_command(redisContext *context, int argc, const char *const *argv,
+                                 const size_t *lengths);
+
+/* The i-th element of an array reply. */
+static inline redisReply *tgshim_redis_element(const redisReply *reply, size_t i) {
+    return reply->element[i];
+}
+#endif

@@ -33,3 +33,9 @@ redisReply *tgshim_redis_command(redisContext *context, int argc, const char *co
                                  const size_t *lengths) {
     return redisCommandArgv(context, argc, (const char **)argv, lengths);
 }
+
+redisReply *tgshim_redis_read(redisContext *context) {
+    void *reply = NULL;
+    if (redisGetReply(context, &reply) != REDIS_OK) return NULL;
+    return (redisReply *)reply;
+}

@@ -29,7 +29,7 @@ start)
     mkdir -p "$dir"
     redis-server --port 0 --unixsocket "$dir/redis.sock" --unixsocketperm 700 \
         --dir "$dir" --appendonly yes --appendfsync always --save "" \
-        --daemonize yes --pidfile "$dir/redis.pid" --logfile "$dir/redis.log"
+        --enable-debug-command local --daemonize yes --pidfile "$dir/redis.pid" --logfile "$dir/redis.log"
     i=0
     until [ "$(redis-cli -s "$dir/redis.sock" ping 2>/dev/null)" = PONG ]; do
         i=$((i + 1))

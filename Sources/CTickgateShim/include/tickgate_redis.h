@@ -22,6 +22,9 @@ int tgshim_redis_set_timeout(redisContext *context, int64_t timeout_ms);
 redisReply *tgshim_redis_command(redisContext *context, int argc, const char *const *argv,
                                  const size_t *lengths);
 
+/* Reads the next reply (a subscriber's message); NULL on an I/O error. */
+redisReply *tgshim_redis_read(redisContext *context);
+
 /* The i-th element of an array reply. */
 static inline redisReply *tgshim_redis_element(const redisReply *reply, size_t i) {
     return reply->element[i];

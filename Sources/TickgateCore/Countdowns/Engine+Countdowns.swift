@@ -72,7 +72,8 @@ extension Engine {
     /// The time the key's countdown still runs; throws `.notFound` if it is
     /// not counting.
     public func remaining(_ key: CountdownKey) throws(TickgateError) -> Span {
-        try locked.withLock { (state) throws(TickgateError) -> Span in
+        try refresh(key)
+        return try locked.withLock { (state) throws(TickgateError) -> Span in
             try state.checkOpen()
             let now = state.now()
             guard let running = state.counting(key, at: now) else {
@@ -167,6 +168,7 @@ extension Engine {
 
     /// `remaining` for a key given as bytes.
     public func remaining(_ key: RawKey) throws(TickgateError) -> Span {
+        if store?.readsThrough == true { try refresh(key.names()) }
         let remaining = try locked.withLock { (state) throws(TickgateError) -> Span? in
         try state.checkOpen()
         let now = state.now()

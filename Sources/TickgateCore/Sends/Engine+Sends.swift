@@ -30,7 +30,8 @@ extension Engine {
 
     /// The key's button now.
     public func button(_ key: CountdownKey) throws(TickgateError) -> Button {
-        try locked.withLock { (state) throws(TickgateError) in
+        try refresh(key)
+        return try locked.withLock { (state) throws(TickgateError) in
             try state.checkOpen()
             return state.button(key, at: state.now())
         }

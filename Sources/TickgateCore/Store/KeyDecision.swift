@@ -17,6 +17,8 @@ enum KeyDecision {
     case verified(policy: SendPolicy)
     /// A wrong code was typed against the key's current code.
     case verifyFailed(policy: SendPolicy)
+    /// Only read the key (a query on a store other engines change).
+    case read
 
     /// What `apply` changed.
     struct Changes: OptionSet {
@@ -34,6 +36,9 @@ enum KeyDecision {
                at now: Instant) throws(TickgateError) -> Changes {
         let running = rows.countdown.flatMap { $0.deadline > now ? $0 : nil }
         switch self {
+        case .read:
+            return []
+
         case let .start(duration, tickInterval, restart):
             if !restart, let running { throw Engine.busyError(running, at: now) }
             rows.countdown = Countdown(key: key, instance: 0, deadline: now.advanced(by: duration),

@@ -81,4 +81,18 @@ protocol Store: AnyObject, Sendable {
 
     /// Commits what is held and lets go of the store; later calls fail.
     func close()
+
+    /// True if other engines change the store's keys while this one runs
+    /// and tell it only by notices (Redis): a query reads the key first.
+    var readsThrough: Bool { get }
+
+    /// Starts telling `changed` of keys that other engines changed, on a
+    /// thread of the store's (nil: notices were interrupted, so any change
+    /// may have been missed). Stops at `close`.
+    func watch(_ changed: @escaping @Sendable (CountdownKey?) -> Void)
+}
+
+extension Store {
+    var readsThrough: Bool { false }
+    func watch(_ changed: @escaping @Sendable (CountdownKey?) -> Void) {}
 }

@@ -79,10 +79,10 @@ final class RedisConnection {
         guard let opened else {
             throw TickgateError(.system, "out of memory connecting to \(address.description)")
         }
+        // From here every throw frees the context in deinit.
         context = opened
         if opened.pointee.err != 0 {
             let why = Self.errorText(opened)
-            redisFree(opened)
             throw TickgateError(.storeIO, "cannot connect to the Redis server \(address.description): \(why)")
         }
         if let password = address.password {
@@ -137,8 +137,26 @@ final class RedisConnection {
         return copied
     }
 
-    func setTimeout(_ timeout: Span) {
-        _ = tgshim_redis_set_timeout(context, max(1, timeout.millisecondsRoundedUp))
+    /// Waits for replies with no timeout (a subscriber's connection).
+    func waitForever() {
+        _ = tgshim_redis_set_timeout(context, 0)
+    }
+
+    /// The connection's socket, for `shutdown` from another thread.
+    var descriptor: Int32 { context.pointee.fd }
+
+    /// Reads the next reply with no command sent (a subscriber's message).
+    func read() throws(TickgateError) -> RedisReply {
+        guard !broken, let reply = tgshim_redis_read(context) else {
+            broken = true
+            throw TickgateError(.storeIO, "lost the Redis server \(address.description): \(Self.errorText(context))")
+        }
+        defer { freeReplyObject(reply) }
+        guard let copied = RedisReply(reply) else {
+            broken = true
+            throw TickgateError(.storeCorrupt, "the Redis server \(address.description) sent a reply past Tickgate's limits")
+        }
+        return copied
     }
 }
 

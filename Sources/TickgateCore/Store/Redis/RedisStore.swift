@@ -81,6 +81,7 @@ final class RedisStore: Store {
         var shas: [String: String] = [:]
         var engineTime = ServerClock()
         var realTime = ServerClock()
+        var watcher: RedisWatcher?
     }
 
     private let pool: LockedValue<Pool>
@@ -285,6 +286,8 @@ final class RedisStore: Store {
         var a: [UInt8] = [], b: [UInt8] = [], c: [UInt8] = []
         var ticketDeadline: Instant?
         switch decision {
+        case .read:
+            op = "read"
         case let .start(duration, tickInterval, restart):
             op = "start"
             tick = tickInterval
@@ -421,7 +424,9 @@ final class RedisStore: Store {
                 let call = begin()
                 var arguments: [[UInt8]] = [call.now, channelName]
                 for key in batch {
-                    arguments.append(Array(publisher.utf8) + [UInt8(ascii: " ")] + Array(key.dropFirst(prefix.count)))
+                    // "k{TAG}" -> "kTAG", as the decisions' notices name keys.
+                    let tag = key.dropFirst(prefix.count + 2).dropLast()
+                    arguments.append(Array(publisher.utf8) + Array(" k".utf8) + Array(tag))
                 }
                 _ = try run("cancelKeys", keys: batch, arguments: arguments)
             }
@@ -602,12 +607,31 @@ final class RedisStore: Store {
     var flushDue: Instant? { nil }
 
     func close() {
-        let dropped = pool.withLock { pool -> [RedisConnection] in
+        let (dropped, watcher) = pool.withLock { pool -> ([RedisConnection], RedisWatcher?) in
             pool.closed = true
-            defer { pool.idle.removeAll() }
-            return pool.idle
+            defer {
+                pool.idle.removeAll()
+                pool.watcher = nil
+            }
+            return (pool.idle, pool.watcher)
         }
         _ = dropped
+        watcher?.stop()
+    }
+
+    // MARK: Notices
+
+    var readsThrough: Bool { true }
+
+    func watch(_ changed: @escaping @Sendable (CountdownKey?) -> Void) {
+        let watcher = RedisWatcher(address: address, timeout: options.timeout, channel: channelName,
+                                   publisher: publisher, changed: changed)
+        let started = pool.withLock { pool -> Bool in
+            if pool.closed || pool.watcher != nil { return false }
+            pool.watcher = watcher
+            return true
+        }
+        if started && !watcher.start() { pool.withLock { $0.watcher = nil } }
     }
 }
 

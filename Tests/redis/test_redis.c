@@ -1,0 +1,482 @@
+/*
+ * test_redis.c — engines sharing the tests' Redis server (TG_REDIS_URL, the
+ * CTest fixture "redis"): opening, one truth for several engines and
+ * processes, one clock, change notices, a blocked server, hostile data.
+ * The faults that stop or kill the server are in test_redis_faults.c.
+ */
+#include "../c/tg_test.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <hiredis/hiredis.h>
+#include <sys/wait.h>
+
+static const char *url;
+static char prefix[64];
+
+/* A prefix of its own for each test. */
+static void new_prefix(void)
+{
+    static unsigned serial;
+    snprintf(prefix, sizeof prefix, "tr:%ld:%u:", (long)getpid(), ++serial);
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_BOOTTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+static tg_engine *open_engine(tg_clock_kind clock, int64_t wall_ms, int64_t timeout_ms)
+{
+    tg_engine_options o;
+    tg_engine *engine = NULL;
+    tg_engine_options_init(&o, sizeof o);
+    o.clock = clock;
+    o.manual_wall_ms = wall_ms;
+    o.store_url = url;
+    o.store_prefix = prefix;
+    o.store_timeout_ms = timeout_ms;
+    ASSERT_STATUS(tg_engine_open(&o, &engine), TG_OK);
+    return engine;
+}
+
+/* A plain connection of the test's own, for what engines never do. */
+static redisContext *raw(void)
+{
+    const char *path = strstr(url, "://") + 3;
+    redisContext *c = redisConnectUnix(path);
+    if (!c || c->err) {
+        fprintf(stderr, "cannot connect to %s\n", path);
+        exit(1);
+    }
+    return c;
+}
+
+static void command(redisContext *c, const char *format, ...)
+{
+    va_list args;
+    redisReply *reply;
+    va_start(args, format);
+    reply = redisvCommand(c, format, args);
+    va_end(args);
+    ASSERT(reply != NULL);
+    if (reply)
+        freeReplyObject(reply);
+}
+
+/* ---- opening ---- */
+
+static tg_status open_with(const char *store_url, const char *store_prefix, const char *store_path,
+                           int64_t timeout_ms)
+{
+    tg_engine_options o;
+    tg_engine *engine = NULL;
+    tg_status s;
+    tg_engine_options_init(&o, sizeof o);
+    o.store_url = store_url;
+    o.store_prefix = store_prefix;
+    o.store_path = store_path;
+    o.store_timeout_ms = timeout_ms;
+    s = tg_engine_open(&o, &engine);
+    if (s == TG_OK)
+        tg_engine_close(engine);
+    return s;
+}
+
+static void test_open_errors(void)
+{
+    char buf[256];
+    int64_t started;
+    ASSERT_STATUS(open_with("http://localhost", NULL, NULL, 0), TG_E_INVALID_ARGUMENT);
+    ASSERT(strstr(tg_last_error_message(), "redis://") != NULL);
+    ASSERT_STATUS(open_with("redis://", NULL, NULL, 0), TG_E_INVALID_ARGUMENT);
+    ASSERT_STATUS(open_with("redis://host:99999", NULL, NULL, 0), TG_E_INVALID_ARGUMENT);
+    ASSERT_STATUS(open_with("redis://host:12x", NULL, NULL, 0), TG_E_INVALID_ARGUMENT);
+    ASSERT_STATUS(open_with("redis://host/db", NULL, NULL, 0), TG_E_INVALID_ARGUMENT);
+    ASSERT_STATUS(open_with("redis://[::1", NULL, NULL, 0), TG_E_INVALID_ARGUMENT);
+    ASSERT_STATUS(open_with("redis://u:p%zz@host", NULL, NULL, 0), TG_E_INVALID_ARGUMENT);
+    ASSERT_STATUS(open_with("redis+unix://relative.sock", NULL, NULL, 0), TG_E_INVALID_ARGUMENT);
+    ASSERT_STATUS(open_with("redis://a b", NULL, NULL, 0), TG_E_INVALID_ARGUMENT);
+    ASSERT_STATUS(open_with("", NULL, NULL, 0), TG_E_INVALID_ARGUMENT);
+    ASSERT_STATUS(open_with(url, "", NULL, 0), TG_E_INVALID_ARGUMENT);
+    ASSERT_STATUS(open_with(url, "a{b}", NULL, 0), TG_E_INVALID_ARGUMENT);
+    ASSERT_STATUS(open_with(url, "with space", NULL, 0), TG_E_INVALID_ARGUMENT);
+    ASSERT_STATUS(open_with(url, NULL, "/tmp/x.db", 0), TG_E_INVALID_ARGUMENT);
+    ASSERT_STATUS(open_with(NULL, "p:", NULL, 0), TG_E_INVALID_ARGUMENT);
+    ASSERT_STATUS(open_with(url, NULL, NULL, -1), TG_E_INVALID_DURATION);
+
+    /* Nothing listens on port 1: refused at once, the server named. */
+    ASSERT_STATUS(open_with("redis://127.0.0.1:1", NULL, NULL, 2000), TG_E_STORE_IO);
+    ASSERT(strstr(tg_last_error_message(), "redis://127.0.0.1:1/0") != NULL);
+    /* A socket that does not exist. */
+    ASSERT_STATUS(open_with("redis+unix:///nonexistent/redis.sock", NULL, NULL, 0), TG_E_STORE_IO);
+    ASSERT(strstr(tg_last_error_message(), "/nonexistent/redis.sock") != NULL);
+    /* A login the server refuses (it has no password), with the password
+     * kept out of the message. */
+    snprintf(buf, sizeof buf, "redis+unix://:s3cret@%s", strstr(url, "://") + 3);
+    ASSERT_STATUS(open_with(buf, NULL, NULL, 0), TG_E_STORE_IO);
+    ASSERT(strstr(tg_last_error_message(), "refused the login") != NULL);
+    ASSERT(strstr(tg_last_error_message(), "s3cret") == NULL);
+    /* A database the server does not have. */
+    snprintf(buf, sizeof buf, "%s?db=99999", url);
+    ASSERT_STATUS(open_with(buf, NULL, NULL, 0), TG_E_STORE_IO);
+    ASSERT(strstr(tg_last_error_message(), "database 99999") != NULL);
+    /* An address that never answers (TEST-NET-1): the timeout. */
+    started = now_ms();
+    ASSERT_STATUS(open_with("redis://192.0.2.1:6379", NULL, NULL, 300), TG_E_STORE_IO);
+    ASSERT(now_ms() - started < 3000);
+    /* And the right one opens. */
+    snprintf(buf, sizeof buf, "%s?db=1", url);
+    ASSERT_STATUS(open_with(buf, "open:", NULL, 0), TG_OK);
+}
+
+/* ---- one truth ---- */
+
+static void test_engines_share_keys(void)
+{
+    tg_engine *a, *b;
+    tg_ticket ticket = 0;
+    int64_t wait = 0, rem = 0, display = 0, cooldown = 0;
+    tg_button button;
+    new_prefix();
+    a = open_engine(TG_CLOCK_SYSTEM, 0, 0);
+    b = open_engine(TG_CLOCK_SYSTEM, 0, 0);
+    ASSERT_STATUS(tg_send_begin(a, "login", "+8613800000000", &ticket, &wait), TG_OK);
+    /* B never saw the key, yet the server refuses its send. */
+    ASSERT_STATUS(tg_send_begin(b, "login", "+8613800000000", &ticket, &wait), TG_E_IN_FLIGHT);
+    ASSERT_STATUS(tg_send_end(a, ticket, TG_SEND_SUCCEEDED, 0, &cooldown), TG_OK);
+    ASSERT_EQ_INT(cooldown, 60000);
+    ASSERT_STATUS(tg_send_begin(b, "login", "+8613800000000", &ticket, &wait), TG_E_COOLING_DOWN);
+    ASSERT(wait > 59000 && wait <= 60000);
+    /* B's queries read the server. */
+    ASSERT_STATUS(tg_countdown_remaining(b, "login", "+8613800000000", &rem, &display), TG_OK);
+    ASSERT(rem > 59000 && rem <= 60000);
+    memset(&button, 0, sizeof button);
+    button.struct_size = sizeof button;
+    ASSERT_STATUS(tg_button_get(b, "login", "+8613800000000", &button), TG_OK);
+    ASSERT_EQ_INT(button.state, TG_BUTTON_COOLING);
+    /* A verification on B ends the cooldown for A. */
+    ASSERT_STATUS(tg_verified(b, "login", "+8613800000000"), TG_OK);
+    ASSERT_STATUS(tg_countdown_remaining(a, "login", "+8613800000000", &rem, &display), TG_E_NOT_FOUND);
+    /* A countdown started on A is cancelled on B. */
+    ASSERT_STATUS(tg_countdown_start(a, "register", "x@example.com", 30000, 0, 0, &rem), TG_OK);
+    ASSERT_STATUS(tg_countdown_cancel(b, "register", "x@example.com"), TG_OK);
+    ASSERT_STATUS(tg_countdown_cancel(a, "register", "x@example.com"), TG_E_NOT_FOUND);
+    tg_engine_close(a);
+    tg_engine_close(b);
+}
+
+/* Two engines whose wall clocks are 10 minutes apart (manual clocks that
+ * do not move): the server's clock decides, so both see the same time. */
+static void test_one_clock(void)
+{
+    tg_engine *a, *b;
+    tg_ticket ticket = 0;
+    int64_t wait = 0, rem_a = 0, rem_b = 0, display = 0, cooldown = 0;
+    new_prefix();
+    a = open_engine(TG_CLOCK_MANUAL, INT64_C(1700000000000), 0);
+    b = open_engine(TG_CLOCK_MANUAL, INT64_C(1700000000000) + 600000, 0);
+    ASSERT_STATUS(tg_send_begin(a, "login", "skew", &ticket, &wait), TG_OK);
+    ASSERT_STATUS(tg_send_end(a, ticket, TG_SEND_SUCCEEDED, 0, &cooldown), TG_OK);
+    sleep_ms(300);
+    ASSERT_STATUS(tg_countdown_remaining(a, "login", "skew", &rem_a, &display), TG_OK);
+    ASSERT_STATUS(tg_countdown_remaining(b, "login", "skew", &rem_b, &display), TG_OK);
+    /* 300 ms of the server's time went by for both. */
+    ASSERT(rem_a <= 59700 && rem_a > 59000);
+    ASSERT(rem_b <= 59700 && rem_b > 59000);
+    ASSERT(llabs(rem_a - rem_b) < 100);
+    /* Advancing one engine's own clock does not shorten the server's
+     * cooldown: the key stays refused on both. */
+    ASSERT_STATUS(tg_clock_advance(b, 120000), TG_OK);
+    ASSERT_STATUS(tg_send_begin(b, "login", "skew", &ticket, &wait), TG_E_COOLING_DOWN);
+    ASSERT(wait > 59000);
+    tg_engine_close(a);
+    tg_engine_close(b);
+}
+
+/* ---- many processes ---- */
+
+enum { RACE_PROCESSES = 4, RACE_THREADS = 4, RACE_KEYS = 8, RACE_ROUNDS = 50 };
+
+struct racer {
+    tg_engine *engine;
+    int granted;
+};
+
+static void *race_thread(void *arg)
+{
+    struct racer *r = arg;
+    int round, key;
+    char subject[32];
+    for (round = 0; round < RACE_ROUNDS; round++) {
+        for (key = 0; key < RACE_KEYS; key++) {
+            tg_ticket ticket = 0;
+            int64_t wait = 0;
+            snprintf(subject, sizeof subject, "+86138%08d", key);
+            if (tg_send_begin(r->engine, "race", subject, &ticket, &wait) == TG_OK)
+                __atomic_add_fetch(&r->granted, 1, __ATOMIC_RELAXED);
+        }
+    }
+    return NULL;
+}
+
+/* 4 processes x 4 threads race tg_send_begin on 8 shared keys: exactly one
+ * ticket per key (its ticket stays open for 30 s), never two. */
+static void test_processes_race(void)
+{
+    int p, pipes[2], total = 0, status = 0;
+    pid_t children[RACE_PROCESSES];
+    new_prefix();
+    ASSERT(pipe(pipes) == 0);
+    for (p = 0; p < RACE_PROCESSES; p++) {
+        children[p] = fork();
+        if (children[p] == 0) {
+            struct racer r = {NULL, 0};
+            pthread_t threads[RACE_THREADS];
+            int t;
+            tg_engine_options o;
+            tg_engine_options_init(&o, sizeof o);
+            o.store_url = url;
+            o.store_prefix = prefix;
+            if (tg_engine_open(&o, &r.engine) != TG_OK)
+                _exit(2);
+            for (t = 0; t < RACE_THREADS; t++)
+                pthread_create(&threads[t], NULL, race_thread, &r);
+            for (t = 0; t < RACE_THREADS; t++)
+                pthread_join(threads[t], NULL);
+            tg_engine_close(r.engine);
+            if (write(pipes[1], &r.granted, sizeof r.granted) != sizeof r.granted)
+                _exit(3);
+            _exit(0);
+        }
+    }
+    close(pipes[1]);
+    for (p = 0; p < RACE_PROCESSES; p++) {
+        int granted = 0;
+        ASSERT(read(pipes[0], &granted, sizeof granted) == sizeof granted);
+        total += granted;
+    }
+    for (p = 0; p < RACE_PROCESSES; p++) {
+        waitpid(children[p], &status, 0);
+        ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    close(pipes[0]);
+    ASSERT_EQ_INT(total, RACE_KEYS);
+}
+
+/* ---- change notices ---- */
+
+struct seen {
+    pthread_mutex_t mu;
+    int count;
+    tg_event_kind last;
+    int64_t at_ms;
+};
+
+static void on_event(const tg_event *event, void *user)
+{
+    struct seen *s = user;
+    pthread_mutex_lock(&s->mu);
+    if (event->kind != TG_EVENT_STATE && event->kind != TG_EVENT_TICK) {
+        s->count++;
+        s->last = event->kind;
+        s->at_ms = now_ms();
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Waits up to limit_ms for the count to reach want; returns the count. */
+static int wait_count(struct seen *s, int want, long limit_ms)
+{
+    int64_t end = now_ms() + limit_ms;
+    int n;
+    for (;;) {
+        pthread_mutex_lock(&s->mu);
+        n = s->count;
+        pthread_mutex_unlock(&s->mu);
+        if (n >= want || now_ms() > end)
+            return n;
+        sleep_ms(2);
+    }
+}
+
+static void test_notices(void)
+{
+    tg_engine *a, *b;
+    tg_subscription sub = 0;
+    struct seen s;
+    int64_t rem = 0, started;
+    redisContext *c;
+    new_prefix();
+    memset(&s, 0, sizeof s);
+    pthread_mutex_init(&s.mu, NULL);
+    a = open_engine(TG_CLOCK_SYSTEM, 0, 0);
+    b = open_engine(TG_CLOCK_SYSTEM, 0, 0);
+    ASSERT_STATUS(tg_subscribe(b, "login", "notice", on_event, &s, NULL, &sub), TG_OK);
+    sleep_ms(100); /* B's subscriber connects */
+    started = now_ms();
+    ASSERT_STATUS(tg_countdown_start(a, "login", "notice", 30000, 0, 0, &rem), TG_OK);
+    ASSERT_EQ_INT(wait_count(&s, 1, 2000), 1);
+    ASSERT_EQ_INT(s.last, TG_EVENT_STARTED);
+    /* Within 100 ms of the start returning (usually about 1 ms). */
+    ASSERT(s.at_ms - started <= 100);
+    printf("     notice after %lld ms\n", (long long)(s.at_ms - started));
+
+    /* Drop B's subscriber connection, change the key while B is away:
+     * B reconnects, re-reads what it observes and reports the change. */
+    c = raw();
+    command(c, "CLIENT KILL TYPE pubsub");
+    ASSERT_STATUS(tg_countdown_cancel(a, "login", "notice"), TG_OK);
+    ASSERT_EQ_INT(wait_count(&s, 2, 5000), 2);
+    ASSERT_EQ_INT(s.last, TG_EVENT_CANCELLED);
+    redisFree(c);
+    tg_engine_close(a);
+    tg_engine_close(b);
+    pthread_mutex_destroy(&s.mu);
+}
+
+/* ---- a blocked server ---- */
+
+static void test_blocked_server(void)
+{
+    tg_engine *a;
+    redisContext *c;
+    int64_t rem = 0, display = 0, started, took;
+    new_prefix();
+    a = open_engine(TG_CLOCK_SYSTEM, 0, 300);
+    c = raw();
+    /* CLIENT PAUSE holds every command for 1.5 s: the call fails at its
+     * 300 ms timeout, and the script, run when the pause ends, finds its
+     * deadline passed and changes nothing. */
+    command(c, "CLIENT PAUSE 1500 ALL");
+    started = now_ms();
+    ASSERT_STATUS(tg_countdown_start(a, "login", "paused", 30000, 0, 0, &rem), TG_E_STORE_IO);
+    took = now_ms() - started;
+    ASSERT(took >= 250 && took < 1400);
+    ASSERT(strstr(tg_last_error_message(), "redis+unix://") != NULL);
+    sleep_ms(1600);
+    ASSERT_STATUS(tg_countdown_remaining(a, "login", "paused", &rem, &display), TG_E_NOT_FOUND);
+
+    /* DEBUG SLEEP blocks the whole server the same way. */
+    {
+        redisContext *d = raw();
+        redisAppendCommand(d, "DEBUG SLEEP 1");
+        redisBufferWrite(d, &(int){0});
+        sleep_ms(50);
+        started = now_ms();
+        ASSERT_STATUS(tg_countdown_start(a, "login", "asleep", 30000, 0, 0, &rem), TG_E_STORE_IO);
+        took = now_ms() - started;
+        ASSERT(took >= 250 && took < 1000);
+        {
+            void *reply = NULL;
+            ASSERT(redisGetReply(d, &reply) == REDIS_OK);
+            if (reply)
+                freeReplyObject(reply);
+        }
+        redisFree(d);
+    }
+    ASSERT_STATUS(tg_countdown_remaining(a, "login", "asleep", &rem, &display), TG_E_NOT_FOUND);
+    /* And the engine goes on, on new connections. */
+    ASSERT_STATUS(tg_countdown_start(a, "login", "asleep", 30000, 0, 0, &rem), TG_OK);
+    redisFree(c);
+    tg_engine_close(a);
+}
+
+/* ---- hostile data ---- */
+
+static void test_hostile_data(void)
+{
+    tg_engine *a;
+    redisContext *c;
+    int64_t rem = 0, wait = 0;
+    tg_ticket ticket;
+    tg_budget budget;
+    tg_budget_key key = {"ip", "203.0.113.7"};
+    size_t index = 0;
+    const char *bad_fields[][2] = {
+        {"d", "soon"}, {"d", "-5"}, {"p", "7"}, {"l", "0"}, {"i", "99999999999999999999"},
+        {"c", "x"}, {"h", "2"}, {"n", "-1"}, {"w", "abc"}, {"t", "1,2,x"}, {"t", "5,3"},
+        {"zz", "1"},
+    };
+    size_t i;
+    new_prefix();
+    a = open_engine(TG_CLOCK_SYSTEM, 0, 0);
+    c = raw();
+    /* A key of the wrong type. */
+    command(c, "SET %sk{5:loginwrongtype} hello", prefix);
+    ASSERT_STATUS(tg_countdown_start(a, "login", "wrongtype", 1000, 0, 0, &rem), TG_E_STORE_CORRUPT);
+    ASSERT(strstr(tg_last_error_message(), "k{5:loginwrongtype}") != NULL);
+    /* Garbage in each field. */
+    for (i = 0; i < sizeof bad_fields / sizeof bad_fields[0]; i++) {
+        command(c, "DEL %sk{5:logingarbage}", prefix);
+        command(c, "HSET %sk{5:logingarbage} d 1 p 1 l 1000 i 1000000 %s %s", prefix,
+                bad_fields[i][0], bad_fields[i][1]);
+        if (strcmp(bad_fields[i][0], "h") == 0 || strcmp(bad_fields[i][0], "n") == 0 ||
+            strcmp(bad_fields[i][0], "w") == 0 || strcmp(bad_fields[i][0], "t") == 0)
+            command(c, "HSET %sk{5:logingarbage} h 1 n 1 w 0 x 0 %s %s", prefix,
+                    bad_fields[i][0], bad_fields[i][1]);
+        ASSERT_STATUS(tg_send_begin(a, "login", "garbage", &ticket, &wait), TG_E_STORE_CORRUPT);
+        ASSERT(strstr(tg_last_error_message(), "k{5:logingarbage}") != NULL);
+    }
+    /* A budget key of the wrong type, and a charge that is not a time. */
+    tg_budget_init(&budget, sizeof budget);
+    budget.window_count = 1;
+    budget.max_sends[0] = 3;
+    budget.window_ms[0] = 60000;
+    ASSERT_STATUS(tg_budget_set(a, "ip", &budget), TG_OK);
+    command(c, "SET %sb{2:ip203.0.113.7} x", prefix);
+    ASSERT_STATUS(tg_send_begin_budgeted(a, "login", "budgeted", &key, 1, &ticket, &wait, &index),
+                  TG_E_STORE_CORRUPT);
+    command(c, "DEL %sb{2:ip203.0.113.7}", prefix);
+    command(c, "ZADD %sb{2:ip203.0.113.7} 9.1e15 a 9.2e15 b 9.3e15 c", prefix);
+    ASSERT_STATUS(tg_send_begin_budgeted(a, "login", "budgeted", &key, 1, &ticket, &wait, &index),
+                  TG_E_STORE_CORRUPT);
+    /* Settings that are not settings: the next open refuses. */
+    command(c, "HSET %ssettings p:login 1,2,3", prefix);
+    tg_engine_close(a);
+    {
+        tg_engine_options o;
+        tg_engine *b = NULL;
+        tg_engine_options_init(&o, sizeof o);
+        o.store_url = url;
+        o.store_prefix = prefix;
+        ASSERT_STATUS(tg_engine_open(&o, &b), TG_E_STORE_CORRUPT);
+        ASSERT(strstr(tg_last_error_message(), "p:login") != NULL);
+        command(c, "HSET %ssettings p:login 60000000|0|0|3600000000|30000000|5 t:login 3:abc", prefix);
+        ASSERT_STATUS(tg_engine_open(&o, &b), TG_E_STORE_CORRUPT);
+        command(c, "HDEL %ssettings t:login", prefix);
+        command(c, "SET %ssessions x", prefix);
+        ASSERT_STATUS(tg_engine_open(&o, &b), TG_E_STORE_CORRUPT);
+        command(c, "DEL %ssessions", prefix);
+        ASSERT_STATUS(tg_engine_open(&o, &b), TG_OK);
+        if (b)
+            tg_engine_close(b);
+    }
+    redisFree(c);
+}
+
+int main(void)
+{
+    url = getenv("TG_REDIS_URL");
+    if (!url || strncmp(url, "redis+unix://", 13) != 0) {
+        fprintf(stderr, "TG_REDIS_URL must name the tests' server (redis+unix://...)\n");
+        return 1;
+    }
+    RUN_TEST(test_open_errors);
+    RUN_TEST(test_engines_share_keys);
+    RUN_TEST(test_one_clock);
+    RUN_TEST(test_processes_race);
+    RUN_TEST(test_notices);
+    RUN_TEST(test_blocked_server);
+    RUN_TEST(test_hostile_data);
+    return TG_TEST_SUMMARY();
+}

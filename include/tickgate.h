@@ -250,6 +250,14 @@ typedef enum tg_clock_kind {
  * store moves the same manual time; never in production (servers' clocks
  * differ, the server's does not). */
 #define TG_STORE_ENGINE_CLOCK 0x4u
+/* Redis store only: while the server cannot be reached (a call fails with
+ * TG_E_STORE_IO), tg_send_begin grants a send by this engine's memory
+ * alone ("fail open": its SENDING event has TG_EVENT_FLAG_LOCAL_ONLY, and
+ * its end and the cooldown it starts stay in this engine). Without it
+ * (the default, "fail closed") such a send is refused with TG_E_STORE_IO:
+ * no code goes out that the shared limits did not allow, which is what
+ * stops SMS pumping. Other calls fail with TG_E_STORE_IO either way. */
+#define TG_STORE_FAIL_OPEN 0x8u
 
 /*
  * Options for tg_engine_open. Initialise with TG_ENGINE_OPTIONS_INIT or
@@ -583,7 +591,15 @@ typedef struct tg_event {
     tg_button_state state;         /* the key's button state after the event */
     int enabled;                   /* 1 if the button may be tapped */
     const char *title;             /* the state's title, rendered (UTF-8) */
+    /* TG_EVENT_FLAG_LOCAL_ONLY. Added after the first layout (which ends
+     * at title): read it only if struct_size covers it. */
+    uint32_t flags;
 } tg_event;
+
+/* tg_event.flags: the event was decided by this engine alone, because its
+ * store was unreachable: a send granted under TG_STORE_FAIL_OPEN (its
+ * SENDING event), which other engines do not know of. */
+#define TG_EVENT_FLAG_LOCAL_ONLY 0x1u
 
 /* An observer callback. */
 typedef void (*tg_event_fn)(const tg_event *event, void *user_data);

@@ -1,9 +1,13 @@
+#define _GNU_SOURCE
 /* hiredis for the Redis store: what Swift cannot call directly (a struct
  * timeval argument, a variadic function). */
 #include "tickgate_redis.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/time.h>
+#include <time.h>
 
 static struct timeval tgshim_timeval(int64_t ms) {
     struct timeval tv;
@@ -29,9 +33,27 @@ int tgshim_redis_set_timeout(redisContext *context, int64_t timeout_ms) {
     return redisSetTimeout(context, tgshim_timeval(timeout_ms)) == REDIS_OK ? 0 : EINVAL;
 }
 
+/* Writing to a server that went away raises SIGPIPE, which would kill the
+ * host: the signal is blocked in this thread for the call, and one it
+ * raised (not one already pending) is taken before it is unblocked. */
 redisReply *tgshim_redis_command(redisContext *context, int argc, const char *const *argv,
                                  const size_t *lengths) {
-    return redisCommandArgv(context, argc, (const char **)argv, lengths);
+    sigset_t pipe_only, old, pending;
+    int was_pending;
+    redisReply *reply;
+    sigemptyset(&pipe_only);
+    sigaddset(&pipe_only, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
+    sigpending(&pending);
+    was_pending = sigismember(&pending, SIGPIPE);
+    reply = redisCommandArgv(context, argc, (const char **)argv, lengths);
+    if (reply == NULL && !was_pending) {
+        struct timespec zero = {0, 0};
+        while (sigtimedwait(&pipe_only, NULL, &zero) > 0) {
+        }
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return reply;
 }
 
 redisReply *tgshim_redis_read(redisContext *context) {

@@ -126,8 +126,19 @@ enum EngineOptionsReader {
         if let interval = try Boundary.tickInterval(raw.tick_interval_ms) {
             options.tickInterval = interval
         }
-        guard raw.store_flags & ~(TG_STORE_START_FRESH_IF_CORRUPT | TG_STORE_FULL_SYNC | TG_STORE_ENGINE_CLOCK) == 0 else {
+        guard raw.store_flags & ~(TG_STORE_START_FRESH_IF_CORRUPT | TG_STORE_FULL_SYNC | TG_STORE_ENGINE_CLOCK
+                                      | TG_STORE_FAIL_OPEN) == 0 else {
             throw TickgateError(.invalidArgument, "options.store_flags has unknown bits")
+        }
+        let redisFlags = TG_STORE_ENGINE_CLOCK | TG_STORE_FAIL_OPEN
+        let sqliteFlags = TG_STORE_START_FRESH_IF_CORRUPT | TG_STORE_FULL_SYNC
+        if raw.store_url == nil, raw.store_flags & redisFlags != 0 {
+            throw TickgateError(.invalidArgument,
+                "options.store_flags: TG_STORE_ENGINE_CLOCK and TG_STORE_FAIL_OPEN need options.store_url")
+        }
+        if raw.store_url != nil, raw.store_flags & sqliteFlags != 0 {
+            throw TickgateError(.invalidArgument,
+                "options.store_flags: TG_STORE_START_FRESH_IF_CORRUPT and TG_STORE_FULL_SYNC need options.store_path")
         }
         if let url = raw.store_url {
             guard raw.store_path == nil else {
@@ -140,6 +151,7 @@ enum EngineOptionsReader {
             }
             redis.timeout = .milliseconds(try timeout(raw.store_timeout_ms))
             if raw.store_flags & TG_STORE_ENGINE_CLOCK != 0 { redis.time = .engine }
+            redis.failOpen = raw.store_flags & TG_STORE_FAIL_OPEN != 0
             options.redis = redis
         } else if raw.store_prefix != nil {
             throw TickgateError(.invalidArgument, "options.store_prefix needs options.store_url")

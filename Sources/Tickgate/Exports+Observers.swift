@@ -23,7 +23,8 @@ private struct CObserver: @unchecked Sendable {
                 subscription: event.subscription,
                 state: tg_button_state(rawValue: UInt32(bitPattern: event.state.rawValue)),
                 enabled: event.state.isEnabled ? 1 : 0,
-                title: title)
+                title: title,
+                flags: event.localOnly ? TG_EVENT_FLAG_LOCAL_ONLY : 0)
             callback(&raw, userData)
         }
     }

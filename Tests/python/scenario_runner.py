@@ -42,6 +42,7 @@ Run files by hand with::
 from __future__ import annotations
 
 import ctypes
+import itertools
 import os
 import shutil
 import sys
@@ -366,6 +367,10 @@ class Run:
 
     name: str
     override: Optional[str] = None  # None: as the file says
+    #: A Redis server for every engine (on the engine's manual clock,
+    #: under a prefix of this run's own), as the C runner's --redis=URL.
+    redis_url: Optional[str] = None
+    reopenable: bool = False  # engine ... store
     lineno: int = 0
     text: str = ""
     thread_mode: bool = False
@@ -558,8 +563,11 @@ class Run:
                 delivery = "thread"
             elif opt(t, "tick") is not None:
                 tick = self.parse_int(self, opt(t, "tick"))
+            elif t == "store" and self.redis_url is not None:
+                self.reopenable = True
             elif t == "store":
                 self.store_dir = tempfile.mkdtemp(prefix="tg-scn-")
+                self.reopenable = True
             else:
                 raise self.fail(f"syntax: unknown engine option {show(t)}")
         if self.override is not None:
@@ -568,6 +576,12 @@ class Run:
         self.engine_options = dict(delivery=delivery, clock="manual", tick_interval_ms=tick)
         if self.store_dir is not None:
             self.engine_options["store_path"] = os.path.join(self.store_dir, "store.db")
+        if self.redis_url is not None:
+            self.engine_options.update(
+                store_url=self.redis_url,
+                store_prefix=f"pyscn:{os.getpid()}:{next(_PREFIXES)}:",
+                store_engine_clock=True,
+            )
         status, engine, exc = call(lambda: Engine(**self.engine_options))
         self.check_status("tg_engine_open", status, Status.OK, exc)
         self.engine = engine
@@ -975,7 +989,7 @@ class Run:
         self.check_status("tg_budget_reset", status, want, exc)
 
     def cmd_reopen(self, tok: List[Token]) -> None:
-        if len(tok) != 1 or self.store_dir is None:
+        if len(tok) != 1 or not self.reopenable:
             raise self.fail("syntax: reopen (on an engine opened with `store`)")
         if self.closed:
             raise self.fail("syntax: the engine is closed")
@@ -1446,16 +1460,21 @@ class Run:
             raise self.fail(f"{late} callbacks ran after tg_engine_close returned")
 
 
-def run_text(text: str, name: str = "<scenario>", delivery: Optional[str] = None) -> Run:
+_PREFIXES = itertools.count(1)
+
+
+def run_text(text: str, name: str = "<scenario>", delivery: Optional[str] = None,
+             redis_url: Optional[str] = None) -> Run:
     """Run scenario text; raises ScenarioFailure at its first mismatch."""
-    run = Run(name, override=delivery)
+    run = Run(name, override=delivery, redis_url=redis_url)
     run.run(text)
     return run
 
 
-def run_file(path: Union[str, "os.PathLike[str]"], delivery: Optional[str] = None) -> Run:
+def run_file(path: Union[str, "os.PathLike[str]"], delivery: Optional[str] = None,
+             redis_url: Optional[str] = None) -> Run:
     p = Path(path)
-    return run_text(p.read_text(encoding="utf-8"), p.name, delivery)
+    return run_text(p.read_text(encoding="utf-8"), p.name, delivery, redis_url)
 
 
 def main(argv: List[str]) -> int:

@@ -27,6 +27,16 @@ def test_scenario(path: Path, delivery: str) -> None:
     run_file(path, delivery)
 
 
+@pytest.mark.parametrize("delivery", scenario_runner.DELIVERIES)
+@pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
+def test_scenario_on_redis(path: Path, delivery: str) -> None:
+    """The same file with every engine on the tests' Redis server."""
+    url = os.environ.get("TG_REDIS_URL")
+    if not url:
+        pytest.skip("TG_REDIS_URL is not set (CTest's redis fixture sets it)")
+    run_file(path, delivery, redis_url=url)
+
+
 # ---------------------------------------------------------------------------
 # The runner itself: it must catch what it is there to catch
 # ---------------------------------------------------------------------------

@@ -21,6 +21,8 @@ public final class Engine: @unchecked Sendable {
     let store: Store?
     /// One store decision at a time per key.
     let lanes = KeyLanes()
+    /// Grant sends in memory while the store is unreachable.
+    let failOpen: Bool
 
     public convenience init(options: EngineOptions = EngineOptions()) throws(TickgateError) {
         let clock = Clock(manual: options.clock == .manual, boot: options.manualBoot,
@@ -53,6 +55,7 @@ public final class Engine: @unchecked Sendable {
         clockKind = options.clock
         self.clock = clock
         self.store = store
+        failOpen = options.redis?.failOpen ?? false
         poller = try Poller()
         locked = Guarded(EngineState(clock: clock, poller: poller, defaultTickInterval: defaultTickInterval))
         locked.withLock { state in state.restore(snapshot) }

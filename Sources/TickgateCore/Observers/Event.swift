@@ -26,6 +26,9 @@ public struct Event: Sendable {
     public var kind: EventKind
     /// The key's button state after the event, and its rendered title.
     public var state: ButtonState
+    /// Made while the store was unreachable, in this engine only (a send
+    /// granted "fail open"; TG_EVENT_FLAG_LOCAL_ONLY).
+    public var localOnly = false
     public var title: String
     /// Time left on the countdown; zero when idle, finished or cancelled.
     public var remaining: Span

@@ -34,6 +34,16 @@ final class EventQueue {
         return (buffer.base + taken).move()
     }
 
+    /// Marks the events queued at `start` and later as local-only.
+    func markLocalOnly(from start: Int) {
+        for index in max(start, taken)..<count {
+            if case var .event(event) = buffer.base[index].payload {
+                event.localOnly = true
+                buffer.base[index].payload = .event(event)
+            }
+        }
+    }
+
     /// Drops every item not taken yet and starts over.
     func removeAll() {
         (buffer.base + taken).deinitialize(count: count - taken)

@@ -60,9 +60,14 @@ extension Engine {
             countdown.instance = state.nextInstance
             countdown.ticket = ticket
             state.replace(with: countdown, at: result.now, known: result.knownSlot)
+            let queued = state.dispatch.pending.count
             if state.emit(.sending, key, instance: countdown.instance, remaining: .zero,
                           duration: .zero, state: .sending) {
                 poller.wake()
+            }
+            if result.localOnly {
+                state.sends.localTickets.insert(ticket)
+                state.dispatch.pending.markLocalOnly(from: queued)
             }
             return ticket
         }
@@ -78,6 +83,7 @@ extension Engine {
             throw TickgateError(.invalidDuration, "server retry-after is outside 0 ... 365 days")
         }
         var key: CountdownKey?
+        let local = locked.withLock { state in state.sends.localTickets.contains(ticket) }
         return try decide(resolving: { (state) throws(TickgateError) -> CountdownKey in
             guard let found = state.sends.tickets[ticket] else { throw state.endedTicketError(ticket) }
             key = found
@@ -95,7 +101,7 @@ extension Engine {
         }, budgets: { (state) throws(TickgateError) in
             guard outcome == .failed, let charge = state.sends.charges[ticket] else { return [] }
             return try state.budgets.rows(charge.budgets)
-        }) { (state, held, result) throws(TickgateError) -> Span in
+        }, inMemory: local) { (state, held, result) throws(TickgateError) -> Span in
             guard let key else { throw state.endedTicketError(ticket) }
             if let refusal = result.refusal {
                 guard refusal.status == .expired else {

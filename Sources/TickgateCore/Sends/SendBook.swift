@@ -16,6 +16,9 @@ struct SendBook {
     /// Open tickets that charged budgets: which, and when (a failed send
     /// returns the charge).
     var charges: [UInt64: (budgets: [BudgetKey], at: Instant)] = [:]
+    /// Tickets granted "fail open" (the store unreachable): they end in
+    /// memory, where they began.
+    var localTickets: Set<UInt64> = []
     /// How recent tickets ended, the oldest evicted first.
     private(set) var endedTickets: [UInt64: TicketEnd] = [:]
     private var endedOrder: [UInt64] = []
@@ -24,6 +27,7 @@ struct SendBook {
     /// Closes a ticket and remembers how it ended.
     mutating func recordEnd(of ticket: UInt64, _ end: TicketEnd) {
         tickets.removeValue(forKey: ticket)
+        if !localTickets.isEmpty { localTickets.remove(ticket) }
         if !charges.isEmpty { charges.removeValue(forKey: ticket) }
         endedTickets[ticket] = end
         endedOrder.append(ticket)

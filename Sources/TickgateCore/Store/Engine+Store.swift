@@ -23,33 +23,17 @@ extension Engine {
     }
 
     /// `decide` for a key found under the lock (a ticket's key).
+    /// `inMemory` decides in memory even with a store (a ticket granted
+    /// "fail open" ends where it began).
     func decide<R>(resolving resolve: (EngineState) throws(TickgateError) -> CountdownKey,
                    _ prepare: (EngineState) throws(TickgateError) -> KeyDecision,
                    budgets: (EngineState) throws(TickgateError) -> [BudgetRow] = { _ in [] },
+                   inMemory: Bool = false,
                    apply: (EngineState, Guarded<EngineState>.Held, DecisionResult) throws(TickgateError) -> R)
         throws(TickgateError) -> R {
-        guard let store else {
-            return try locked.withLockWaiting { (state, held) throws(TickgateError) -> R in
-                try state.checkOpen()
-                let key = try resolve(state)
-                let decision = try prepare(state)
-                let now = state.now()
-                let (rows, slot) = state.keyRows(key, at: now)
-                var result = DecisionResult(before: rows, after: rows, now: now, refusal: nil,
-                                            knownSlot: .some(slot))
-                let named = try budgets(state)
-                // The charges move into the decision and back: changed in
-                // place, never copied.
-                var charged = named.isEmpty ? named : state.budgets.take(named)
-                do throws(TickgateError) {
-                    _ = try decision.apply(to: &result.after, budgets: &charged, key: key, at: now)
-                } catch {
-                    // A refusal leaves the rows as they were.
-                    result.refusal = error
-                }
-                if !charged.isEmpty { state.budgets.store(charged) }
-                return try apply(state, held, result)
-            }
+        guard let store, !inMemory else {
+            return try decideInMemory(resolving: resolve, prepare, budgets: budgets, localOnly: inMemory,
+                                      apply: apply)
         }
         let key = try locked.withLock { (state) throws(TickgateError) -> CountdownKey in
             try state.checkOpen()
@@ -60,7 +44,15 @@ extension Engine {
                 try state.checkOpen()
                 return (try prepare(state), try budgets(state))
             }
-            let result = try store.decide(decision, budgets: named, for: key)
+            let result: DecisionResult
+            do throws(TickgateError) {
+                result = try store.decide(decision, budgets: named, for: key)
+            } catch where error.status == .storeIO && failOpen && decision.isSendBegin {
+                // Fail open: the server is out of reach, the send is
+                // granted (or refused) by this engine's memory alone.
+                return try decideInMemory(resolving: { _ in key }, prepare, budgets: budgets, localOnly: true,
+                                          apply: apply)
+            }
             let flushDue = store.flushDue
             return try locked.withLockWaiting { (state, held) throws(TickgateError) -> R in
                 try state.checkOpen()
@@ -68,6 +60,37 @@ extension Engine {
                 state.reconcile(key, to: result.before, at: result.now)
                 return try apply(state, held, result)
             }
+        }
+    }
+
+    /// The decision made on memory, under the lock: with no store, or
+    /// (`localOnly`) when the store could not be reached.
+    private func decideInMemory<R>(resolving resolve: (EngineState) throws(TickgateError) -> CountdownKey,
+                                   _ prepare: (EngineState) throws(TickgateError) -> KeyDecision,
+                                   budgets: (EngineState) throws(TickgateError) -> [BudgetRow],
+                                   localOnly: Bool,
+                                   apply: (EngineState, Guarded<EngineState>.Held, DecisionResult) throws(TickgateError) -> R)
+        throws(TickgateError) -> R {
+        try locked.withLockWaiting { (state, held) throws(TickgateError) -> R in
+            try state.checkOpen()
+            let key = try resolve(state)
+            let decision = try prepare(state)
+            let now = state.now()
+            let (rows, slot) = state.keyRows(key, at: now)
+            var result = DecisionResult(before: rows, after: rows, now: now, refusal: nil,
+                                        knownSlot: .some(slot), localOnly: localOnly)
+            let named = try budgets(state)
+            // The charges move into the decision and back: changed in
+            // place, never copied.
+            var charged = named.isEmpty ? named : state.budgets.take(named)
+            do throws(TickgateError) {
+                _ = try decision.apply(to: &result.after, budgets: &charged, key: key, at: now)
+            } catch {
+                // A refusal leaves the rows as they were.
+                result.refusal = error
+            }
+            if !charged.isEmpty { state.budgets.store(charged) }
+            return try apply(state, held, result)
         }
     }
 

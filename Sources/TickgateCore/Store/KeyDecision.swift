@@ -20,6 +20,11 @@ enum KeyDecision {
     /// Only read the key (a query on a store other engines change).
     case read
 
+    var isSendBegin: Bool {
+        if case .sendBegin = self { return true }
+        return false
+    }
+
     /// What `apply` changed.
     struct Changes: OptionSet {
         let rawValue: UInt8

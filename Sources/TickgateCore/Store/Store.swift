@@ -20,6 +20,9 @@ struct DecisionResult {
     /// table when it was made (nil inside: no slot), so applying it need
     /// not look the key up again. Stores leave it unset.
     var knownSlot: Int32?? = .none
+    /// Made in memory only because the store could not be reached (a send
+    /// granted "fail open").
+    var localOnly = false
 }
 
 /// Everything a store holds, read at open.

@@ -216,6 +216,7 @@ def event_from_c(ev: _ffi.tg_event) -> Event:
         state=enum_or_int(ButtonState, ev.state),
         enabled=bool(ev.enabled),
         title=decode(ev.title),
+        local_only=ev.struct_size >= EVENT_SIZE and bool(ev.flags & _ffi.TG_EVENT_FLAG_LOCAL_ONLY),
     )
 
 

@@ -75,6 +75,15 @@ class Engine(Managed[int]):
         of raising :class:`tickgate.StoreCorrupt`; ``store_full_sync`` syncs
         every commit to disk; ``store_timeout`` / ``_ms`` bounds every wait
         for the store's lock (default 5 s; past it :class:`tickgate.StoreIO`).
+    ``store_url``
+        A Redis server shared by every engine, instead of ``store_path``:
+        ``redis://[user:password@]host[:port][/db]`` or
+        ``redis+unix:///path/redis.sock``. ``store_prefix`` goes before every
+        key (default ``"tickgate:"``); ``store_timeout`` / ``_ms`` bounds
+        every call (connecting included); ``store_fail_open`` grants sends
+        locally while the server is unreachable (default: refused with
+        :class:`tickgate.StoreIO`); ``store_engine_clock`` decides by this
+        engine's clock instead of the server's (manual-clock tests only).
     ``manual_boot`` / ``manual_wall`` / ``manual_boot_id``
         MANUAL clock only: the first readings of its boot clock and its wall
         clock (seconds, or ``_ms``; the wall clock also takes an aware
@@ -107,6 +116,10 @@ class Engine(Managed[int]):
         store_full_sync: bool = False,
         store_timeout: Optional[Seconds] = None,
         store_timeout_ms: Optional[int] = None,
+        store_url: Optional[str] = None,
+        store_prefix: Optional[str] = None,
+        store_engine_clock: bool = False,
+        store_fail_open: bool = False,
         manual_boot: Optional[Seconds] = None,
         manual_boot_ms: Optional[int] = None,
         manual_wall: "Optional[Seconds | datetime]" = None,
@@ -135,7 +148,13 @@ class Engine(Managed[int]):
         options.store_flags = (
             (_ffi.TG_STORE_START_FRESH_IF_CORRUPT if store_start_fresh_if_corrupt else 0)
             | (_ffi.TG_STORE_FULL_SYNC if store_full_sync else 0)
+            | (_ffi.TG_STORE_ENGINE_CLOCK if store_engine_clock else 0)
+            | (_ffi.TG_STORE_FAIL_OPEN if store_fail_open else 0)
         )
+        if store_url is not None:
+            options.store_url = store_url.encode("utf-8")
+        if store_prefix is not None:
+            options.store_prefix = store_prefix.encode("utf-8")
         options.manual_boot_ms = _convert.to_ms(manual_boot, manual_boot_ms, "manual_boot", 0)
         options.manual_wall_ms = _convert.wall_ms(manual_wall, manual_wall_ms, "manual_wall", 0)
         if manual_boot_id is not None:

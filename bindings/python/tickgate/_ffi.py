@@ -62,6 +62,9 @@ TG_TICK_INTERVAL_DEFAULT_MS = 1000
 TG_START_RESTART = 0x1
 TG_STORE_START_FRESH_IF_CORRUPT = 0x1
 TG_STORE_FULL_SYNC = 0x2
+TG_STORE_ENGINE_CLOCK = 0x4
+TG_STORE_FAIL_OPEN = 0x8
+TG_EVENT_FLAG_LOCAL_ONLY = 0x1
 
 TG_POLICY_MAX_STEPS = 8
 TG_WRONG_CODES_MAX = 1000
@@ -111,6 +114,8 @@ class tg_engine_options(Structure):
         ("manual_wall_ms", c_int64),
         ("manual_boot_id", c_char_p),
         ("store_timeout_ms", c_int64),
+        ("store_url", c_char_p),
+        ("store_prefix", c_char_p),
     ]
 
 
@@ -129,6 +134,7 @@ class tg_event(Structure):
         ("state", tg_button_state),
         ("enabled", c_int),
         ("title", c_char_p),
+        ("flags", c_uint32),
     ]
 
 

@@ -52,6 +52,9 @@ class Event:
     enabled: bool = True
     #: The state's title, rendered ("Resend (42s)").
     title: str = ""
+    #: Decided by this engine alone while its Redis store was unreachable
+    #: (a send granted with ``store_fail_open``).
+    local_only: bool = False
 
     @property
     def remaining(self) -> float:

@@ -19,8 +19,15 @@ session is live, else after the login succeeds) and raises
 :class:`tickgate.RequestCancelled` if the login is cancelled, times out or
 the user logs out.
 
-Use an AsyncEngine from its loop's thread (the synchronous methods of
-Engine, such as ``start`` and ``cancel``, are fine to call from there).
+Use an AsyncEngine from its loop's thread. Without a store, or with a
+SQLite one, the synchronous methods of Engine (``start``, ``cancel``, ...)
+are fine to call from there. With a Redis store (``store_url``) every
+decision and query is a round trip to the server: await the ``a``-methods
+instead (``await engine.asend_begin("login", phone)``), which run the call on
+a worker thread, so the loop never waits for the server::
+
+    engine = await tickgate.aio.open_engine_async(store_url="redis://10.0.0.5")
+    ticket = await engine.asend_begin("login", phone)
 """
 
 from __future__ import annotations
@@ -36,7 +43,7 @@ from ._gate import Gate, GateRequest
 from ._types import Event
 from .errors import Busy, Closed, RequestCancelled
 
-__all__ = ["AsyncEngine", "AsyncGate", "EventStream", "open_engine"]
+__all__ = ["AsyncEngine", "AsyncGate", "EventStream", "open_engine", "open_engine_async"]
 
 
 def _call_on_loop(loop: asyncio.AbstractEventLoop, owner: int, fn: Callable[[], Any]) -> None:
@@ -64,6 +71,7 @@ class AsyncEngine(Engine):
         tick_interval: Optional[Seconds] = None,
         tick_interval_ms: Optional[int] = None,
         loop: Optional[asyncio.AbstractEventLoop] = None,
+        _attach_later: bool = False,
         **options: Any,
     ) -> None:
         if "delivery" in options:
@@ -78,9 +86,15 @@ class AsyncEngine(Engine):
             tick_interval_ms=tick_interval_ms,
             **options,
         )
-        self._fd = self.fileno()
         #: Futures of AsyncGate.require by request id (for coalesced requests).
         self._gate_waiting: "dict[int, asyncio.Future[None]]" = {}
+        if not _attach_later:
+            self._attach()
+
+    def _attach(self) -> None:
+        """Polls the engine's descriptor from the loop (on the loop's thread)."""
+        self._owner = threading.get_ident()
+        self._fd = self.fileno()
         # The reader holds only a weak reference, so that an engine nobody
         # holds can still be collected (and closed by its finalizer).
         ref = weakref.ref(self)
@@ -116,6 +130,52 @@ class AsyncEngine(Engine):
             return self.dispatch()
         except (Busy, Closed):
             return 0
+
+    # -- store calls off the loop -------------------------------------------
+
+    async def _off_loop(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Runs fn(*args, **kwargs) on a worker thread and awaits it."""
+        return await self._loop.run_in_executor(None, lambda: fn(*args, **kwargs))
+
+    async def astart(self, *args: Any, **kwargs: Any) -> Any:
+        """:meth:`Engine.start` on a worker thread."""
+        return await self._off_loop(self.start, *args, **kwargs)
+
+    async def acancel(self, scope: Key, subject: Key) -> None:
+        """:meth:`Engine.cancel` on a worker thread."""
+        return await self._off_loop(self.cancel, scope, subject)
+
+    async def acancel_scope(self, scope: Key) -> int:
+        """:meth:`Engine.cancel_scope` on a worker thread."""
+        return await self._off_loop(self.cancel_scope, scope)
+
+    async def aremaining(self, scope: Key, subject: Key) -> Any:
+        """:meth:`Engine.remaining` on a worker thread."""
+        return await self._off_loop(self.remaining, scope, subject)
+
+    async def abutton(self, scope: Key, subject: Key) -> Any:
+        """:meth:`Engine.button` on a worker thread."""
+        return await self._off_loop(self.button, scope, subject)
+
+    async def asend_begin(self, *args: Any, **kwargs: Any) -> Any:
+        """:meth:`Engine.send_begin` on a worker thread."""
+        return await self._off_loop(self.send_begin, *args, **kwargs)
+
+    async def asend_end(self, *args: Any, **kwargs: Any) -> Any:
+        """:meth:`Engine.send_end` on a worker thread."""
+        return await self._off_loop(self.send_end, *args, **kwargs)
+
+    async def averified(self, scope: Key, subject: Key) -> None:
+        """:meth:`Engine.verified` on a worker thread."""
+        return await self._off_loop(self.verified, scope, subject)
+
+    async def averify_failed(self, scope: Key, subject: Key) -> Optional[int]:
+        """:meth:`Engine.verify_failed` on a worker thread."""
+        return await self._off_loop(self.verify_failed, scope, subject)
+
+    async def abudget_usage(self, name: Key, key: Key) -> Any:
+        """:meth:`Engine.budget_usage` on a worker thread."""
+        return await self._off_loop(self.budget_usage, name, key)
 
     # -- awaitables ----------------------------------------------------------
 
@@ -320,4 +380,13 @@ class AsyncGate(Gate):
 def open_engine(**options: Any) -> AsyncEngine:
     """Open an :class:`AsyncEngine` on the running loop (same options)."""
     return AsyncEngine(**options)
+
+
+async def open_engine_async(**options: Any) -> AsyncEngine:
+    """Open an :class:`AsyncEngine` on the running loop, connecting to its
+    store (a Redis server: a round trip or more) on a worker thread."""
+    loop = asyncio.get_running_loop()
+    engine = await loop.run_in_executor(None, lambda: AsyncEngine(loop=loop, _attach_later=True, **options))
+    engine._attach()
+    return engine
 

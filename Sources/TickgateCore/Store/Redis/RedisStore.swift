@@ -20,6 +20,9 @@ public struct RedisOptions: Sendable {
     /// Connections the store may hold open (decisions on different keys
     /// run in parallel, one per connection).
     public var connections: Int
+    /// While the server cannot be reached, grant sends by the engine's
+    /// memory alone (marked local-only) instead of refusing them.
+    public var failOpen = false
 
     public static let defaultPrefix = "tickgate:"
     public static let maximumPrefixBytes = 64

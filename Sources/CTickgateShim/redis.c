@@ -34,30 +34,52 @@ int tgshim_redis_set_timeout(redisContext *context, int64_t timeout_ms) {
 }
 
 /* Writing to a server that went away raises SIGPIPE, which would kill the
- * host: the signal is blocked in this thread for the call, and one it
- * raised (not one already pending) is taken before it is unblocked. */
-redisReply *tgshim_redis_command(redisContext *context, int argc, const char *const *argv,
-                                 const size_t *lengths) {
-    sigset_t pipe_only, old, pending;
+ * host: the signal is blocked in this thread while hiredis writes, and one
+ * it raised (not one already pending) is taken before it is unblocked. */
+typedef struct {
+    sigset_t pipe_only, old;
     int was_pending;
-    redisReply *reply;
-    sigemptyset(&pipe_only);
-    sigaddset(&pipe_only, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
+} tgshim_pipe_guard;
+
+static void tgshim_guard_begin(tgshim_pipe_guard *guard) {
+    sigset_t pending;
+    sigemptyset(&guard->pipe_only);
+    sigaddset(&guard->pipe_only, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &guard->pipe_only, &guard->old);
     sigpending(&pending);
-    was_pending = sigismember(&pending, SIGPIPE);
-    reply = redisCommandArgv(context, argc, (const char **)argv, lengths);
-    if (reply == NULL && !was_pending) {
+    guard->was_pending = sigismember(&pending, SIGPIPE);
+}
+
+static void tgshim_guard_end(tgshim_pipe_guard *guard, int failed) {
+    if (failed && !guard->was_pending) {
         struct timespec zero = {0, 0};
-        while (sigtimedwait(&pipe_only, NULL, &zero) > 0) {
+        while (sigtimedwait(&guard->pipe_only, NULL, &zero) > 0) {
         }
     }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_sigmask(SIG_SETMASK, &guard->old, NULL);
+}
+
+redisReply *tgshim_redis_command(redisContext *context, int argc, const char *const *argv,
+                                 const size_t *lengths) {
+    tgshim_pipe_guard guard;
+    redisReply *reply;
+    tgshim_guard_begin(&guard);
+    reply = redisCommandArgv(context, argc, (const char **)argv, lengths);
+    tgshim_guard_end(&guard, reply == NULL);
     return reply;
 }
 
+int tgshim_redis_append(redisContext *context, int argc, const char *const *argv,
+                        const size_t *lengths) {
+    return redisAppendCommandArgv(context, argc, (const char **)argv, lengths) == REDIS_OK ? 0 : -1;
+}
+
 redisReply *tgshim_redis_read(redisContext *context) {
+    tgshim_pipe_guard guard;
     void *reply = NULL;
-    if (redisGetReply(context, &reply) != REDIS_OK) return NULL;
-    return (redisReply *)reply;
+    int failed;
+    tgshim_guard_begin(&guard);
+    failed = redisGetReply(context, &reply) != REDIS_OK;
+    tgshim_guard_end(&guard, failed);
+    return failed ? NULL : (redisReply *)reply;
 }

@@ -397,15 +397,15 @@ static void test_hostile_data(void)
 {
     tg_engine *a;
     redisContext *c;
-    int64_t rem = 0, wait = 0;
+    int64_t rem = 0, wait = 0, display = 0;
     tg_ticket ticket;
     tg_budget budget;
     tg_budget_key key = {"ip", "203.0.113.7"};
     size_t index = 0;
     const char *bad_fields[][2] = {
         {"d", "soon"}, {"d", "-5"}, {"p", "7"}, {"l", "0"}, {"i", "99999999999999999999"},
-        {"c", "x"}, {"h", "2"}, {"n", "-1"}, {"w", "abc"}, {"t", "1,2,x"}, {"t", "5,3"},
-        {"zz", "1"},
+        {"c", "x"}, {"h", "2"}, {"n", "-2"}, {"w", "abc"}, {"t", "1,2,x"}, {"t", "5,3"},
+        {"t", "1,,2"}, {"t", ",1"}, {"s", "1e5"}, {"x", " 1"}, {"zz", "1"},
     };
     size_t i;
     new_prefix();
@@ -417,16 +417,23 @@ static void test_hostile_data(void)
     ASSERT(strstr(tg_last_error_message(), "k{5:loginwrongtype}") != NULL);
     /* Garbage in each field. */
     for (i = 0; i < sizeof bad_fields / sizeof bad_fields[0]; i++) {
+        /* A well-formed hash (a countdown that ended, a record), then
+         * one field spoiled. */
         command(c, "DEL %sk{5:logingarbage}", prefix);
-        command(c, "HSET %sk{5:logingarbage} d 1 p 1 l 1000 i 1000000 %s %s", prefix,
-                bad_fields[i][0], bad_fields[i][1]);
-        if (strcmp(bad_fields[i][0], "h") == 0 || strcmp(bad_fields[i][0], "n") == 0 ||
-            strcmp(bad_fields[i][0], "w") == 0 || strcmp(bad_fields[i][0], "t") == 0)
-            command(c, "HSET %sk{5:logingarbage} h 1 n 1 w 0 x 0 %s %s", prefix,
-                    bad_fields[i][0], bad_fields[i][1]);
+        command(c, "HSET %sk{5:logingarbage} d 1 p 1 l 1000 i 1000000 c -1 h 1 n 1 w 0 x 0 s 1 t 1", prefix);
+        command(c, "HSET %sk{5:logingarbage} %s %s", prefix, bad_fields[i][0], bad_fields[i][1]);
         ASSERT_STATUS(tg_send_begin(a, "login", "garbage", &ticket, &wait), TG_E_STORE_CORRUPT);
         ASSERT(strstr(tg_last_error_message(), "k{5:logingarbage}") != NULL);
+        /* A query reads the hash without a script: checked the same. */
+        ASSERT_STATUS(tg_countdown_remaining(a, "login", "garbage", &rem, &display), TG_E_STORE_CORRUPT);
     }
+    /* The well-formed hash itself is taken. */
+    command(c, "DEL %sk{5:logingarbage}", prefix);
+    command(c, "HSET %sk{5:logingarbage} d 1 p 1 l 1000 i 1000000 c -1 h 1 n 1 w 0 x 0 s 1 t 1", prefix);
+    ASSERT_STATUS(tg_send_begin(a, "login", "garbage", &ticket, &wait), TG_OK);
+    /* A hash missing fields. */
+    command(c, "HDEL %sk{5:logingarbage} t", prefix);
+    ASSERT_STATUS(tg_send_begin(a, "login", "garbage", &ticket, &wait), TG_E_STORE_CORRUPT);
     /* A budget key of the wrong type, and a charge that is not a time. */
     tg_budget_init(&budget, sizeof budget);
     budget.window_count = 1;

@@ -22,7 +22,12 @@ int tgshim_redis_set_timeout(redisContext *context, int64_t timeout_ms);
 redisReply *tgshim_redis_command(redisContext *context, int argc, const char *const *argv,
                                  const size_t *lengths);
 
-/* Reads the next reply (a subscriber's message); NULL on an I/O error. */
+/* Queues one command without sending it (a pipeline); 0 or -1. */
+int tgshim_redis_append(redisContext *context, int argc, const char *const *argv,
+                        const size_t *lengths);
+
+/* Sends what is queued and reads the next reply (a pipeline's, or a
+ * subscriber's message); NULL on an I/O error. */
 redisReply *tgshim_redis_read(redisContext *context);
 
 /* The i-th element of an array reply. */

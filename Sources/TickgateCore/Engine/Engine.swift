@@ -60,7 +60,6 @@ public final class Engine: @unchecked Sendable {
         locked = Guarded(EngineState(clock: clock, poller: poller, defaultTickInterval: defaultTickInterval))
         locked.withLock { state in state.restore(snapshot) }
         if options.delivery == .engineThread { try startThread() }
-        watchStore()
     }
 
     /// The engine's clock.

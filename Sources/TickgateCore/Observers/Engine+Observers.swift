@@ -5,6 +5,9 @@ extension Engine {
     /// (one STATE for a key; one per running countdown for a scope).
     public func subscribe(_ target: SubscriptionTarget,
                           _ observer: Observer) throws(TickgateError) -> SubscriptionID {
+        // Notices of other engines' changes start with the first observer
+        // (an engine that observes nothing needs none).
+        if case .realm = target {} else { watchStore() }
         // The key as the store holds it now, so its first event is right.
         if case let .key(key) = target { try refresh(key) }
         return try locked.withLock { (state) throws(TickgateError) -> SubscriptionID in

@@ -29,7 +29,7 @@ extension Engine {
         for key in keys { try? refresh(key) }
     }
 
-    /// Starts the store's notices (after the engine is built).
+    /// Starts the store's notices, once (at the first observer).
     func watchStore() {
         store?.watch { [weak self] key in self?.noticed(key) }
     }

@@ -121,14 +121,41 @@ final class RedisConnection {
         let reply = withArrayOfPointers(arguments) { pointers, lengths in
             tgshim_redis_command(context, Int32(count), pointers, lengths)
         }
-        guard let reply else {
-            broken = true
-            let why = Self.errorText(context)
-            let timedOut = why.contains("Resource temporarily unavailable") || why.contains("timed out")
-            throw TickgateError(.storeIO,
-                timedOut ? "the Redis server \(address.description) did not answer within the store timeout"
-                         : "lost the Redis server \(address.description): \(why)")
+        guard let reply else { throw failure() }
+        return try copy(reply)
+    }
+
+    /// Sends several commands at once and reads their replies: one round
+    /// trip.
+    func pipeline(_ commands: [[[UInt8]]]) throws(TickgateError) -> [RedisReply] {
+        guard !broken else { throw TickgateError(.storeIO, "the connection to \(address.description) is broken") }
+        let context = self.context
+        for arguments in commands {
+            let count = arguments.count
+            let queued = withArrayOfPointers(arguments) { pointers, lengths in
+                tgshim_redis_append(context, Int32(count), pointers, lengths)
+            }
+            guard queued == 0 else { throw failure() }
         }
+        var replies: [RedisReply] = []
+        for _ in commands {
+            guard let reply = tgshim_redis_read(context) else { throw failure() }
+            replies.append(try copy(reply))
+        }
+        return replies
+    }
+
+    /// The error of a failed read or write; the connection is broken.
+    private func failure() -> TickgateError {
+        broken = true
+        let why = Self.errorText(context)
+        let timedOut = why.contains("Resource temporarily unavailable") || why.contains("timed out")
+        return TickgateError(.storeIO,
+            timedOut ? "the Redis server \(address.description) did not answer within the store timeout"
+                     : "lost the Redis server \(address.description): \(why)")
+    }
+
+    private func copy(_ reply: UnsafeMutablePointer<redisReply>) throws(TickgateError) -> RedisReply {
         defer { freeReplyObject(reply) }
         guard let copied = RedisReply(reply) else {
             broken = true
@@ -147,16 +174,9 @@ final class RedisConnection {
 
     /// Reads the next reply with no command sent (a subscriber's message).
     func read() throws(TickgateError) -> RedisReply {
-        guard !broken, let reply = tgshim_redis_read(context) else {
-            broken = true
-            throw TickgateError(.storeIO, "lost the Redis server \(address.description): \(Self.errorText(context))")
-        }
-        defer { freeReplyObject(reply) }
-        guard let copied = RedisReply(reply) else {
-            broken = true
-            throw TickgateError(.storeCorrupt, "the Redis server \(address.description) sent a reply past Tickgate's limits")
-        }
-        return copied
+        guard !broken else { throw TickgateError(.storeIO, "the connection to \(address.description) is broken") }
+        guard let reply = tgshim_redis_read(context) else { throw failure() }
+        return try copy(reply)
     }
 }
 

@@ -86,6 +86,85 @@ struct ReplyReader {
 
 /// Settings and sessions as the Redis store writes them.
 enum RedisRows {
+    /// A key's hash as HGETALL returns it (`RedisScripts` describes its
+    /// fields), at server time `now`: checked as the decide script checks
+    /// it.
+    static func keyRows(_ reply: RedisReply, for key: CountdownKey, name: [UInt8], now: Int64,
+                        offset: Int64) throws(TickgateError) -> KeyRows {
+        let keyName = String(decoding: name, as: UTF8.self)
+        func bad(_ why: String) -> TickgateError {
+            TickgateError(.storeCorrupt, "the Redis key \(keyName.prefix(300)) is corrupt: \(why)")
+        }
+        if case let .error(text) = reply { throw bad(text) }
+        guard case let .array(entries) = reply, entries.count % 2 == 0 else { throw bad("not a hash") }
+        if entries.isEmpty { return KeyRows() }
+        var fields: [UInt8: [UInt8]] = [:]
+        var index = 0
+        while index < entries.count {
+            guard case let .string(field) = entries[index], case let .string(value) = entries[index + 1],
+                  field.count == 1, "dplichnswxt".utf8.contains(field[0]) else {
+                throw bad("an unknown field")
+            }
+            fields[field[0]] = value
+            index += 2
+        }
+        guard fields.count == 11 else { throw bad("holds \(fields.count) of its 11 fields") }
+        let most = Int64(1) << 53 - 1
+        func int(_ field: Character, _ range: ClosedRange<Int64>) throws(TickgateError) -> Int64 {
+            let bytes = fields[field.asciiValue!]!
+            guard bytes.count <= 17, !bytes.isEmpty,
+                  bytes.enumerated().allSatisfy({ $0.element >= 48 && $0.element <= 57 || ($0.offset == 0 && $0.element == 45) }),
+                  let value = Int64(String(decoding: bytes, as: UTF8.self)), range.contains(value) else {
+                throw bad("field \(field) holds \"\(String(decoding: bytes.prefix(40), as: UTF8.self))\"")
+            }
+            return value
+        }
+        let year = Limits.maximumDuration.nanoseconds / 1_000
+        let day = Limits.maximumTickInterval.nanoseconds / 1_000
+        var rows = KeyRows()
+        let deadline = try int("d", -1...most)
+        let phase = try int("p", -1...2)
+        let duration = try int("l", -1...year)
+        let tick = try int("i", -1...day)
+        _ = try int("c", -1...most)
+        if deadline >= 0 {
+            guard phase >= 0, let phase = Phase(rawValue: UInt8(phase)), duration >= 1, tick >= 10_000 else {
+                throw bad("a countdown field")
+            }
+            if deadline > now {
+                rows.countdown = Countdown(key: key, phase: phase, instance: 0,
+                                           deadline: Instant(nanoseconds: deadline * 1_000 + offset),
+                                           duration: Span(nanoseconds: duration * 1_000),
+                                           tickInterval: Span(nanoseconds: tick * 1_000))
+            }
+        }
+        let hasSent = try int("h", -1...1)
+        let consecutive = try int("n", -1...Int64(Limits.maximumConsecutiveSends))
+        let wrong = try int("w", -1...Int64(SendPolicy.maximumWrongCodesLimit + 1))
+        let dead = try int("x", -1...1)
+        let last = try int("s", -1...most)
+        if hasSent >= 0 {
+            guard consecutive >= 0, wrong >= 0, dead >= 0 else { throw bad("a record field") }
+            var sends: [Instant] = []
+            let list = fields[UInt8(ascii: "t")]!
+            if !list.isEmpty {
+                var previous: Int64 = -1
+                for part in list.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: false) {
+                    guard !part.isEmpty, part.count <= 17, part.allSatisfy({ $0 >= 48 && $0 <= 57 }),
+                          let value = Int64(String(decoding: part, as: UTF8.self)), value <= most, value >= previous
+                    else { throw bad("field t") }
+                    previous = value
+                    sends.append(Instant(nanoseconds: value * 1_000 + offset))
+                }
+                guard sends.count <= Limits.maximumWindowSends else { throw bad("field t") }
+            }
+            rows.record = SendRecord(sends: sends, consecutive: Int(consecutive),
+                                     lastSend: last >= 0 ? Instant(nanoseconds: last * 1_000 + offset) : nil,
+                                     hasSent: hasSent == 1, wrongCodes: Int(wrong), codeDead: dead == 1)
+        }
+        return rows
+    }
+
     static func name(_ text: String, _ bad: (String) -> TickgateError) throws(TickgateError) -> KeyName {
         var bytes = Array(text.utf8)
         do throws(TickgateError) {

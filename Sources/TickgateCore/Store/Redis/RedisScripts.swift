@@ -9,7 +9,8 @@
 ///
 /// Times are whole microseconds of the server's clock (`TIME`), or of the
 /// engine's clock for `TG_STORE_CLOCK_ENGINE`; spans are microseconds too.
-/// A key's hash holds its countdown and send record:
+/// A key's hash holds its countdown and send record, all eleven fields
+/// (-1: absent):
 ///
 ///     d deadline   p phase (0 sending, 1 cooling, 2 locked)
 ///     l duration   i tick interval   c when a ticket's send was charged
@@ -67,52 +68,56 @@ enum RedisScripts {
         local DAY = 86400000000
         local YEAR = 365 * DAY
         local function bad(f) return {'corrupt', K, 'field ' .. f .. ' holds "' .. string.sub(tostring(h[f]), 1, 40) .. '"'} end
+        -- A key's hash holds all eleven fields (-1: absent), or none.
+        local n_fields = 0
         for f, _ in pairs(h) do
-          if not string.find('dplichnswxt', f, 1, true) or #f ~= 1 then
+          n_fields = n_fields + 1
+          if #f ~= 1 or not string.find('dplichnswxt', f, 1, true) then
             return {'corrupt', K, 'unknown field "' .. string.sub(f, 1, 40) .. '"'}
           end
         end
-        -- The countdown, if it has time left.
+        if n_fields ~= 0 and n_fields ~= 11 then return {'corrupt', K, 'holds ' .. n_fields .. ' of its 11 fields'} end
         local cd = nil
-        if h.d or h.p or h.l or h.i then
-          local d, p, l, i = int(h.d, 0, MAXT), int(h.p, 0, 2), int(h.l, 1, YEAR), int(h.i, 10000, DAY)
+        local rec = nil
+        if n_fields == 11 then
+          -- The countdown, if it has time left.
+          local d, p, l, i, c = int(h.d, -1, MAXT), int(h.p, -1, 2), int(h.l, -1, YEAR), int(h.i, -1, DAY), int(h.c, -1, MAXT)
           if not d then return bad('d') end
           if not p then return bad('p') end
           if not l then return bad('l') end
           if not i then return bad('i') end
-          local c = -1
-          if h.c then
-            c = int(h.c, 0, MAXT)
-            if not c then return bad('c') end
+          if not c then return bad('c') end
+          if d >= 0 then
+            if p < 0 then return bad('p') end
+            if l < 1 then return bad('l') end
+            if i < 10000 then return bad('i') end
+            if d > now then cd = {d = d, p = p, l = l, i = i, c = c} end
           end
-          if d > now then cd = {d = d, p = p, l = l, i = i, c = c} end
-        elseif h.c then
-          return bad('c')
-        end
-        local rec = nil
-        if h.h or h.n or h.w or h.x or h.s or h.t then
-          local hs, n, w, x = int(h.h, 0, 1), int(h.n, 0, 2147483647), int(h.w, 0, 1001), int(h.x, 0, 1)
+          local hs, n, w, x, s = int(h.h, -1, 1), int(h.n, -1, 2147483647), int(h.w, -1, 1001), int(h.x, -1, 1), int(h.s, -1, MAXT)
           if not hs then return bad('h') end
           if not n then return bad('n') end
           if not w then return bad('w') end
           if not x then return bad('x') end
-          local s = -1
-          if h.s then
-            s = int(h.s, 0, MAXT)
-            if not s then return bad('s') end
-          end
-          local sends = {}
-          if h.t and h.t ~= '' then
-            if #h.t > 18000000 then return bad('t') end
-            local last = -1
-            for part in string.gmatch(h.t, '[^,]+') do
-              local v = int(part, 0, MAXT)
-              if not v or v < last then return bad('t') end
-              sends[#sends + 1] = v
-              last = v
+          if not s then return bad('s') end
+          if hs >= 0 then
+            if n < 0 then return bad('n') end
+            if w < 0 then return bad('w') end
+            if x < 0 then return bad('x') end
+            local sends = {}
+            if h.t ~= '' then
+              if #h.t > 18000000 then return bad('t') end
+              local last = -1
+              for part in string.gmatch(h.t, '[^,]+') do
+                local v = int(part, 0, MAXT)
+                if not v or v < last then return bad('t') end
+                sends[#sends + 1] = v
+                last = v
+              end
+              local _, commas = string.gsub(h.t, ',', ',')
+              if commas + 1 ~= #sends then return bad('t') end
             end
+            rec = {h = hs, n = n, w = w, x = x, s = s, sends = sends}
           end
-          rec = {h = hs, n = n, w = w, x = x, s = s, sends = sends}
         end
         local before = {cd and cd.d or -1, cd and cd.p or -1, cd and cd.l or -1, cd and cd.i or -1,
                         cd and cd.c or -1, rec and rec.h or -1, rec and rec.n or -1, rec and rec.s or -1,
@@ -281,22 +286,15 @@ enum RedisScripts {
           return {'corrupt', K, 'unknown decision ' .. op}
         end
 
-        if changed_cd then
-          if cd then
-            redis.call('HSET', K, 'd', fmt(cd.d), 'p', cd.p, 'l', fmt(cd.l), 'i', fmt(cd.i))
-            if cd.c >= 0 then redis.call('HSET', K, 'c', fmt(cd.c)) else redis.call('HDEL', K, 'c') end
-          else
-            redis.call('HDEL', K, 'd', 'p', 'l', 'i', 'c')
-          end
-        end
-        if changed_rec then
-          if rec then
+        if changed_cd or changed_rec then
+          if cd or rec then
             local t = {}
-            for j, v in ipairs(rec.sends) do t[j] = fmt(v) end
-            redis.call('HSET', K, 'h', rec.h, 'n', fmt(rec.n), 'w', rec.w, 'x', rec.x, 't', table.concat(t, ','))
-            if rec.s >= 0 then redis.call('HSET', K, 's', fmt(rec.s)) else redis.call('HDEL', K, 's') end
-          else
-            redis.call('HDEL', K, 'h', 'n', 'w', 'x', 't', 's')
+            if rec then for j, v in ipairs(rec.sends) do t[j] = fmt(v) end end
+            redis.call('HSET', K,
+              'd', cd and fmt(cd.d) or '-1', 'p', cd and cd.p or '-1', 'l', cd and fmt(cd.l) or '-1',
+              'i', cd and fmt(cd.i) or '-1', 'c', cd and fmt(cd.c) or '-1',
+              'h', rec and rec.h or '-1', 'n', rec and fmt(rec.n) or '-1', 'w', rec and rec.w or '-1',
+              'x', rec and rec.x or '-1', 's', rec and fmt(rec.s) or '-1', 't', table.concat(t, ','))
           end
         end
         -- The key lives while its countdown runs and while its record
@@ -333,8 +331,11 @@ enum RedisScripts {
           if t.ok == 'hash' then
             local d = int(redis.call('HGET', K, 'd'), 0, MAXT)
             if d and d > now then
-              redis.call('HDEL', K, 'd', 'p', 'l', 'i', 'c')
-              if redis.call('HLEN', K) == 0 then redis.call('DEL', K) end
+              if redis.call('HGET', K, 'h') == '-1' then
+                redis.call('DEL', K)
+              else
+                redis.call('HSET', K, 'd', '-1', 'p', '-1', 'l', '-1', 'i', '-1', 'c', '-1')
+              end
               ended = ended + 1
               if ARGV[2] ~= '' then redis.call('PUBLISH', ARGV[2], ARGV[2 + j]) end
             end

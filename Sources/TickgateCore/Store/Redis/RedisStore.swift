@@ -160,52 +160,61 @@ final class RedisStore: Store {
 
     private static func micros(_ span: Span) -> [UInt8] { Array(String(span.nanoseconds / 1_000).utf8) }
 
-    /// Runs one script on a pooled connection. A connection found dead
-    /// (the server restarted or closed it while it sat idle) is replaced
-    /// and the call sent once more: a dead socket delivered nothing. A
-    /// timeout is never retried: the script carries its own deadline and
-    /// refuses to run after it.
-    private func run(_ script: String, keys: [[UInt8]], arguments: [[UInt8]]) throws(TickgateError) -> RedisReply {
-        let (connection, sha, fresh) = try checkOut(script)
-        var current = connection
-        var isFresh = fresh
+    /// Runs `body` on a pooled connection. A connection found dead (the
+    /// server restarted or closed it while it sat idle) is replaced and
+    /// `body` run once more: a dead socket delivered nothing. A timeout is
+    /// never retried: a script carries its own deadline and refuses to run
+    /// after it.
+    private func withConnection<R>(_ body: (RedisConnection) throws(TickgateError) -> R) throws(TickgateError) -> R {
+        var (current, fresh) = try checkOut()
         while true {
-            let command = [Array("EVALSHA".utf8), Array(sha.utf8), Array(String(keys.count).utf8)] + keys + arguments
             do throws(TickgateError) {
-                var reply = try current.command(command)
-                if case let .error(text) = reply, text.hasPrefix("NOSCRIPT") {
-                    // The server restarted (or its scripts were flushed).
-                    let source = Self.scripts.first { $0.0 == script }!.1
-                    _ = try current.command([Array("SCRIPT".utf8), Array("LOAD".utf8), Array(source.utf8)])
-                    reply = try current.command(command)
-                }
+                let result = try body(current)
                 checkIn(current)
-                if case let .error(text) = reply {
-                    throw TickgateError(.storeIO, "the Redis server \(address.description) failed a call: \(text)")
-                }
-                return reply
+                return result
             } catch {
                 checkIn(current)
                 let timedOut = error.message.contains("did not answer")
-                guard !isFresh, !timedOut, error.status == .storeIO, current.broken else { throw error }
+                guard !fresh, !timedOut, error.status == .storeIO, current.broken else { throw error }
                 current = try connect()
-                isFresh = true
+                fresh = true
             }
         }
     }
 
-    private func checkOut(_ script: String) throws(TickgateError) -> (RedisConnection, String, Bool) {
-        let taken = try pool.withLock { (pool) throws(TickgateError) -> (RedisConnection?, String) in
-            if pool.closed { throw TickgateError(.closed, "the store \(address.description) is closed") }
+    /// Runs one script (`EVALSHA`, loaded again on `NOSCRIPT`).
+    private func run(_ script: String, keys: [[UInt8]], arguments: [[UInt8]]) throws(TickgateError) -> RedisReply {
+        let sha = try pool.withLock { (pool) throws(TickgateError) -> String in
             guard let sha = pool.shas[script] else { throw TickgateError(.system, "no script \(script)") }
-            if let connection = pool.idle.popLast() { return (connection, sha) }
-            pool.open += 1
-            return (nil, sha)
+            return sha
         }
-        if let connection = taken.0 { return (connection, taken.1, false) }
+        let command = [Array("EVALSHA".utf8), Array(sha.utf8), Array(String(keys.count).utf8)] + keys + arguments
+        let reply = try withConnection { (connection) throws(TickgateError) -> RedisReply in
+            let reply = try connection.command(command)
+            if case let .error(text) = reply, text.hasPrefix("NOSCRIPT") {
+                // The server restarted (or its scripts were flushed).
+                let source = Self.scripts.first { $0.0 == script }!.1
+                _ = try connection.command([Array("SCRIPT".utf8), Array("LOAD".utf8), Array(source.utf8)])
+                return try connection.command(command)
+            }
+            return reply
+        }
+        if case let .error(text) = reply {
+            throw TickgateError(.storeIO, "the Redis server \(address.description) failed a call: \(text)")
+        }
+        return reply
+    }
+
+    private func checkOut() throws(TickgateError) -> (RedisConnection, Bool) {
+        let taken = try pool.withLock { (pool) throws(TickgateError) -> RedisConnection? in
+            if pool.closed { throw TickgateError(.closed, "the store \(address.description) is closed") }
+            if let connection = pool.idle.popLast() { return connection }
+            pool.open += 1
+            return nil
+        }
+        if let taken { return (taken, false) }
         do throws(TickgateError) {
-            let connection = try RedisConnection(address, timeout: options.timeout)
-            return (connection, taken.1, true)
+            return (try RedisConnection(address, timeout: options.timeout), true)
         } catch {
             pool.withLock { $0.open -= 1 }
             throw error
@@ -282,6 +291,7 @@ final class RedisStore: Store {
 
     func decide(_ decision: KeyDecision, budgets named: [BudgetRow], for key: CountdownKey)
         throws(TickgateError) -> DecisionResult {
+        if case .read = decision { return try read(key) }
         let call = begin()
         var op = "read"
         var tick = Span.zero
@@ -386,6 +396,32 @@ final class RedisStore: Store {
         return DecisionResult(before: before, after: after, now: moment, refusal: refusal)
     }
 
+    /// A query: TIME and HGETALL pipelined (one round trip, no script:
+    /// a read needs no atomic write), checked as the script checks them.
+    private func read(_ key: CountdownKey) throws(TickgateError) -> DecisionResult {
+        let call = begin()
+        let name = hashName(key)
+        let replies = try withConnection { (connection) throws(TickgateError) in
+            try connection.pipeline([[Array("TIME".utf8)], [Array("HGETALL".utf8), name]])
+        }
+        let real = try serverTime(replies[0])
+        let now = options.time == .engine ? call.engineStart.nanoseconds / 1_000 : real
+        let offset = finish(call, now: now, real: real)
+        let rows = try RedisRows.keyRows(replies[1], for: key, name: name, now: now, offset: offset)
+        let moment = Self.instant(now, offset)
+        return DecisionResult(before: rows, after: rows, now: moment, refusal: nil)
+    }
+
+    /// The server's time (µs) of a TIME reply.
+    private func serverTime(_ reply: RedisReply) throws(TickgateError) -> Int64 {
+        guard case let .array(parts) = reply, parts.count == 2, let seconds = parts[0].text.flatMap({ Int64($0) }),
+              let micros = parts[1].text.flatMap({ Int64($0) }), seconds >= 0, seconds < Int64(1) << 33,
+              (0..<1_000_000).contains(micros) else {
+            throw TickgateError(.storeCorrupt, "the Redis server \(address.description) sent a bad TIME reply")
+        }
+        return seconds * 1_000_000 + micros
+    }
+
     /// How long a key outlives what it still decides (engine time moves
     /// by itself in tests, so it gets more).
     private var slackMilliseconds: Int64 { options.time == .engine ? 600_000 : 1_000 }
@@ -447,9 +483,7 @@ final class RedisStore: Store {
 
     /// A plain command on a pooled connection (SCAN, HGETALL, ZRANGE).
     private func plain(_ arguments: [[UInt8]]) throws(TickgateError) -> RedisReply {
-        let (connection, _, _) = try checkOut("put")
-        defer { checkIn(connection) }
-        let reply = try connection.command(arguments)
+        let reply = try withConnection { (connection) throws(TickgateError) in try connection.command(arguments) }
         if case let .error(text) = reply {
             if text.hasPrefix("WRONGTYPE") {
                 throw TickgateError(.storeCorrupt,
@@ -506,12 +540,7 @@ final class RedisStore: Store {
     func charges(of key: BudgetKey) throws(TickgateError) -> [Instant] {
         // A read of TIME first maps the charges onto the engine's clock.
         let call = begin()
-        let time = try plain([Array("TIME".utf8)])
-        guard case let .array(parts) = time, parts.count == 2, let seconds = parts[0].text.flatMap({ Int64($0) }),
-              let micros = parts[1].text.flatMap({ Int64($0) }) else {
-            throw TickgateError(.storeCorrupt, "the Redis server \(address.description) sent a bad TIME reply")
-        }
-        let real = seconds * 1_000_000 + micros
+        let real = try serverTime(try plain([Array("TIME".utf8)]))
         let serverNow = options.time == .engine ? call.engineStart.nanoseconds / 1_000 : real
         let offset = finish(call, now: serverNow, real: real)
         let name = budgetName(key)
@@ -556,12 +585,7 @@ final class RedisStore: Store {
         let sessions = try hash(sessionsName)
         if !sessions.isEmpty {
             let call = begin()
-            let time = try plain([Array("TIME".utf8)])
-            guard case let .array(parts) = time, parts.count == 2, let seconds = parts[0].text.flatMap({ Int64($0) }),
-                  let micros = parts[1].text.flatMap({ Int64($0) }) else {
-                throw TickgateError(.storeCorrupt, "the Redis server \(address.description) sent a bad TIME reply")
-            }
-            let real = seconds * 1_000_000 + micros
+            let real = try serverTime(try plain([Array("TIME".utf8)]))
             let serverNow = options.time == .engine ? call.engineStart.nanoseconds / 1_000 : real
             let offset = finish(call, now: serverNow, real: real)
             let key = String(decoding: sessionsName, as: UTF8.self)
@@ -627,6 +651,7 @@ final class RedisStore: Store {
     var readsThrough: Bool { true }
 
     func watch(_ changed: @escaping @Sendable (CountdownKey?) -> Void) {
+        if pool.withLock({ $0.closed || $0.watcher != nil }) { return }
         let watcher = RedisWatcher(address: address, timeout: options.timeout, channel: channelName,
                                    publisher: publisher, changed: changed)
         let started = pool.withLock { pool -> Bool in

@@ -61,7 +61,6 @@ final class RedisWatcher: @unchecked Sendable {
     private var closed: Bool { state.withLock { $0.closed } }
 
     private func run() {
-        var first = true
         while !closed {
             guard let connection = try? RedisConnection(address, timeout: timeout) else {
                 pause()
@@ -79,11 +78,9 @@ final class RedisWatcher: @unchecked Sendable {
                 return true
             }
             guard registered else { break }
-            // Changes made while no connection listened are found by
-            // re-reading (not on the first subscription: the engine has
-            // just read what it needs).
-            if !first { changed(nil) }
-            first = false
+            // Changes made while no connection listened (before the first
+            // subscription too) are found by re-reading what is observed.
+            changed(nil)
             while let reply = try? connection.read() {
                 if let key = key(of: reply) { changed(key) }
             }

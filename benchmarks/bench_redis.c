@@ -1,0 +1,386 @@
+/*
+ * bench_redis.c — Tickgate on a Redis store against the floor of the same
+ * server: decisions per second beside redis-benchmark's SET (one plain
+ * round trip per request), and each decision's cost on the server beside a
+ * SET's (usec_per_call of INFO commandstats).
+ *
+ * The run starts its own redis-server (defaults, no persistence) on a unix
+ * socket in a temporary folder; Tickgate's engines and redis-benchmark both
+ * use that socket. Workloads, each for about a second:
+ *
+ *   send     tg_send_begin + tg_send_end(SUCCEEDED) of a new key (2 decisions)
+ *   start    tg_countdown_start + tg_countdown_cancel (2 decisions)
+ *   query    tg_countdown_remaining of a counting key (1 read)
+ *
+ * from 1, 4 and 16 threads of one engine (n=1, 4, 16) and from 4 processes
+ * of one thread (n=4p), against redis-benchmark -t set -c 1, 4, 16 (4p: -c 4):
+ *
+ *   BENCH redis_<w> n=<n> tickgate=<decisions/s> set=<requests/s> unit=ops/s ratio_set=<r>
+ *   BENCH redis_server_cost_<w> n=1 tickgate=<us> set=<us> unit=us ratio_set=<r>
+ *   TARGET redis_round_trips_<w> value=<scripts per decision> limit=<=1 ...
+ *   TARGET redis_<w> n=1 value=<ratio_set> limit=>=0.7 ...
+ *   TARGET redis_server_cost_<w> value=<ratio_set> limit=<=3 ...
+ *
+ * Usage: bench_redis [--quick]   (--quick: 0.3 s per row)
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <tickgate.h>
+
+static char g_dir[64];
+static char g_socket[128];
+static char g_url[160];
+static pid_t g_server;
+static double g_seconds = 1.0;
+/* Decisions of the last engine_rate run. */
+static long g_last_total;
+
+enum workload { SEND, START, QUERY, WORKLOADS };
+static const char *const names[WORKLOADS] = {"send", "start", "query"};
+
+static void die(const char *what)
+{
+    fprintf(stderr, "bench_redis: %s: %s\n", what, tg_last_error_message());
+    exit(1);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The output of a shell command (at most size - 1 bytes). */
+static void run(const char *command, char *out, size_t size)
+{
+    FILE *p = popen(command, "r");
+    size_t n = 0;
+    if (!p) {
+        perror(command);
+        exit(1);
+    }
+    if (out && size) {
+        n = fread(out, 1, size - 1, p);
+        out[n] = '\0';
+    } else {
+        char sink[4096];
+        while (fread(sink, 1, sizeof sink, p) > 0) {
+        }
+    }
+    pclose(p);
+}
+
+static void cli(const char *args, char *out, size_t size)
+{
+    char command[512];
+    snprintf(command, sizeof command, "redis-cli -s %s %s", g_socket, args);
+    run(command, out, size);
+}
+
+/* The calls of a command in INFO commandstats ("evalsha", "set") and the
+ * microseconds the server spent in them. */
+static double usec_total(const char *command, long *calls)
+{
+    char info[16384], key[64];
+    const char *at;
+    double usec = 0;
+    long n = 0;
+    cli("INFO commandstats", info, sizeof info);
+    snprintf(key, sizeof key, "cmdstat_%s:", command);
+    at = strstr(info, key);
+    if (at && sscanf(at + strlen(key), "calls=%ld,usec=%lf", &n, &usec) != 2) {
+        usec = 0;
+        n = 0;
+    }
+    if (calls)
+        *calls = n;
+    return usec;
+}
+
+/* The least a decision script can cost the server: one that reads the time
+ * and a hash, writes the hash and sets its expiry (redis-benchmark runs it). */
+static double script_floor_usec(void)
+{
+    char sha[64], command[512];
+    long calls = 0;
+    double usec;
+    cli("SCRIPT LOAD \"local t = redis.call('TIME') local h = redis.call('HGETALL', KEYS[1]) "
+        "redis.call('HSET', KEYS[1], 'd', t[1]) redis.call('PEXPIRE', KEYS[1], 60000) return 1\"",
+        sha, sizeof sha);
+    sha[strcspn(sha, "\r\n")] = '\0';
+    cli("CONFIG RESETSTAT", NULL, 0);
+    snprintf(command, sizeof command, "redis-benchmark -s %s -n 20000 -c 1 -q evalsha %s 1 floor{x} >/dev/null 2>&1",
+             g_socket, sha);
+    run(command, NULL, 0);
+    usec = usec_total("evalsha", &calls);
+    return calls ? usec / (double)calls : 0;
+}
+
+static void start_server(void)
+{
+    char out[64];
+    int i;
+    snprintf(g_dir, sizeof g_dir, "/tmp/tg-bench-redis-XXXXXX");
+    if (!mkdtemp(g_dir)) {
+        perror("mkdtemp");
+        exit(1);
+    }
+    snprintf(g_socket, sizeof g_socket, "%s/redis.sock", g_dir);
+    snprintf(g_url, sizeof g_url, "redis+unix://%s", g_socket);
+    g_server = fork();
+    if (g_server == 0) {
+        execlp("redis-server", "redis-server", "--port", "0", "--unixsocket", g_socket, "--save", "",
+               "--appendonly", "no", "--dir", g_dir, "--logfile", "redis.log", (char *)NULL);
+        _exit(127);
+    }
+    for (i = 0; i < 200; i++) {
+        cli("ping 2>/dev/null", out, sizeof out);
+        if (strncmp(out, "PONG", 4) == 0)
+            return;
+        usleep(50000);
+    }
+    fprintf(stderr, "bench_redis: redis-server did not start (is it installed?)\n");
+    exit(1);
+}
+
+static void stop_server(void)
+{
+    char command[128];
+    if (g_server > 0) {
+        kill(g_server, SIGTERM);
+        waitpid(g_server, NULL, 0);
+    }
+    snprintf(command, sizeof command, "rm -rf %s", g_dir);
+    run(command, NULL, 0);
+}
+
+static tg_engine *open_engine(void)
+{
+    tg_engine_options o;
+    tg_engine *engine = NULL;
+    tg_engine_options_init(&o, sizeof o);
+    o.delivery = TG_DELIVERY_HOST_THREAD;
+    o.store_url = g_url;
+    o.store_prefix = "bench:";
+    if (tg_engine_open(&o, &engine) != TG_OK)
+        die("tg_engine_open");
+    return engine;
+}
+
+/* Makes every row's keys new. */
+static int g_row;
+
+struct worker {
+    tg_engine *engine;
+    enum workload w;
+    int id;
+    double until;
+    long decisions;
+};
+
+static void *work(void *arg)
+{
+    struct worker *k = arg;
+    char subject[64];
+    long i = 0;
+    if (k->w == QUERY) {
+        int64_t rem;
+        snprintf(subject, sizeof subject, "q%d", k->id);
+        if (tg_countdown_start(k->engine, "bench", subject, 600000, 0, TG_START_RESTART, &rem) != TG_OK)
+            die("start");
+    }
+    while (now_s() < k->until) {
+        for (int batch = 0; batch < 64; batch++, i++) {
+            int64_t rem = 0, display = 0, wait = 0, cooldown = 0;
+            tg_ticket ticket = 0;
+            switch (k->w) {
+            case SEND:
+                snprintf(subject, sizeof subject, "s%d.%d.%ld.%d", g_row, k->id, i, getpid());
+                if (tg_send_begin(k->engine, "bench", subject, &ticket, &wait) != TG_OK)
+                    die("send begin");
+                if (tg_send_end(k->engine, ticket, TG_SEND_SUCCEEDED, 0, &cooldown) != TG_OK)
+                    die("send end");
+                k->decisions += 2;
+                break;
+            case START:
+                snprintf(subject, sizeof subject, "c%d.%d", k->id, getpid());
+                if (tg_countdown_start(k->engine, "bench", subject, 60000, 0, 0, &rem) != TG_OK)
+                    die("start");
+                if (tg_countdown_cancel(k->engine, "bench", subject) != TG_OK)
+                    die("cancel");
+                k->decisions += 2;
+                break;
+            case QUERY:
+                if (tg_countdown_remaining(k->engine, "bench", subject, &rem, &display) != TG_OK)
+                    die("remaining");
+                k->decisions += 1;
+                break;
+            default:
+                break;
+            }
+        }
+    }
+    return NULL;
+}
+
+/* Decisions per second from `threads` threads of one engine. */
+static double engine_rate(enum workload w, int threads)
+{
+    g_row++;
+    tg_engine *engine = open_engine();
+    struct worker workers[16];
+    pthread_t ids[16];
+    double started = now_s(), elapsed;
+    long total = 0;
+    for (int t = 0; t < threads; t++) {
+        workers[t] = (struct worker){engine, w, t, started + g_seconds, 0};
+        pthread_create(&ids[t], NULL, work, &workers[t]);
+    }
+    for (int t = 0; t < threads; t++) {
+        pthread_join(ids[t], NULL);
+        total += workers[t].decisions;
+    }
+    elapsed = now_s() - started;
+    tg_engine_close(engine);
+    g_last_total = total;
+    return (double)total / elapsed;
+}
+
+/* Decisions per second from 4 processes of one thread each. */
+static double process_rate(enum workload w)
+{
+    g_row++;
+    int pipes[2];
+    pid_t children[4];
+    long total = 0;
+    double started = now_s(), elapsed;
+    if (pipe(pipes) != 0)
+        exit(1);
+    for (int p = 0; p < 4; p++) {
+        children[p] = fork();
+        if (children[p] == 0) {
+            struct worker k = {open_engine(), w, p, started + g_seconds, 0};
+            work(&k);
+            tg_engine_close(k.engine);
+            if (write(pipes[1], &k.decisions, sizeof k.decisions) != sizeof k.decisions)
+                _exit(1);
+            _exit(0);
+        }
+    }
+    close(pipes[1]);
+    for (int p = 0; p < 4; p++) {
+        long n = 0;
+        if (read(pipes[0], &n, sizeof n) == sizeof n)
+            total += n;
+    }
+    for (int p = 0; p < 4; p++)
+        waitpid(children[p], NULL, 0);
+    close(pipes[0]);
+    elapsed = now_s() - started;
+    return (double)total / elapsed;
+}
+
+/* redis-benchmark's SET requests per second at `clients` connections. */
+static double set_rate(int clients)
+{
+    char command[512], out[4096];
+    const char *at;
+    double rps = 0;
+    long requests = (long)(g_seconds * 40000.0 * (clients > 1 ? 2 : 1));
+    snprintf(command, sizeof command,
+             "redis-benchmark -s %s -t set -n %ld -c %d -r 100000 --csv 2>/dev/null", g_socket, requests, clients);
+    run(command, out, sizeof out);
+    at = strstr(out, "\"SET\",\"");
+    if (!at || sscanf(at + 7, "%lf", &rps) != 1) {
+        fprintf(stderr, "bench_redis: no SET rate from redis-benchmark: %s\n", out);
+        exit(1);
+    }
+    return rps;
+}
+
+int main(int argc, char **argv)
+{
+    static const int threads[] = {1, 4, 16};
+    double floor_rate[3], set_usec;
+    if (argc > 1 && strcmp(argv[1], "--quick") == 0)
+        g_seconds = 0.3;
+    start_server();
+
+    /* The floor first: SET at each concurrency, and a SET's server cost. */
+    cli("CONFIG RESETSTAT", NULL, 0);
+    for (int i = 0; i < 3; i++)
+        floor_rate[i] = set_rate(threads[i]);
+    {
+        long calls = 0;
+        double usec = usec_total("set", &calls);
+        set_usec = calls ? usec / (double)calls : 0;
+    }
+    printf("# redis_*: Tickgate on a Redis store (one redis-server, unix socket) against redis-benchmark -t set\n");
+
+    for (int w = 0; w < WORKLOADS; w++) {
+        double cost = 0, rate1 = 0;
+        long scripts = 0, made = 0;
+        for (int i = 0; i < 3; i++) {
+            double rate;
+            if (i == 0)
+                cli("CONFIG RESETSTAT", NULL, 0);
+            rate = engine_rate((enum workload)w, threads[i]);
+            if (i == 0) {
+                rate1 = rate;
+                made = g_last_total;
+                if (w == QUERY) {
+                    /* A query is TIME and HGETALL in one pipeline. */
+                    long reads = 0;
+                    cost = (usec_total("time", NULL) + usec_total("hgetall", &reads)) / (double)made;
+                    scripts = reads;
+                } else {
+                    cost = usec_total("evalsha", &scripts) / (double)made;
+                }
+            }
+            printf("BENCH redis_%s n=%d tickgate=%.0f set=%.0f unit=ops/s ratio_set=%.2f\n", names[w], threads[i],
+                   rate, floor_rate[i], rate / floor_rate[i]);
+            fflush(stdout);
+        }
+        {
+            double rate = process_rate((enum workload)w);
+            printf("BENCH redis_%s n=4p tickgate=%.0f set=%.0f unit=ops/s ratio_set=%.2f\n", names[w], rate,
+                   floor_rate[1], rate / floor_rate[1]);
+        }
+        /* Round trips per decision at n=1: scripts (or a query's
+         * pipelines; the query workload's first start adds one). */
+        {
+            double per = made > 0 ? (double)scripts / (double)made : 0;
+            printf("BENCH redis_server_cost_%s n=1 tickgate=%.2f set=%.2f unit=us ratio_set=%.2f\n", names[w], cost,
+                   set_usec, cost / set_usec);
+            printf("TARGET redis_round_trips_%s value=%.2f limit=<=1.05 unit=round_trips/decision %s\n", names[w], per,
+                   per <= 1.05 ? "PASS" : "MISS");
+            printf("TARGET redis_%s n=1 value=%.2f limit=>=0.7 unit=ratio_set %s\n", names[w],
+                   rate1 / floor_rate[0], rate1 / floor_rate[0] >= 0.7 ? "PASS" : "MISS");
+            printf("TARGET redis_server_cost_%s value=%.2f limit=<=3 unit=ratio_set %s\n", names[w], cost / set_usec,
+                   cost / set_usec <= 3 ? "PASS" : "MISS");
+            fflush(stdout);
+        }
+    }
+    {
+        double floor_usec = script_floor_usec();
+        printf("BENCH redis_server_cost_script_floor n=1 tickgate=%.2f set=%.2f unit=us ratio_set=%.2f\n", floor_usec,
+               set_usec, floor_usec / set_usec);
+        printf("# redis_server_cost_script_floor: TIME + HGETALL + HSET + PEXPIRE in a script, the least a decision's\n"
+               "# script can do: what Redis itself charges for a script's calls\n");
+    }
+    stop_server();
+    return 0;
+}

@@ -18,6 +18,8 @@ final class RedisWatcher: @unchecked Sendable {
         var closed = false
         /// The subscribed connection's socket while the thread reads it.
         var descriptor: Int32?
+        /// Subscriptions made (the first one ends `start`'s wait).
+        var subscriptions = 0
     }
 
     private let state = LockedValue(State())
@@ -32,7 +34,9 @@ final class RedisWatcher: @unchecked Sendable {
         self.changed = changed
     }
 
-    /// Starts the thread; false if it could not.
+    /// Starts the thread and waits (at most the store's timeout) until it
+    /// has subscribed, so no change after `start` returns is missed;
+    /// false if the thread could not start.
     func start() -> Bool {
         let context = Unmanaged.passRetained(self).toOpaque()
         var id: UInt = 0
@@ -46,6 +50,11 @@ final class RedisWatcher: @unchecked Sendable {
             return false
         }
         thread = id
+        let deadline = Poller.boottime().advanced(by: timeout)
+        while state.withLock({ $0.subscriptions == 0 && !$0.closed }) && Poller.boottime() < deadline {
+            var delay = timespec(tv_sec: 0, tv_nsec: 1_000_000)
+            _ = nanosleep(&delay, nil)
+        }
         return true
     }
 
@@ -72,15 +81,17 @@ final class RedisWatcher: @unchecked Sendable {
                 continue
             }
             connection.waitForever()
-            let registered = state.withLock { state -> Bool in
-                if state.closed { return false }
+            let earlier = state.withLock { state -> Int? in
+                if state.closed { return nil }
                 state.descriptor = connection.descriptor
-                return true
+                state.subscriptions += 1
+                return state.subscriptions - 1
             }
-            guard registered else { break }
-            // Changes made while no connection listened (before the first
-            // subscription too) are found by re-reading what is observed.
-            changed(nil)
+            guard let earlier else { break }
+            // Changes made while no connection listened are found by
+            // re-reading what is observed (the first subscription is made
+            // before the first observer's key is read).
+            if earlier > 0 { changed(nil) }
             while let reply = try? connection.read() {
                 if let key = key(of: reply) { changed(key) }
             }

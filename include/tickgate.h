@@ -40,7 +40,9 @@
  *        store_path, return TG_E_STORE_IO (the file cannot be read or
  *        written, or another process held its lock past store_timeout_ms)
  *        and TG_E_STORE_CORRUPT (a row it read is out of range), and then
- *        changed nothing.
+ *        changed nothing; on an engine opened with store_url, the same
+ *        (the Redis server unreachable, or silent past store_timeout_ms;
+ *        a key under the prefix holding something Tickgate did not write).
  *    Every failing call leaves a message for tg_last_error_message().
  *  - Waiting. "Store: may wait" means the call may wait for the store, at
  *    most store_timeout_ms in all (busy waits and retries included); past it
@@ -55,6 +57,13 @@
  *    the store made them, and their events reach observers in that order;
  *    the engine adds no order across keys (the SQLite store itself makes
  *    one decision at a time: one connection, one write lock).
+ *  - Redis (store_url). Other engines change the keys at any time, so on
+ *    such an engine tg_countdown_remaining, tg_button_get and tg_subscribe
+ *    of a key read the key from the server first (one round trip; "Store:
+ *    may wait" for them, with its statuses); tg_countdown_list and
+ *    tg_countdown_count answer from what this engine knows. Observers hear
+ *    of other engines' changes by the server's notices (README "Many
+ *    servers").
  *  - Versioned structs. Every struct that crosses this interface starts with
  *    uint32_t struct_size, and one rule covers them all:
  *      - A struct the caller fills in (tg_engine_options; tg_policy given to
@@ -62,7 +71,8 @@
  *        (tg_button; tg_policy given to tg_policy_get) carries sizeof(struct)
  *        as the caller was compiled. The library accepts the size of every
  *        layout the struct has had (a later layout only adds fields at the
- *        end; tg_engine_options has two, the first ending at manual_boot_id;
+ *        end; tg_engine_options has three, ending at manual_boot_id, at
+ *        store_timeout_ms and at store_prefix;
  *        tg_policy two, the first ending at ticket_timeout_ms; tg_titles
  *        two, the first ending at locked; every other struct one) and any
  *        larger size up to
@@ -493,7 +503,7 @@ tg_status tg_countdown_cancel_all(tg_engine *engine, size_t *out_cancelled);
  * the remaining seconds: what a button shows). Either pointer may be NULL.
  * If the key is not counting down, both are set to 0 and TG_E_NOT_FOUND is
  * returned.
- * Errors: TG_E_NOT_FOUND. Store: never.
+ * Errors: TG_E_NOT_FOUND. Store: never (Redis: may wait, one read).
  */
 tg_status tg_countdown_remaining(tg_engine *engine, const char *scope,
                                  const char *subject,
@@ -619,7 +629,11 @@ typedef void (*tg_destroy_fn)(void *user_data);
  * destroy (may be NULL) runs once for user_data when the subscription ends.
  * *out_subscription receives the id.
  * Errors: TG_E_INVALID_ARGUMENT (callback or out_subscription NULL).
- * Store: never.
+ * Store: never. Redis: may wait. The engine's first observer starts its
+ * notices (a connection subscribed to the prefix's channel), and a key is
+ * read from the server before its first event; from then on changes made
+ * by other engines reach this subscription within milliseconds (after a
+ * dropped connection, by re-reading every observed key).
  */
 tg_status tg_subscribe(tg_engine *engine, const char *scope,
                        const char *subject, tg_event_fn callback,
@@ -844,7 +858,8 @@ typedef struct tg_button {
 
 /* The button of (scope, subject) now: state, enabled flag, remaining time
  * and rendered title. Set out_button->struct_size first.
- * Errors: TG_E_VERSION (out_button->struct_size). Store: never.
+ * Errors: TG_E_VERSION (out_button->struct_size). Store: never (Redis: may
+ * wait, one read).
  */
 tg_status tg_button_get(tg_engine *engine, const char *scope,
                         const char *subject, tg_button *out_button);

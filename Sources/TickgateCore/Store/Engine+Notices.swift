@@ -3,9 +3,10 @@
 
 extension Engine {
     /// Makes memory agree with what the store holds for `key` (with the
-    /// events that makes), if other engines change the store.
-    func refresh(_ key: CountdownKey) throws(TickgateError) {
-        guard let store, store.readsThrough else { return }
+    /// events that makes), if other engines change the store (`always`: on
+    /// a change notice, whatever the store).
+    func refresh(_ key: CountdownKey, always: Bool = false) throws(TickgateError) {
+        guard let store, always || store.readsThrough else { return }
         try lanes.with(.key(key)) { () throws(TickgateError) in
             try locked.withLock { (state) throws(TickgateError) in try state.checkOpen() }
             let result = try store.decide(.read, budgets: [], for: key)
@@ -26,7 +27,7 @@ extension Engine {
         }
         // A failure here (the store went away again) is retried by the
         // next interruption's full re-read.
-        for key in keys { try? refresh(key) }
+        for key in keys { try? refresh(key, always: true) }
     }
 
     /// Starts the store's notices, once (at the first observer).

@@ -734,6 +734,13 @@ final class SQLiteFile {
         }
     }
 
+    /// Changes with every commit another connection (another engine or
+    /// process) made to the file since the last reading; not with this
+    /// connection's own.
+    func dataVersion() throws(TickgateError) -> Int64 {
+        try scalarInt("PRAGMA data_version") ?? 0
+    }
+
     private func scalarInt(_ sql: String) throws(TickgateError) -> Int64? {
         var result: Int64?
         try query(sql, [], table: "pragma") { (row) throws(TickgateError) in

@@ -13,7 +13,13 @@ final class SQLiteStore: Store {
         var groupSince: Instant?
         /// Group commit: a failed commit, reported by every later call.
         var failure: TickgateError?
+        /// Change notices: the file's data version seen last.
+        var dataVersion: Int64?
     }
+
+    /// Change notices: the thread that watches the file (apart from the
+    /// store's lock, which a decision may hold while it waits).
+    private let watcher = LockedValue<(thread: SQLiteWatcher?, closed: Bool)>((nil, false))
 
     private let state: LockedValue<State>
     let commitDelay: Span
@@ -125,10 +131,49 @@ final class SQLiteStore: Store {
     }
 
     func close() {
+        let thread = watcher.withLock { box -> SQLiteWatcher? in
+            box.closed = true
+            defer { box.thread = nil }
+            return box.thread
+        }
+        thread?.stop()
         state.withLock { state in
             if state.file != nil { Self.commitGroup(&state, commitDelay) }
             state.file = nil
         }
+    }
+
+    // MARK: Notices
+
+    /// Starts a thread that looks at the file's data version every
+    /// `SQLiteWatcher.interval` and reports nil (re-read what is observed)
+    /// when another engine or process committed a change.
+    /// Never waits for the store: the version to compare with is read now
+    /// if the store is free, else at the thread's first look.
+    func watch(_ changed: @escaping @Sendable (CountdownKey?) -> Void) {
+        let thread = SQLiteWatcher(changed: changed) { [weak self] in self?.changedElsewhere() ?? false }
+        let started = watcher.withLock { box -> Bool in
+            if box.closed || box.thread != nil { return false }
+            box.thread = thread
+            return true
+        }
+        guard started else { return }
+        _ = state.withLockIfAvailable { state in
+            if let file = state.file, !file.inTransaction { state.dataVersion = try? file.dataVersion() }
+        }
+        if !thread.start() { watcher.withLock { $0.thread = nil } }
+    }
+
+    /// Whether the file changed by another connection since the last look
+    /// (never waits: a busy store is looked at next time).
+    private func changedElsewhere() -> Bool {
+        state.withLockIfAvailable { state -> Bool in
+            guard let file = state.file, !file.inTransaction, let version = try? file.dataVersion() else {
+                return false
+            }
+            defer { state.dataVersion = version }
+            return state.dataVersion.map { $0 != version } ?? false
+        } ?? false
     }
 
     // MARK: Decisions

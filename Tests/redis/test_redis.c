@@ -471,19 +471,42 @@ static void test_hostile_data(void)
     redisFree(c);
 }
 
-int main(void)
+/* With arguments, only the tests named ("test_notices" ...). */
+static int g_argc;
+static char **g_argv;
+
+static int wanted(const char *name)
 {
+    int i;
+    if (g_argc < 2)
+        return 1;
+    for (i = 1; i < g_argc; i++)
+        if (strcmp(g_argv[i], name) == 0)
+            return 1;
+    return 0;
+}
+
+#define RUN_WANTED(fn)      \
+    do {                    \
+        if (wanted(#fn))    \
+            RUN_TEST(fn);   \
+    } while (0)
+
+int main(int argc, char **argv)
+{
+    g_argc = argc;
+    g_argv = argv;
     url = getenv("TG_REDIS_URL");
     if (!url || strncmp(url, "redis+unix://", 13) != 0) {
         fprintf(stderr, "TG_REDIS_URL must name the tests' server (redis+unix://...)\n");
         return 1;
     }
-    RUN_TEST(test_open_errors);
-    RUN_TEST(test_engines_share_keys);
-    RUN_TEST(test_one_clock);
-    RUN_TEST(test_processes_race);
-    RUN_TEST(test_notices);
-    RUN_TEST(test_blocked_server);
-    RUN_TEST(test_hostile_data);
+    RUN_WANTED(test_open_errors);
+    RUN_WANTED(test_engines_share_keys);
+    RUN_WANTED(test_one_clock);
+    RUN_WANTED(test_processes_race);
+    RUN_WANTED(test_notices);
+    RUN_WANTED(test_blocked_server);
+    RUN_WANTED(test_hostile_data);
     return TG_TEST_SUMMARY();
 }

@@ -4,9 +4,8 @@
  * processes, one clock, change notices, a blocked server, hostile data.
  * The faults that stop or kill the server are in test_redis_faults.c.
  */
-#include "../c/tg_test.h"
+#include "../c/tg_recorder.h"
 
-#include <errno.h>
 #include <stdarg.h>
 #include <hiredis/hiredis.h>
 #include <sys/wait.h>
@@ -23,16 +22,7 @@ static void new_prefix(void)
 
 static int64_t now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_BOOTTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
+    return tg_test_boottime_ns() / 1000000;
 }
 
 static tg_engine *open_engine(tg_clock_kind clock, int64_t wall_ms, int64_t timeout_ms)
@@ -187,7 +177,7 @@ static void test_one_clock(void)
     b = open_engine(TG_CLOCK_MANUAL, INT64_C(1700000000000) + 600000, 0);
     ASSERT_STATUS(tg_send_begin(a, "login", "skew", &ticket, &wait), TG_OK);
     ASSERT_STATUS(tg_send_end(a, ticket, TG_SEND_SUCCEEDED, 0, &cooldown), TG_OK);
-    sleep_ms(300);
+    tg_test_sleep_ms(300);
     ASSERT_STATUS(tg_countdown_remaining(a, "login", "skew", &rem_a, &display), TG_OK);
     ASSERT_STATUS(tg_countdown_remaining(b, "login", "skew", &rem_b, &display), TG_OK);
     /* 300 ms of the server's time went by for both. */
@@ -275,73 +265,48 @@ static void test_processes_race(void)
 
 /* ---- change notices ---- */
 
-struct seen {
-    pthread_mutex_t mu;
-    int count;
-    tg_event_kind last;
-    int64_t at_ms;
-};
-
-static void on_event(const tg_event *event, void *user)
+/* When the first event of `kind` came (CLOCK_BOOTTIME ms), or -1. */
+static int64_t event_at_ms(tg_rec *r, tg_event_kind kind)
 {
-    struct seen *s = user;
-    pthread_mutex_lock(&s->mu);
-    if (event->kind != TG_EVENT_STATE && event->kind != TG_EVENT_TICK) {
-        s->count++;
-        s->last = event->kind;
-        s->at_ms = now_ms();
-    }
-    pthread_mutex_unlock(&s->mu);
-}
-
-/* Waits up to limit_ms for the count to reach want; returns the count. */
-static int wait_count(struct seen *s, int want, long limit_ms)
-{
-    int64_t end = now_ms() + limit_ms;
-    int n;
-    for (;;) {
-        pthread_mutex_lock(&s->mu);
-        n = s->count;
-        pthread_mutex_unlock(&s->mu);
-        if (n >= want || now_ms() > end)
-            return n;
-        sleep_ms(2);
-    }
+    size_t i;
+    for (i = 0; i < tg_rec_count(r); i++)
+        if (tg_rec_get(r, i).kind == kind)
+            return tg_rec_get(r, i).at_ns / 1000000;
+    return -1;
 }
 
 static void test_notices(void)
 {
     tg_engine *a, *b;
     tg_subscription sub = 0;
-    struct seen s;
+    tg_rec r;
     int64_t rem = 0, started;
     redisContext *c;
     new_prefix();
-    memset(&s, 0, sizeof s);
-    pthread_mutex_init(&s.mu, NULL);
+    tg_rec_init(&r);
     a = open_engine(TG_CLOCK_SYSTEM, 0, 0);
     b = open_engine(TG_CLOCK_SYSTEM, 0, 0);
-    ASSERT_STATUS(tg_subscribe(b, "login", "notice", on_event, &s, NULL, &sub), TG_OK);
-    sleep_ms(100); /* B's subscriber connects */
+    /* B's subscriber has subscribed when tg_subscribe returns. */
+    ASSERT_STATUS(tg_subscribe(b, "login", "notice", tg_rec_callback, &r, tg_rec_destroy, &sub), TG_OK);
     started = now_ms();
     ASSERT_STATUS(tg_countdown_start(a, "login", "notice", 30000, 0, 0, &rem), TG_OK);
-    ASSERT_EQ_INT(wait_count(&s, 1, 2000), 1);
-    ASSERT_EQ_INT(s.last, TG_EVENT_STARTED);
+    ASSERT(tg_rec_wait_kind(&r, TG_EVENT_STARTED, 2000));
     /* Within 100 ms of the start returning (usually about 1 ms). */
-    ASSERT(s.at_ms - started <= 100);
-    printf("     notice after %lld ms\n", (long long)(s.at_ms - started));
+    ASSERT(event_at_ms(&r, TG_EVENT_STARTED) - started <= 100);
+    printf("     notice after %lld ms\n", (long long)(event_at_ms(&r, TG_EVENT_STARTED) - started));
 
     /* Drop B's subscriber connection, change the key while B is away:
      * B reconnects, re-reads what it observes and reports the change. */
     c = raw();
     command(c, "CLIENT KILL TYPE pubsub");
     ASSERT_STATUS(tg_countdown_cancel(a, "login", "notice"), TG_OK);
-    ASSERT_EQ_INT(wait_count(&s, 2, 5000), 2);
-    ASSERT_EQ_INT(s.last, TG_EVENT_CANCELLED);
+    ASSERT(tg_rec_wait_kind(&r, TG_EVENT_CANCELLED, 5000));
+    ASSERT_EQ_INT(tg_rec_count_kind(&r, TG_EVENT_CANCELLED), 1);
+    ASSERT_EQ_INT(tg_rec_bad(&r), 0);
     redisFree(c);
     tg_engine_close(a);
     tg_engine_close(b);
-    pthread_mutex_destroy(&s.mu);
+    tg_rec_free(&r);
 }
 
 /* ---- a blocked server ---- */
@@ -363,7 +328,7 @@ static void test_blocked_server(void)
     took = now_ms() - started;
     ASSERT(took >= 250 && took < 1400);
     ASSERT(strstr(tg_last_error_message(), "redis+unix://") != NULL);
-    sleep_ms(1600);
+    tg_test_sleep_ms(1600);
     ASSERT_STATUS(tg_countdown_remaining(a, "login", "paused", &rem, &display), TG_E_NOT_FOUND);
 
     /* DEBUG SLEEP blocks the whole server the same way. */
@@ -371,7 +336,7 @@ static void test_blocked_server(void)
         redisContext *d = raw();
         redisAppendCommand(d, "DEBUG SLEEP 1");
         redisBufferWrite(d, &(int){0});
-        sleep_ms(50);
+        tg_test_sleep_ms(50);
         started = now_ms();
         ASSERT_STATUS(tg_countdown_start(a, "login", "asleep", 30000, 0, 0, &rem), TG_E_STORE_IO);
         took = now_ms() - started;

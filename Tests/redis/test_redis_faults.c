@@ -12,7 +12,6 @@
  */
 #include "../c/tg_test.h"
 
-#include <errno.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -24,16 +23,7 @@ static pid_t server;
 
 static int64_t now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_BOOTTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
+    return tg_test_boottime_ns() / 1000000;
 }
 
 /* Starts redis-server in the foreground of a child process and waits until
@@ -53,7 +43,7 @@ static void start_server(void)
     for (i = 0; i < 200; i++) {
         if (system(command) == 0)
             return;
-        sleep_ms(50);
+        tg_test_sleep_ms(50);
     }
     fprintf(stderr, "redis-server did not start in %s\n", dir);
     exit(1);
@@ -117,9 +107,9 @@ static void test_sigkill_loses_nothing(void)
     s.ok = calloc(STREAM_KEYS, 1);
     s.engine = open_engine(0, 500, "kill:");
     pthread_create(&thread, NULL, stream_thread, &s);
-    sleep_ms(400);
+    tg_test_sleep_ms(400);
     kill_server(SIGKILL);
-    sleep_ms(200);
+    tg_test_sleep_ms(200);
     s.stop = 1;
     pthread_join(thread, NULL);
     start_server();

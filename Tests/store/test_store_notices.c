@@ -4,27 +4,12 @@
  * another process made to the shared file within 100 ms, without calling
  * anything itself.
  */
-#include "../c/tg_test.h"
+#include "../c/tg_recorder.h"
 
-#include <errno.h>
 #include <sys/wait.h>
 
 static char dir[64];
 static char path[128];
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_BOOTTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
 
 static tg_engine *open_engine(void)
 {
@@ -36,58 +21,36 @@ static tg_engine *open_engine(void)
     return engine;
 }
 
-struct seen {
-    pthread_mutex_t mu;
-    int count;
-    tg_event_kind last;
-    int64_t at_ms;
-};
-
-static void on_event(const tg_event *event, void *user)
+/* When the first event of `kind` after event `from` came (CLOCK_BOOTTIME
+ * ns), or -1. */
+static int64_t event_at(tg_rec *r, size_t from, tg_event_kind kind)
 {
-    struct seen *s = user;
-    pthread_mutex_lock(&s->mu);
-    if (event->kind != TG_EVENT_STATE && event->kind != TG_EVENT_TICK) {
-        s->count++;
-        s->last = event->kind;
-        s->at_ms = now_ms();
-    }
-    pthread_mutex_unlock(&s->mu);
-}
-
-static int wait_count(struct seen *s, int want, long limit_ms)
-{
-    int64_t end = now_ms() + limit_ms;
-    int n;
-    for (;;) {
-        pthread_mutex_lock(&s->mu);
-        n = s->count;
-        pthread_mutex_unlock(&s->mu);
-        if (n >= want || now_ms() > end)
-            return n;
-        sleep_ms(2);
-    }
+    size_t i;
+    for (i = from; i < tg_rec_count(r); i++)
+        if (tg_rec_get(r, i).kind == kind)
+            return tg_rec_get(r, i).at_ns;
+    return -1;
 }
 
 static void test_notices(void)
 {
     tg_engine *a = open_engine(), *b = open_engine();
     tg_subscription sub = 0;
-    struct seen s;
+    tg_rec r;
     int64_t rem = 0, started;
+    size_t seen;
     pid_t child;
     int status = 0;
-    memset(&s, 0, sizeof s);
-    pthread_mutex_init(&s.mu, NULL);
-    ASSERT_STATUS(tg_subscribe(b, "login", "alice", on_event, &s, NULL, &sub), TG_OK);
+    tg_rec_init(&r);
+    ASSERT_STATUS(tg_subscribe(b, "login", "alice", tg_rec_callback, &r, tg_rec_destroy, &sub), TG_OK);
+    ASSERT(tg_rec_wait_count(&r, 1, 2000)); /* STATE */
 
     /* Another engine of this process (its own connection). */
-    started = now_ms();
+    started = tg_test_boottime_ns();
     ASSERT_STATUS(tg_countdown_start(a, "login", "alice", 30000, 0, 0, &rem), TG_OK);
-    ASSERT_EQ_INT(wait_count(&s, 1, 2000), 1);
-    ASSERT_EQ_INT(s.last, TG_EVENT_STARTED);
-    ASSERT(s.at_ms - started <= 100);
-    printf("     notice after %lld ms\n", (long long)(s.at_ms - started));
+    ASSERT(tg_rec_wait_kind(&r, TG_EVENT_STARTED, 2000));
+    ASSERT(event_at(&r, 1, TG_EVENT_STARTED) - started <= 100 * 1000000LL);
+    printf("     notice after %lld ms\n", (long long)((event_at(&r, 1, TG_EVENT_STARTED) - started) / 1000000));
 
     /* Another process. */
     child = fork();
@@ -103,19 +66,20 @@ static void test_notices(void)
     }
     waitpid(child, &status, 0);
     ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    started = now_ms();
-    ASSERT_EQ_INT(wait_count(&s, 2, 2000), 2);
-    ASSERT_EQ_INT(s.last, TG_EVENT_CANCELLED);
-    ASSERT(s.at_ms - started <= 100);
+    started = tg_test_boottime_ns();
+    ASSERT(tg_rec_wait_kind(&r, TG_EVENT_CANCELLED, 2000));
+    ASSERT(event_at(&r, 1, TG_EVENT_CANCELLED) - started <= 100 * 1000000LL);
 
-    /* The engine's own changes make no second event. */
+    /* The engine's own changes make one event each, no echo. */
+    seen = tg_rec_count(&r);
     ASSERT_STATUS(tg_countdown_start(b, "login", "alice", 30000, 0, 0, &rem), TG_OK);
-    ASSERT_EQ_INT(wait_count(&s, 3, 2000), 3);
-    sleep_ms(150);
-    ASSERT_EQ_INT(wait_count(&s, 4, 0), 3);
+    ASSERT(tg_rec_wait_count(&r, seen + 1, 2000));
+    tg_test_sleep_ms(150);
+    ASSERT_EQ_INT(tg_rec_count_kind(&r, TG_EVENT_STARTED), 2);
+    ASSERT_EQ_INT(tg_rec_bad(&r), 0);
     tg_engine_close(a);
     tg_engine_close(b);
-    pthread_mutex_destroy(&s.mu);
+    tg_rec_free(&r);
 }
 
 int main(void)

@@ -165,6 +165,40 @@ static void test_engines_share_keys(void)
     tg_engine_close(b);
 }
 
+/* A policy with a window on the server's clock (times of 16 digits): the
+ * sends in the window are kept, read back and counted on any engine. */
+static void test_window_on_server_time(void)
+{
+    tg_engine *a, *b;
+    tg_policy policy;
+    tg_ticket ticket = 0;
+    int64_t wait = 0, cooldown = 0;
+    int i;
+    new_prefix();
+    a = open_engine(TG_CLOCK_SYSTEM, 0, 0);
+    b = open_engine(TG_CLOCK_SYSTEM, 0, 0);
+    tg_policy_init(&policy, sizeof policy);
+    policy.window_max_sends = 3;
+    policy.window_ms = 3600000;
+    ASSERT_STATUS(tg_policy_set(a, "login", &policy), TG_OK);
+    ASSERT_STATUS(tg_policy_set(b, "login", &policy), TG_OK);
+    for (i = 0; i < 3; i++) {
+        tg_engine *e = i % 2 ? b : a;
+        ASSERT_STATUS(tg_send_begin(e, "login", "window", &ticket, &wait), TG_OK);
+        ASSERT_STATUS(tg_send_end(e, ticket, TG_SEND_SUCCEEDED, 0, &cooldown), TG_OK);
+        if (i < 2)
+            ASSERT_STATUS(tg_verified(e, "login", "window"), TG_OK);
+    }
+    /* The third send filled the window: locked for the hour, on both. */
+    ASSERT(cooldown > 3590000 && cooldown <= 3600000);
+    ASSERT_STATUS(tg_send_begin(b, "login", "window", &ticket, &wait), TG_E_LOCKED);
+    ASSERT(wait > 3590000);
+    ASSERT_STATUS(tg_verified(a, "login", "window"), TG_OK);
+    ASSERT_STATUS(tg_send_begin(a, "login", "window", &ticket, &wait), TG_E_LOCKED);
+    tg_engine_close(a);
+    tg_engine_close(b);
+}
+
 /* Two engines whose wall clocks are 10 minutes apart (manual clocks that
  * do not move): the server's clock decides, so both see the same time. */
 static void test_one_clock(void)
@@ -469,6 +503,7 @@ int main(int argc, char **argv)
     RUN_WANTED(test_open_errors);
     RUN_WANTED(test_engines_share_keys);
     RUN_WANTED(test_one_clock);
+    RUN_WANTED(test_window_on_server_time);
     RUN_WANTED(test_processes_race);
     RUN_WANTED(test_notices);
     RUN_WANTED(test_blocked_server);

@@ -119,9 +119,12 @@ enum RedisScripts {
             rec = {h = hs, n = n, w = w, x = x, s = s, sends = sends}
           end
         end
+        -- (Numbers go out as numbers or through fmt: Lua's own tostring
+        -- writes a time in microseconds as 1.7e+15. The sends go out as
+        -- the text that was checked.)
         local before = {cd and cd.d or -1, cd and cd.p or -1, cd and cd.l or -1, cd and cd.i or -1,
                         cd and cd.c or -1, rec and rec.h or -1, rec and rec.n or -1, rec and rec.s or -1,
-                        rec and rec.w or -1, rec and rec.x or -1, rec and table.concat(rec.sends, ',') or ''}
+                        rec and rec.w or -1, rec and rec.x or -1, rec and h.t or ''}
         local function reply(code, backs)
           local out = {code, now, real}
           for j = 1, #before do out[#out + 1] = before[j] end

@@ -157,15 +157,7 @@ enum EngineOptionsReader {
             throw TickgateError(.invalidArgument, "options.store_prefix needs options.store_url")
         }
         if let path = raw.store_path {
-            let length = strnlen(path, Int(PATH_MAX))
-            guard length > 0, length < Int(PATH_MAX) else {
-                throw TickgateError(.invalidArgument, "options.store_path is empty or longer than PATH_MAX")
-            }
-            guard let text = String(validating: UnsafeBufferPointer(
-                start: UnsafeRawPointer(path).assumingMemoryBound(to: UInt8.self), count: length),
-                as: UTF8.self) else {
-                throw TickgateError(.invalidArgument, "options.store_path is not valid UTF-8")
-            }
+            let text = try text(path, "options.store_path", limit: Int(PATH_MAX) - 1)
             let delay = raw.store_commit_delay_ms
             guard delay >= 0, delay <= Boundary.maximumDurationMilliseconds else {
                 throw TickgateError(.invalidDuration, "options.store_commit_delay_ms \(delay) is out of range")

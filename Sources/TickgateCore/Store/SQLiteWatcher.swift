@@ -21,24 +21,14 @@ final class SQLiteWatcher: @unchecked Sendable {
     }
 
     func start() -> Bool {
-        let context = Unmanaged.passRetained(self).toOpaque()
-        var id: UInt = 0
-        let err = tgshim_thread_start({ context in
-            guard let context else { return nil }
-            Unmanaged<SQLiteWatcher>.fromOpaque(context).takeRetainedValue().run()
-            return nil
-        }, context, &id)
-        if err != 0 {
-            Unmanaged<SQLiteWatcher>.fromOpaque(context).release()
-            return false
-        }
+        guard let id = StoreThread.start({ self.run() }) else { return false }
         thread = id
         return true
     }
 
     func stop() {
         stopped.withLock { $0 = true }
-        if thread != 0, thread != tgshim_thread_self() { _ = tgshim_thread_join(thread) }
+        StoreThread.join(thread)
     }
 
     private func run() {

@@ -41,47 +41,6 @@ struct ReplyReader {
         }
         return value
     }
-
-    /// The key's state before the decision (elements 3 to 13).
-    func rows(for key: CountdownKey, offset: Int64) throws(TickgateError) -> KeyRows {
-        let time = -1...(Int64(1) << 53)
-        let year = Limits.maximumDuration.nanoseconds / 1_000
-        let deadline = try integer(3, time)
-        let phase = try integer(4, -1...2)
-        let duration = try integer(5, -1...year)
-        let tick = try integer(6, -1...Limits.maximumTickInterval.nanoseconds / 1_000)
-        let hasSent = try integer(8, -1...1)
-        let consecutive = try integer(9, -1...Int64(Limits.maximumConsecutiveSends))
-        let last = try integer(10, time)
-        let wrong = try integer(11, -1...Int64(SendPolicy.maximumWrongCodesLimit + 1))
-        let dead = try integer(12, -1...1)
-        var rows = KeyRows()
-        if deadline >= 0 {
-            guard let phase = Phase(rawValue: UInt8(clamping: phase)), duration > 0, tick > 0 else {
-                throw corrupt("countdown")
-            }
-            rows.countdown = Countdown(key: key, phase: phase, instance: 0,
-                                       deadline: Instant(nanoseconds: deadline * 1_000 + offset),
-                                       duration: Span(nanoseconds: duration * 1_000),
-                                       tickInterval: Span(nanoseconds: tick * 1_000))
-        }
-        if hasSent >= 0 {
-            guard consecutive >= 0, wrong >= 0, dead >= 0 else { throw corrupt("record") }
-            var sends: [Instant] = []
-            if case let .string(bytes) = try element(13), !bytes.isEmpty {
-                for part in bytes.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: false) {
-                    guard part.count <= 17, let value = Int64(String(decoding: part, as: UTF8.self)),
-                          time.contains(value), value >= 0 else { throw corrupt("sends") }
-                    sends.append(Instant(nanoseconds: value * 1_000 + offset))
-                }
-                guard sends.count <= Limits.maximumWindowSends else { throw corrupt("sends") }
-            }
-            rows.record = SendRecord(sends: sends, consecutive: Int(consecutive),
-                                     lastSend: last >= 0 ? Instant(nanoseconds: last * 1_000 + offset) : nil,
-                                     hasSent: hasSent == 1, wrongCodes: Int(wrong), codeDead: dead == 1)
-        }
-        return rows
-    }
 }
 
 /// Settings and sessions as the Redis store writes them.

@@ -50,10 +50,10 @@ enum RedisScripts {
     /// duration, restart; end: outcome, retry, ticket deadlines), 12...
     /// one window list ("cap:length,...") per budget key (KEYS[2]...).
     ///
-    /// Returns {code, now, real, d, p, l, i, c, h, n, s, w, x, t, backs}
-    /// (-1 for an absent field; backs: per budget key the charge each
-    /// window's cap back from the newest, -1 for none), code 'ok' or
-    /// 'refused'; {'late', now, real}: the call came after its deadline
+    /// Returns {code, now, real, hash, backs} (hash: the key's fields as
+    /// HGETALL read them before the decision; backs: per budget key the
+    /// charge each window's cap back from the newest, -1 for none), code
+    /// 'ok' or 'refused'; {'late', now, real}: the call came after its deadline
     /// and changed nothing; {'corrupt', key, why}.
     static let decide = prelude + "\n" + """
         local K = KEYS[1]
@@ -119,17 +119,10 @@ enum RedisScripts {
             rec = {h = hs, n = n, w = w, x = x, s = s, sends = sends}
           end
         end
-        -- (Numbers go out as numbers or through fmt: Lua's own tostring
-        -- writes a time in microseconds as 1.7e+15. The sends go out as
-        -- the text that was checked.)
-        local before = {cd and cd.d or -1, cd and cd.p or -1, cd and cd.l or -1, cd and cd.i or -1,
-                        cd and cd.c or -1, rec and rec.h or -1, rec and rec.n or -1, rec and rec.s or -1,
-                        rec and rec.w or -1, rec and rec.x or -1, rec and h.t or ''}
+        -- The state before the decision goes back as the hash was read
+        -- (the engine checks it as it checks a query's HGETALL).
         local function reply(code, backs)
-          local out = {code, now, real}
-          for j = 1, #before do out[#out + 1] = before[j] end
-          out[#out + 1] = backs or {}
-          return out
+          return {code, now, real, raw, backs or {}}
         end
         if op == 'read' then return reply('ok') end
 

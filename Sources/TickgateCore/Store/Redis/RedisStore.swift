@@ -78,7 +78,6 @@ final class RedisStore: Store {
 
     private struct Pool {
         var idle: [RedisConnection] = []
-        var open = 0
         var closed = false
         /// Script SHA1s as the server reported them (loaded at open).
         var shas: [String: String] = [:]
@@ -109,10 +108,7 @@ final class RedisStore: Store {
             }
             pool.withLock { $0.shas[name] = String(decoding: bytes, as: UTF8.self) }
         }
-        pool.withLock {
-            $0.idle.append(first)
-            $0.open = 1
-        }
+        pool.withLock { $0.idle.append(first) }
     }
 
     static let scripts: [(String, String)] = [
@@ -135,8 +131,10 @@ final class RedisStore: Store {
         return bytes
     }
 
-    func hashName(_ key: CountdownKey) -> [UInt8] {
-        prefix + Array("k{".utf8) + tag(key) + [UInt8(ascii: "}")]
+    func hashName(_ key: CountdownKey) -> [UInt8] { hashName(tag: tag(key)) }
+
+    private func hashName(tag: [UInt8]) -> [UInt8] {
+        prefix + Array("k{".utf8) + tag + [UInt8(ascii: "}")]
     }
 
     func budgetName(_ key: BudgetKey) -> [UInt8] {
@@ -152,8 +150,8 @@ final class RedisStore: Store {
     var channelName: [UInt8] { prefix + Array("events".utf8) }
 
     /// A change notice: who made it and which key ("k" + the tag).
-    private func notice(_ key: CountdownKey) -> [UInt8] {
-        Array(publisher.utf8) + [UInt8(ascii: " "), UInt8(ascii: "k")] + tag(key)
+    private func notice(tag: some Collection<UInt8>) -> [UInt8] {
+        Array(publisher.utf8) + Array(" k".utf8) + tag
     }
 
     // MARK: Calls
@@ -205,39 +203,25 @@ final class RedisStore: Store {
         return reply
     }
 
+    /// An idle connection (false), or a new one (true).
     private func checkOut() throws(TickgateError) -> (RedisConnection, Bool) {
-        let taken = try pool.withLock { (pool) throws(TickgateError) -> RedisConnection? in
+        let idle = try pool.withLock { (pool) throws(TickgateError) -> RedisConnection? in
             if pool.closed { throw TickgateError(.closed, "the store \(address.description) is closed") }
-            if let connection = pool.idle.popLast() { return connection }
-            pool.open += 1
-            return nil
+            return pool.idle.popLast()
         }
-        if let taken { return (taken, false) }
-        do throws(TickgateError) {
-            return (try RedisConnection(address, timeout: options.timeout), true)
-        } catch {
-            pool.withLock { $0.open -= 1 }
-            throw error
-        }
+        if let idle { return (idle, false) }
+        return (try connect(), true)
     }
 
     private func connect() throws(TickgateError) -> RedisConnection {
-        pool.withLock { $0.open += 1 }
-        do throws(TickgateError) {
-            return try RedisConnection(address, timeout: options.timeout)
-        } catch {
-            pool.withLock { $0.open -= 1 }
-            throw error
-        }
+        try RedisConnection(address, timeout: options.timeout)
     }
 
     /// Returns a connection to the pool, or closes it if it broke, the
     /// store closed or the pool is full.
     private func checkIn(_ connection: RedisConnection) {
         pool.withLock { pool in
-            if connection.broken || pool.closed || pool.idle.count >= options.connections {
-                pool.open -= 1
-            } else {
+            if !connection.broken && !pool.closed && pool.idle.count < options.connections {
                 pool.idle.append(connection)
             }
         }
@@ -297,7 +281,6 @@ final class RedisStore: Store {
         var tick = Span.zero
         var policy: SendPolicy?
         var a: [UInt8] = [], b: [UInt8] = [], c: [UInt8] = []
-        var ticketDeadline: Instant?
         switch decision {
         case .read:
             op = "read"
@@ -318,7 +301,6 @@ final class RedisStore: Store {
             policy = sendPolicy
             a = Array((outcome == .succeeded ? "ok" : "fail").utf8)
             b = Self.micros(retry)
-            ticketDeadline = deadline
             c = Array(pool.withLock { $0.engineTime.candidates(deadline, engine: options.time == .engine) }
                 .map(String.init).joined(separator: ",").utf8)
         case let .verified(sendPolicy):
@@ -328,11 +310,12 @@ final class RedisStore: Store {
             op = "failed"
             policy = sendPolicy
         }
+        let tag = tag(key)
         var arguments: [[UInt8]] = [
             Array(op.utf8), call.now, call.notAfter, Array(String(slackMilliseconds).utf8),
-            channelName, notice(key), Self.micros(tick), policy.map(Self.encode) ?? [], a, b, c,
+            channelName, notice(tag: tag), Self.micros(tick), policy.map(Self.encode) ?? [], a, b, c,
         ]
-        var keys = [hashName(key)]
+        var keys = [hashName(tag: tag)]
         for row in named {
             keys.append(budgetName(row.key))
             arguments.append(Array(row.budget.windows.map { "\($0.maximumSends):\($0.length.nanoseconds / 1_000)" }
@@ -351,9 +334,9 @@ final class RedisStore: Store {
         }
         guard code == "ok" || code == "refused" else { throw fields.corrupt("code \(code)") }
         let moment = Self.instant(now, offset)
-        let before = try fields.rows(for: key, offset: offset)
+        let before = try RedisRows.keyRows(try fields.element(3), for: key, name: keys[0], now: now, offset: offset)
         var budgets = named
-        if case let .array(backs) = try fields.element(14), !backs.isEmpty {
+        if case let .array(backs) = try fields.element(4), !backs.isEmpty {
             guard backs.count == budgets.count else { throw fields.corrupt("budget count") }
             for index in budgets.indices {
                 guard case let .array(values) = backs[index],
@@ -380,7 +363,6 @@ final class RedisStore: Store {
             made = .sendEnd(ticketDeadline: sending.deadline, outcome: outcome, serverRetryAfter: retry,
                             policy: policy, tickInterval: tickInterval, chargedAt: chargedAt)
         }
-        _ = ticketDeadline
         var after = before
         var refusal: TickgateError?
         do throws(TickgateError) {
@@ -404,12 +386,18 @@ final class RedisStore: Store {
         let replies = try withConnection { (connection) throws(TickgateError) in
             try connection.pipeline([[Array("TIME".utf8)], [Array("HGETALL".utf8), name]])
         }
-        let real = try serverTime(replies[0])
-        let now = options.time == .engine ? call.engineStart.nanoseconds / 1_000 : real
-        let offset = finish(call, now: now, real: real)
+        let (now, offset) = try moment(call, time: replies[0])
         let rows = try RedisRows.keyRows(replies[1], for: key, name: name, now: now, offset: offset)
         let moment = Self.instant(now, offset)
         return DecisionResult(before: rows, after: rows, now: moment, refusal: nil)
+    }
+
+    /// The decision time (µs) a call's TIME reply gives (the engine's own
+    /// for `.engine`), and the offset that maps it onto the engine's clock.
+    private func moment(_ call: Call, time reply: RedisReply) throws(TickgateError) -> (now: Int64, offset: Int64) {
+        let real = try serverTime(reply)
+        let now = options.time == .engine ? call.engineStart.nanoseconds / 1_000 : real
+        return (now, finish(call, now: now, real: real))
     }
 
     /// The server's time (µs) of a TIME reply.
@@ -462,11 +450,8 @@ final class RedisStore: Store {
                 start += batch.count
                 let call = begin()
                 var arguments: [[UInt8]] = [call.now, channelName]
-                for key in batch {
-                    // "k{TAG}" -> "kTAG", as the decisions' notices name keys.
-                    let tag = key.dropFirst(prefix.count + 2).dropLast()
-                    arguments.append(Array(publisher.utf8) + Array(" k".utf8) + Array(tag))
-                }
+                // "P k{TAG}" -> its TAG, as the decisions' notices name keys.
+                for key in batch { arguments.append(notice(tag: key.dropFirst(prefix.count + 2).dropLast())) }
                 _ = try run("cancelKeys", keys: batch, arguments: arguments)
             }
         } while cursor != "0"
@@ -540,9 +525,7 @@ final class RedisStore: Store {
     func charges(of key: BudgetKey) throws(TickgateError) -> [Instant] {
         // A read of TIME first maps the charges onto the engine's clock.
         let call = begin()
-        let real = try serverTime(try plain([Array("TIME".utf8)]))
-        let serverNow = options.time == .engine ? call.engineStart.nanoseconds / 1_000 : real
-        let offset = finish(call, now: serverNow, real: real)
+        let (serverNow, offset) = try moment(call, time: try plain([Array("TIME".utf8)]))
         let name = budgetName(key)
         let reply = try plain([Array("ZRANGE".utf8), name, Array("0".utf8), Array("-1".utf8),
                                Array("WITHSCORES".utf8)])
@@ -585,9 +568,7 @@ final class RedisStore: Store {
         let sessions = try hash(sessionsName)
         if !sessions.isEmpty {
             let call = begin()
-            let real = try serverTime(try plain([Array("TIME".utf8)]))
-            let serverNow = options.time == .engine ? call.engineStart.nanoseconds / 1_000 : real
-            let offset = finish(call, now: serverNow, real: real)
+            let (serverNow, offset) = try moment(call, time: try plain([Array("TIME".utf8)]))
             let key = String(decoding: sessionsName, as: UTF8.self)
             for (field, value) in sessions {
                 func bad(_ why: String) -> TickgateError {
@@ -634,15 +615,12 @@ final class RedisStore: Store {
     var flushDue: Instant? { nil }
 
     func close() {
-        let (dropped, watcher) = pool.withLock { pool -> ([RedisConnection], RedisWatcher?) in
+        let watcher = pool.withLock { pool -> RedisWatcher? in
             pool.closed = true
-            defer {
-                pool.idle.removeAll()
-                pool.watcher = nil
-            }
-            return (pool.idle, pool.watcher)
+            pool.idle.removeAll()
+            defer { pool.watcher = nil }
+            return pool.watcher
         }
-        _ = dropped
         watcher?.stop()
     }
 

@@ -38,17 +38,7 @@ final class RedisWatcher: @unchecked Sendable {
     /// has subscribed, so no change after `start` returns is missed;
     /// false if the thread could not start.
     func start() -> Bool {
-        let context = Unmanaged.passRetained(self).toOpaque()
-        var id: UInt = 0
-        let err = tgshim_thread_start({ context in
-            guard let context else { return nil }
-            Unmanaged<RedisWatcher>.fromOpaque(context).takeRetainedValue().run()
-            return nil
-        }, context, &id)
-        if err != 0 {
-            Unmanaged<RedisWatcher>.fromOpaque(context).release()
-            return false
-        }
+        guard let id = StoreThread.start({ self.run() }) else { return false }
         thread = id
         let deadline = Poller.boottime().advanced(by: timeout)
         while state.withLock({ $0.subscriptions == 0 && !$0.closed }) && Poller.boottime() < deadline {
@@ -64,7 +54,7 @@ final class RedisWatcher: @unchecked Sendable {
             state.closed = true
             if let descriptor = state.descriptor { _ = shutdown(descriptor, Int32(SHUT_RDWR)) }
         }
-        if thread != 0, thread != tgshim_thread_self() { _ = tgshim_thread_join(thread) }
+        StoreThread.join(thread)
     }
 
     private var closed: Bool { state.withLock { $0.closed } }

@@ -12,7 +12,7 @@ CTEST ?= ctest
 # The Swift toolchain's driver (the one CMake found, else the PATH's).
 SWIFT ?= $(shell sed -n 's/^SWIFT_EXECUTABLE:[A-Z]*=//p' $(BUILD_DIR)/CMakeCache.txt 2>/dev/null || true)
 
-.PHONY: all build demo test install uninstall clean tools
+.PHONY: all build demo demo-web test install uninstall clean tools web-tools
 
 all: build
 
@@ -54,8 +54,34 @@ build: tools $(BUILD_DIR)/build.ninja
 demo: build
 	$(BUILD_DIR)/examples/tickgate-demo $(ARGS)
 
-test: build
+test: build web-tools
 	$(CTEST) --test-dir $(BUILD_DIR) --output-on-failure --timeout 900
+
+# The web example (examples/web): a redis-server and two app servers on
+# WEB_PORTS, sharing it; Ctrl-C stops all three. Its Python packages go into
+# BUILD_DIR/web-venv; ARGS go to the app servers (e.g. ARGS='--fail-rate 0').
+WEB_PORTS ?= 8081,8082
+demo-web: build
+	sh examples/web/venv.sh $(BUILD_DIR)/web-venv examples/web/requirements.txt
+	TICKGATE_LIBRARY=$(abspath $(BUILD_DIR))/libtickgate.so \
+	    $(BUILD_DIR)/web-venv/bin/python examples/web/cluster.py --ports $(WEB_PORTS) $(ARGS)
+
+# The browser test's browser: Debian's chromium and chromedriver, installed
+# with apt-get when missing and we may; otherwise the test reports SKIP and
+# says what to install.
+web-tools:
+	@missing=""; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	command -v chromedriver >/dev/null 2>&1 || missing="$$missing chromium-driver"; \
+	if [ -n "$$missing" ]; then \
+	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	    echo "Installing$$missing with apt-get (the web example's browser test)"; \
+	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; } || \
+	      echo "could not install$$missing: the browser test will report SKIP" >&2; \
+	  else \
+	    echo "the browser test needs$$missing (e.g. 'sudo apt-get install$$missing'); without it, it reports SKIP" >&2; \
+	  fi; \
+	fi
 
 # Installs into PREFIX and records every file in BUILD_DIR/install_manifest.txt.
 # As root into /usr or /usr/local it refreshes the loader's cache (ldconfig),

@@ -12,7 +12,8 @@ copies works:
 - Python: run with the bindings on PYTHONPATH and the built library; a
   fragment sees the names of Tests/docs/prelude.py.
 - sh: each command runs in the clone (pip in a fresh virtual environment);
-  `make test`, the command that runs this test, is only dry-run (make -n).
+  `make test`, the command that runs this test, and `make demo-web`, which
+  serves until Ctrl-C (web.demo runs it), are only dry-run (make -n).
 
 Durations are shortened so that the whole runs in seconds: 60000 ms becomes
 2000 ms in C, and a 60 s start 2 s in Python. Every run must exit 0.
@@ -141,8 +142,10 @@ def sh_block(name, code):
             # paths in the README are relative to the clone; the library is
             # the one under test
             env[key] = library if key == "TICKGATE_LIBRARY" else os.path.join(source, value)
-        if words[:2] == ["make", "test"]:
-            words = ["make", "-n", "test"]  # the command running this test: dry run only
+        if words[:2] in (["make", "test"], ["make", "demo-web"]):
+            # the command running this test, and the servers that run until
+            # Ctrl-C (CTest's web.demo runs them): dry run only
+            words = ["make", "-n", *words[1:]]
         if words[:1] == ["pip"]:
             if venv is None:
                 venv = os.path.join(work, "venv")

@@ -1,0 +1,305 @@
+"""The web example (examples/web) in a real browser: Debian's chromium, headless,
+driven through Selenium and chromedriver.
+
+It starts what `make demo-web` starts (a redis-server and two app servers,
+A and B, through examples/web/cluster.py), opens A and B in two browsers and
+checks, in order:
+
+  1. a double click on "Get code" sends one code; the button reads
+     "Sending…", then "Resend (60s)", and counts down once a second;
+  2. B, on the same number, shows the same remaining time within 1 s,
+     disabled;
+  3. a send that fails (B's fake gateway fails every send) says so and
+     frees the button;
+  4. A killed and restarted: the page reconnects by itself and shows the
+     right remaining time;
+  5. "My orders" clicked three times while logged out shows the login form
+     once; logging in opens the orders once;
+  6. a burst from one address across numbers hits the address budget, and
+     the page says when it frees (the failed send of 3 was refunded);
+  7. five wrong codes: the page says to get a new code, and B refuses the
+     right code after that.
+
+It saves the counting page as a screenshot ($TG_WEB_SCREENSHOT, default
+docs/web.png). Exit status 77 (CTest's SKIP) when no chromium or
+chromedriver is installed, with the reason.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import shutil
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "examples" / "web"))
+from cluster import Cluster, free_port  # noqa: E402
+
+SKIP = 77
+COOLDOWN_S = 60
+N1, N9 = "+8613800000001", "+8613800000009"
+BURST = ["+8613800000002", "+8613800000003", "+8613800000004", "+8613800000005"]
+N6 = "+8613800000006"
+RESEND = re.compile(r"^Resend \((\d+)s\)$")
+
+# Records every change of the button (time, title, disabled) in window.seen.
+RECORDER = """
+const button = document.getElementById("get-code");
+window.seen = [[performance.now(), button.textContent, button.disabled]];
+new MutationObserver(() => window.seen.push([performance.now(), button.textContent, button.disabled]))
+  .observe(button, {childList: true, characterData: true, subtree: true, attributes: true});
+"""
+
+
+def find_browser() -> tuple[Optional[str], Optional[str], str]:
+    browser = next((shutil.which(n) for n in ("chromium", "chromium-browser") if shutil.which(n)), None)
+    driver = shutil.which("chromedriver")
+    if browser is None or driver is None:
+        missing = " and ".join(n for n, p in (("chromium", browser), ("chromedriver", driver)) if p is None)
+        return None, None, (f"{missing} not installed: install Debian's chromium and chromium-driver "
+                            "(make test does so with apt-get when it runs as root)")
+    return browser, driver, ""
+
+
+def open_browser(browser: str, driver: str) -> Any:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = browser
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                "--window-size=1000,640", "--force-device-scale-factor=1"):
+        options.add_argument(arg)
+    return webdriver.Chrome(service=Service(executable_path=driver), options=options)
+
+
+def wait_until(condition: Callable[[], Any], what: str, timeout: float = 10.0) -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = condition()
+        except Exception as error:  # noqa: BLE001 - a page between states
+            last = error
+        if last and not isinstance(last, Exception):
+            return last
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
+
+
+class Page:
+    """One browser on one server's page."""
+
+    def __init__(self, driver: Any, name: str) -> None:
+        from selenium.webdriver.common.by import By
+
+        self.driver, self.name, self.by = driver, name, By
+
+    def open(self, url: str) -> None:
+        self.driver.get(url)
+        wait_until(lambda: self.text("link") == "live", f"page {self.name} to connect")
+
+    def el(self, id_: str) -> Any:
+        return self.driver.find_element(self.by.ID, id_)
+
+    def text(self, id_: str) -> str:
+        return self.el(id_).text
+
+    def type(self, id_: str, value: str) -> None:
+        field = self.el(id_)
+        field.clear()
+        field.send_keys(value)
+
+    def js(self, script: str, *args: Any) -> Any:
+        return self.driver.execute_script(script, *args)
+
+    def button(self) -> tuple[str, bool]:
+        button = self.el("get-code")
+        return button.text, not button.is_enabled()
+
+    def seconds(self) -> int:
+        match = RESEND.match(self.button()[0])
+        assert match, f"{self.name}: the button reads {self.button()[0]!r}, not Resend (Ns)"
+        return int(match.group(1))
+
+    def notes(self, kind: str) -> list[str]:
+        return self.js("return [...document.querySelectorAll('#log li[data-kind=\"' + arguments[0] + '\"]')]"
+                       ".map(li => li.textContent)", kind)
+
+    def message(self) -> str:
+        return self.text("message")
+
+
+def sms_for(cluster: Cluster, phone: str) -> list[str]:
+    return [line for line in cluster.sms_lines() if line.split()[2] == phone]
+
+
+def code_for(cluster: Cluster, phone: str) -> str:
+    sent = [line.split()[4] for line in sms_for(cluster, phone) if line.split()[3] == "sent"]
+    assert sent, f"no code sent to {phone}: {cluster.sms_lines()}"
+    return sent[-1]
+
+
+def check(number: int, title: str) -> None:
+    print(f"ok {number} - {title}", flush=True)
+
+
+def run(cluster: Cluster, a: Page, b: Page, screenshot: Path) -> None:
+    # 1. A double click sends one code; Sending…, Resend (60s), once a second.
+    a.open(cluster.url("A"))
+    a.type("phone", N1)
+    wait_until(lambda: a.button() == ("Get code", False), "A: an enabled Get code for N1")
+    a.js(RECORDER)
+    from selenium.webdriver import ActionChains
+    ActionChains(a.driver).double_click(a.el("get-code")).perform()
+    wait_until(lambda: a.button()[0].startswith("Resend ("), "A: the cooldown to start")
+    time.sleep(3.6)
+    seen = a.js("return window.seen")
+    titles = [title for _, title, _ in seen]
+    assert "Sending…" in titles, f"A never read Sending…: {titles}"
+    first = next(i for i, (_, title, _) in enumerate(seen) if title == "Resend (60s)")
+    assert titles.index("Sending…") < first, f"Resend before Sending…: {titles}"
+    assert all(disabled for _, title, disabled in seen if title == "Sending…" or RESEND.match(title)), seen
+    counts = [(t, int(RESEND.match(title).group(1))) for t, title, _ in seen[first:] if RESEND.match(title)]
+    changes = [counts[0]] + [c for p, c in zip(counts, counts[1:]) if c[1] != p[1]]
+    values = [v for _, v in changes]
+    assert values[:4] == [60, 59, 58, 57], f"A counted {values}"
+    gaps = [(t2 - t1) / 1000 for (t1, _), (t2, _) in zip(changes, changes[1:])]
+    assert all(0.5 <= gap <= 1.5 for gap in gaps), f"A's seconds changed after {gaps} s"
+    started_at = counts[0][0]  # performance.now() when Resend (60s) appeared
+    requests = a.notes("sent") + a.notes("refused")
+    assert len(a.notes("sent")) == 1 and len(requests) == 2, f"the double click made {requests}"
+    assert len(sms_for(cluster, N1)) == 1, f"the gateway got {sms_for(cluster, N1)}"
+    screenshot.parent.mkdir(parents=True, exist_ok=True)
+    a.type("code", "")
+    a.driver.save_screenshot(str(screenshot))
+    check(1, "double click: one code; Sending…, Resend (60s), then once a second "
+             f"({values[:4]}, gaps {[round(g, 2) for g in gaps[:3]]} s)")
+
+    def expected_a() -> float:
+        return COOLDOWN_S - (a.js("return performance.now()") - started_at) / 1000
+
+    # 2. B shows the same remaining time, disabled.
+    b.open(cluster.url("B"))
+    b.type("phone", N1)
+    wait_until(lambda: RESEND.match(b.button()[0]), "B: the countdown of N1")
+    sa, sb = a.seconds(), b.seconds()
+    assert abs(sa - sb) <= 1, f"A shows {sa} s, B shows {sb} s"
+    assert b.button()[1], "B's button is enabled while counting"
+    check(2, f"server B: the same countdown ({sb} s beside A's {sa} s), disabled")
+
+    # 3. A failed send (B's gateway fails every send) frees the button.
+    b.type("phone", N9)
+    wait_until(lambda: b.button() == ("Get code", False), "B: an enabled Get code for N9")
+    b.js(RECORDER)
+    b.el("get-code").click()
+    wait_until(lambda: "could not be sent" in b.message(), "B: the failure message")
+    wait_until(lambda: b.button() == ("Get code", False), "B: Get code again after the failure")
+    assert "Sending…" in [title for _, title, _ in b.js("return window.seen")]
+    assert [line.split()[1:] for line in sms_for(cluster, N9)] == [["B", N9, "FAILED"]], sms_for(cluster, N9)
+    check(3, "a failed send says so and frees the button")
+
+    # 4. Kill and restart A: the page reconnects and shows the right time.
+    cluster.kill_app("A")
+    wait_until(lambda: a.text("link") != "live", "A's page to notice the server is gone")
+    time.sleep(1.5)
+    cluster.start_app("A")
+    wait_until(lambda: a.text("link") == "live", "A's page to reconnect", timeout=15)
+    before = a.seconds()
+    wait_until(lambda: a.seconds() != before, "A's countdown to move after the reconnect", timeout=3)
+    shown, expected = a.seconds(), expected_a()
+    assert abs(shown - math.ceil(expected)) <= 1, f"after the restart A shows {shown} s, expected {expected:.1f}"
+    check(4, f"server A killed and restarted: the page reconnected, shows {shown} s (expected {expected:.1f})")
+
+    # 5. My orders, three clicks while logged out: one login form; login opens them.
+    for _ in range(3):
+        a.el("orders-link").click()
+    wait_until(lambda: len(a.notes("orders-request")) == 3, "the three orders requests")
+    wait_until(lambda: a.el("prompt").is_displayed(), "the login form's prompt")
+    time.sleep(0.5)
+    assert len(a.notes("login-required")) == 1, a.notes("login-required")
+    results = sorted(note.split(": ")[-1] for note in a.notes("orders-request"))
+    assert results == ["coalesced", "coalesced", "queued"], results
+    assert not a.el("orders").is_displayed()
+    a.type("code", code_for(cluster, N1))
+    a.el("login").click()
+    wait_until(lambda: a.el("orders").is_displayed(), "the orders to open after the login")
+    time.sleep(0.5)
+    assert len(a.notes("orders-opened")) == 1, a.notes("orders-opened")
+    assert not a.el("prompt").is_displayed()
+    assert "Logged in as" in a.message(), a.message()
+    check(5, "My orders x3 while logged out: one login form; the login opened the orders once")
+
+    # 6. A burst across numbers from one address hits the address budget.
+    for phone in BURST:
+        a.type("phone", phone)
+        wait_until(lambda: a.button() == ("Get code", False), f"A: an enabled Get code for {phone}")
+        a.el("get-code").click()
+        wait_until(lambda: a.button()[0].startswith("Resend ("), f"A: the cooldown of {phone}")
+    a.type("phone", N6)
+    wait_until(lambda: a.button() == ("Get code", False), "A: an enabled Get code for N6")
+    a.el("get-code").click()
+    wait_until(lambda: "Too many codes from your address" in a.message(), "the address budget's refusal")
+    assert re.search(r"The next one is free at .+ \(in 10 min\)\.$", a.message()), a.message()
+    assert a.button() == ("Get code", False), a.button()
+    assert sms_for(cluster, N6) == []
+    check(6, f"burst: 5 codes from one address, the 6th refused: \"{a.message()}\"")
+
+    # 7. Five wrong codes: get a new code; B then refuses the right one too.
+    phone = BURST[-1]
+    right = code_for(cluster, phone)
+    wrong = f"{(int(right) + 1) % 1_000_000:06d}"
+    a.type("phone", phone)
+    messages = []
+    for _ in range(5):
+        before = len(a.notes("wrong-code")) + len(a.notes("code-dead"))
+        a.type("code", wrong)
+        a.el("login").click()
+        wait_until(lambda: len(a.notes("wrong-code")) + len(a.notes("code-dead")) > before, "the code's check")
+        messages.append(a.message())
+    assert messages[:4] == [f"Wrong code: {n} {'try' if n == 1 else 'tries'} left." for n in (4, 3, 2, 1)], messages
+    assert messages[4] == "Too many wrong codes: get a new code.", messages
+    b.type("phone", phone)
+    b.type("code", right)
+    b.el("login").click()
+    wait_until(lambda: "get a new code" in b.message(), "B to refuse the right code of a dead one")
+    check(7, "five wrong codes: 'get a new code'; server B refuses the right code after it")
+
+
+def main() -> int:
+    browser, driver, reason = find_browser()
+    if browser is None:
+        print(f"SKIP: {reason}")
+        return SKIP
+    screenshot = Path(os.environ.get("TG_WEB_SCREENSHOT", ROOT / "docs" / "web.png"))
+    cluster = Cluster([free_port(), free_port()], app_args=["--fail-rate", "0", "--cooldown", str(COOLDOWN_S)])
+    cluster.app_options["B"] = ["--fail-rate", "1"]
+    cluster.start()
+    drivers: list[Any] = []
+    ok = False
+    try:
+        drivers = [open_browser(browser, driver), open_browser(browser, driver)]
+        run(cluster, Page(drivers[0], "A"), Page(drivers[1], "B"), screenshot)
+        ok = True
+    except Exception:
+        traceback.print_exc()
+        for name in ("app-A.log", "app-B.log", "sms.log"):
+            path = cluster.folder / name
+            if path.exists():
+                print(f"--- {name}\n{path.read_text(encoding='utf-8')[-4000:]}")
+    finally:
+        for d in drivers:
+            d.quit()
+        cluster.stop()
+    print("web: all 7 checks passed" if ok else "web: FAILED")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

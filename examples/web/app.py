@@ -1,0 +1,378 @@
+"""Tickgate on the web: a sign-in page whose "Get code" button the engine drives.
+
+One instance of this aiohttp application is one app server. Run two (or
+twenty) on the same Redis server and they share one truth: a countdown
+started through one server counts on the page of every other, a double
+click sends one code, budgets and the wrong-code cap hold across servers.
+
+    python examples/web/app.py --port 8081 --name A --redis redis://127.0.0.1:6390
+
+`make demo-web` (examples/web/cluster.py) starts a redis-server and two
+instances. The page keeps no countdown of its own: the button's title,
+enabled state and seconds arrive as the engine's events over server-sent
+events (/events/button), and the login gate's events over /events/gate.
+
+The server's parts:
+  POST /send     the "Get code" tap: a send ticket charged to the key, the
+                 client's address budget and the global budget; then the
+                 fake SMS sender (sms.py), then the ticket's end.
+  POST /login    checks the code (kept in Redis for ten minutes), counts a
+                 wrong one against the cap, and logs the browser's realm in.
+  POST /orders   the "My orders" link, behind the login gate; three clicks
+                 while logged out queue one request and one login prompt.
+  POST /logout   ends the realm's session.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import re
+import secrets
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+from aiohttp import web
+import redis.asyncio as aioredis
+
+HERE = Path(__file__).resolve().parent
+try:
+    import tickgate
+except ImportError:  # running from a clone: the bindings next to the example
+    sys.path.insert(0, str(HERE.parents[1] / "bindings" / "python"))
+    import tickgate
+from tickgate.aio import AsyncEngine, open_engine_async
+
+from sms import FakeSms, SendFailed
+
+SCOPE = "login"
+PHONE = re.compile(r"^\+[1-9][0-9]{6,14}$")
+SID = re.compile(r"^[A-Za-z0-9_-]{22,64}$")
+CODE_TTL_S = 600
+SESSION_TTL_S = 3600
+log = logging.getLogger("tickgate-web")
+
+ENGINE = web.AppKey("engine", AsyncEngine)
+REDIS = web.AppKey("redis", aioredis.Redis)
+SMS = web.AppKey("sms", FakeSms)
+CONFIG = web.AppKey("config", argparse.Namespace)
+STREAMS = web.AppKey("streams", dict)
+
+
+# -- the engine ----------------------------------------------------------------
+
+
+def parse_budget(text: str) -> list[tuple[int, int]]:
+    """'5/600' (5 sends per 600 s) or '5/600,20/86400' -> [(5, 600000), ...]."""
+    windows = []
+    for part in text.split(","):
+        sends, _, seconds = part.partition("/")
+        windows.append((int(sends), int(float(seconds) * 1000)))
+    return windows
+
+
+def configure(engine: AsyncEngine, config: argparse.Namespace) -> None:
+    """The scope's policy, titles and the two budgets (kept in Redis's settings)."""
+    engine.set_policy(SCOPE, tickgate.Policy(cooldowns_ms=(config.cooldown * 1000,),
+                                             max_wrong_codes=config.max_wrong_codes))
+    engine.set_titles(SCOPE, idle="Get code", sending="Sending…", cooling="Resend ({s}s)",
+                      ready_again="Resend code", locked="Try again in {m} min",
+                      code_dead="Get a new code")
+    engine.set_budget("address", parse_budget(config.address_budget))
+    engine.set_budget("all", parse_budget(config.global_budget))
+
+
+def button_json(event: tickgate.Event) -> dict[str, Any]:
+    return {"kind": event.kind.name, "state": getattr(event.state, "name", str(event.state)),
+            "enabled": event.enabled, "title": event.title, "seconds": event.display_seconds}
+
+
+def gate_json(event: tickgate.GateEvent) -> dict[str, Any]:
+    return {"kind": getattr(event.kind, "name", str(event.kind)), "logged_in": event.logged_in,
+            "queued": event.queued}
+
+
+# -- requests ------------------------------------------------------------------
+
+
+def realm_of(request: web.Request) -> Optional[str]:
+    sid = request.cookies.get("sid", "")
+    return sid if SID.match(sid) else None
+
+
+def client_address(request: web.Request) -> str:
+    # Behind a proxy, take the address the proxy vouches for instead.
+    return request.remote or "unknown"
+
+
+def reply(status: int, message: str, **fields: Any) -> web.Response:
+    return web.json_response({"ok": status == 200, "message": message, **fields}, status=status)
+
+
+async def body_of(request: web.Request) -> dict[str, str]:
+    try:
+        body = await request.json()
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise web.HTTPBadRequest(text="the body is not JSON")
+    if not isinstance(body, dict):
+        raise web.HTTPBadRequest(text="the body is not a JSON object")
+    return {k: v for k, v in body.items() if isinstance(v, str)}
+
+
+def phone_of(body: dict[str, str]) -> Optional[str]:
+    phone = body.get("phone", "").replace(" ", "")
+    return phone if PHONE.match(phone) else None
+
+
+async def index(request: web.Request) -> web.StreamResponse:
+    page = (HERE / "static" / "index.html").read_text(encoding="utf-8")
+    config = request.app[CONFIG]
+    page = page.replace("{{server}}", f"{config.name} (port {config.port})")
+    response = web.Response(text=page, content_type="text/html")
+    if realm_of(request) is None:
+        response.set_cookie("sid", secrets.token_urlsafe(24), httponly=True, samesite="Lax")
+    return response
+
+
+async def send(request: web.Request) -> web.Response:
+    """The "Get code" tap. The button itself changes only through events."""
+    app = request.app
+    engine, config = app[ENGINE], app[CONFIG]
+    phone = phone_of(await body_of(request))
+    if phone is None:
+        return reply(400, "Enter a phone number as +<country><number>, e.g. +8613800000000.")
+    address = client_address(request)
+    try:
+        ticket = await engine.asend_begin(SCOPE, phone, budgets=[("address", address), ("all", "sms")])
+    except tickgate.CoolingDown as busy:
+        return reply(409, f"A code was sent; wait {busy.display_seconds} s.")
+    except tickgate.InFlight:
+        return reply(409, "A code is being sent.")
+    except tickgate.Locked as refused:
+        if refused.budget == "address":
+            return reply(429, "Too many codes from your address.", frees_in_ms=refused.remaining_ms,
+                         budget="address")
+        if refused.budget == "all":
+            return reply(503, "The service sends too many codes right now.",
+                         frees_in_ms=refused.remaining_ms, budget="all")
+        return reply(429, "Too many codes for this number.", frees_in_ms=refused.remaining_ms)
+    code = f"{secrets.randbelow(1_000_000):06d}"
+    try:
+        await app[REDIS].set(code_key(config, phone), code, ex=CODE_TTL_S)
+        await app[SMS].send(phone, code)
+    except (SendFailed, aioredis.RedisError, OSError) as failure:
+        log.warning("send to %s failed: %s", phone, failure)
+        await engine.asend_end(ticket, tickgate.SendOutcome.FAILED)
+        return reply(502, "The code could not be sent. Try again.")
+    except BaseException:
+        await asyncio.shield(engine.asend_end(ticket, tickgate.SendOutcome.FAILED))
+        raise
+    try:
+        await engine.asend_end(ticket, tickgate.SendOutcome.SUCCEEDED)
+    except tickgate.Expired:
+        pass  # the ticket timed out before the gateway answered; the code is out anyway
+    return reply(200, "Code sent.")
+
+
+def code_key(config: argparse.Namespace, phone: str) -> str:
+    return f"{config.prefix}:code:{phone}"
+
+
+async def login(request: web.Request) -> web.Response:
+    """Check a code; a right one logs the browser's realm in (its queued actions run)."""
+    app = request.app
+    engine, config, r = app[ENGINE], app[CONFIG], app[REDIS]
+    realm = realm_of(request)
+    body = await body_of(request)
+    phone, code = phone_of(body), body.get("code", "").strip()
+    if realm is None:
+        return reply(400, "Reload the page (it sets the session cookie).")
+    if phone is None:
+        return reply(400, "Enter your phone number.")
+    if not re.fullmatch(r"[0-9]{6}", code):
+        return reply(400, "The code has 6 digits.")
+    expected = await r.get(code_key(config, phone))
+    if expected is None:
+        return reply(403, "Get a code first.")
+    if not secrets.compare_digest(expected.decode(), code):
+        try:
+            left = await engine.averify_failed(SCOPE, phone)
+        except (tickgate.CodeDead, tickgate.NotFound):
+            left = 0
+        if left == 0:  # the code stays stored: verified() refuses it from now on
+            return reply(403, "Too many wrong codes: get a new code.", dead=True)
+        return reply(403, f"Wrong code: {left} {'try' if left == 1 else 'tries'} left.", left=left)
+    try:
+        await engine.averified(SCOPE, phone)
+    except tickgate.CodeDead:
+        return reply(403, "Too many wrong codes: get a new code.", dead=True)
+    await r.delete(code_key(config, phone))
+    await r.set(f"{config.prefix}:user:{realm}", phone, ex=SESSION_TTL_S)
+    # The gate's calls write the session to Redis: off the loop.
+    await asyncio.to_thread(engine.gate(realm).login_succeeded, SESSION_TTL_S)
+    return reply(200, f"Logged in as {phone}.")
+
+
+async def orders(request: web.Request) -> web.Response:
+    """'My orders' behind the gate: runs now when logged in, else after the login."""
+    app = request.app
+    engine = app[ENGINE]
+    realm = realm_of(request)
+    if realm is None:
+        return reply(400, "Reload the page (it sets the session cookie).")
+
+    def open_orders() -> None:  # runs on the loop's thread, once per request that runs
+        asyncio.ensure_future(push_orders(app, realm))
+
+    # The plain Gate's require answers at once (RUNS_NOW, QUEUED or COALESCED)
+    # and reads nothing from the store; AsyncGate's would await the login.
+    request_ = tickgate.Gate(engine, realm).require(open_orders, coalesce_key="orders")
+    return reply(200, request_.result.name.lower().replace("_", " "), result=request_.result.name)
+
+
+async def push_orders(app: web.Application, realm: str) -> None:
+    config = app[CONFIG]
+    phone = await app[REDIS].get(f"{config.prefix}:user:{realm}")
+    who = phone.decode() if phone else "you"
+    listing = [{"id": f"TG-{n:04d}", "item": item} for n, item in
+               ((1042, "Coffee beans, 1 kg"), (1043, "Paper filters"))]
+    publish(app, realm, "orders", {"user": who, "orders": listing})
+
+
+async def logout(request: web.Request) -> web.Response:
+    app = request.app
+    realm = realm_of(request)
+    if realm is None:
+        return reply(400, "Reload the page (it sets the session cookie).")
+    await asyncio.to_thread(app[ENGINE].gate(realm).logout)
+    await app[REDIS].delete(f"{app[CONFIG].prefix}:user:{realm}")
+    return reply(200, "Logged out.")
+
+
+# -- server-sent events --------------------------------------------------------
+
+
+def publish(app: web.Application, realm: str, kind: str, data: dict[str, Any]) -> None:
+    """Queues an event for every gate stream of the realm on this server."""
+    for queue in app[STREAMS].get(realm, ()):
+        queue.put_nowait((kind, data))
+
+
+async def event_stream(request: web.Request, queue: "asyncio.Queue[tuple[str, Any]]") -> web.StreamResponse:
+    """Writes the queue's events as server-sent events until the client leaves."""
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream",
+                                           "Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    await response.prepare(request)
+    await response.write(b"retry: 1000\n\n")  # the browser reconnects after 1 s
+    try:
+        while True:
+            try:
+                kind, data = await asyncio.wait_for(queue.get(), timeout=15)
+            except asyncio.TimeoutError:
+                await response.write(b": keep-alive\n\n")
+                continue
+            await response.write(f"event: {kind}\ndata: {json.dumps(data)}\n\n".encode())
+    except ConnectionResetError:  # the page closed the stream or went away
+        return response
+
+
+async def button_events(request: web.Request) -> web.StreamResponse:
+    """The key's button: STATE first, then every change (from any server)."""
+    engine = request.app[ENGINE]
+    phone = phone_of(dict(request.query))
+    if phone is None:
+        raise web.HTTPBadRequest(text="phone must look like +8613800000000")
+    queue: "asyncio.Queue[tuple[str, Any]]" = asyncio.Queue()
+
+    def on_event(event: tickgate.Event) -> None:
+        queue.put_nowait(("button", button_json(event)))
+
+    # On Redis the first read of the key is a round trip: off the loop.
+    subscription = await asyncio.to_thread(engine.subscribe, SCOPE, phone, on_event)
+    try:
+        return await event_stream(request, queue)
+    finally:
+        subscription.close()
+
+
+async def gate_events(request: web.Request) -> web.StreamResponse:
+    """The browser's realm: the gate's events and the orders its actions open."""
+    app = request.app
+    realm = realm_of(request)
+    if realm is None:
+        raise web.HTTPBadRequest(text="no session cookie: load / first")
+    queue: "asyncio.Queue[tuple[str, Any]]" = asyncio.Queue()
+    app[STREAMS].setdefault(realm, set()).add(queue)
+    gate = app[ENGINE].gate(realm)
+    subscription = gate.subscribe(lambda event: queue.put_nowait(("gate", gate_json(event))))
+    try:
+        return await event_stream(request, queue)
+    finally:
+        subscription.close()
+        streams = app[STREAMS].get(realm)
+        if streams is not None:
+            streams.discard(queue)
+            if not streams:
+                del app[STREAMS][realm]
+
+
+# -- the application -----------------------------------------------------------
+
+
+async def lifecycle(app: web.Application) -> Any:
+    config = app[CONFIG]
+    engine = await open_engine_async(store_url=config.redis, store_prefix=config.prefix)
+    await asyncio.to_thread(configure, engine, config)
+    app[ENGINE] = engine
+    app[REDIS] = aioredis.Redis.from_url(config.redis)
+    app[SMS] = FakeSms(config.name, config.sms_log, config.fail_rate, config.sms_delay)
+    app[STREAMS] = {}
+    log.info("server %s: http://127.0.0.1:%d/ on %s", config.name, config.port, config.redis)
+    yield
+    engine.close()
+    await app[REDIS].aclose()
+
+
+def make_app(config: argparse.Namespace) -> web.Application:
+    app = web.Application()
+    app[CONFIG] = config
+    app.cleanup_ctx.append(lifecycle)
+    app.router.add_get("/", index)
+    app.router.add_post("/send", send)
+    app.router.add_post("/login", login)
+    app.router.add_post("/orders", orders)
+    app.router.add_post("/logout", logout)
+    app.router.add_get("/events/button", button_events)
+    app.router.add_get("/events/gate", gate_events)
+    app.router.add_static("/static", HERE / "static")
+    return app
+
+
+def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=8081)
+    parser.add_argument("--name", default="A", help="this server's name on the page and in the SMS log")
+    parser.add_argument("--redis", default="redis://127.0.0.1:6379", help="the Redis server all instances share")
+    parser.add_argument("--prefix", default="tickgate-web", help="the key prefix in Redis")
+    parser.add_argument("--sms-log", default="sms.log", help="the fake SMS gateway's log (one line per send)")
+    parser.add_argument("--fail-rate", type=float, default=0.1, help="share of sends the fake gateway fails")
+    parser.add_argument("--sms-delay", type=float, default=0.8, help="seconds the fake gateway takes")
+    parser.add_argument("--cooldown", type=int, default=60, help="seconds between codes to one number")
+    parser.add_argument("--max-wrong-codes", type=int, default=5)
+    parser.add_argument("--address-budget", default="5/600", help="codes per client address: N/SECONDS[,N/SECONDS]")
+    parser.add_argument("--global-budget", default="1000/3600", help="codes from all clients: N/SECONDS[,...]")
+    return parser.parse_args(argv)
+
+
+def main() -> None:
+    config = parse_args()
+    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {config.name} %(message)s")
+    web.run_app(make_app(config), host="127.0.0.1", port=config.port, print=None,
+                shutdown_timeout=1)
+
+
+if __name__ == "__main__":
+    main()

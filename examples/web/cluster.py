@@ -1,0 +1,162 @@
+"""Two app servers sharing one Redis: what `make demo-web` runs.
+
+    python examples/web/cluster.py [--ports 8081,8082] [--redis-port 6390] [app options...]
+
+starts a redis-server in a temporary directory, then one instance of app.py
+per port (servers A, B, ...), prints their addresses and the SMS log's path,
+and stops everything on Ctrl-C. Options it does not know (--fail-rate 0,
+--cooldown 30, ...) go to every app instance. The browser test
+(Tests/web/test_web.py) drives the same class.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Optional
+
+HERE = Path(__file__).resolve().parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, process: subprocess.Popen, what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{what} exited with status {process.returncode} before it listened")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{what} did not listen on port {port} within {timeout:.0f} s")
+
+
+class Cluster:
+    """A redis-server and app servers on loopback, all in one temporary folder."""
+
+    def __init__(self, ports: list[int], redis_port: Optional[int] = None,
+                 app_args: Optional[list[str]] = None, folder: Optional[str] = None) -> None:
+        if shutil.which("redis-server") is None:
+            raise RuntimeError("redis-server is missing: install it (apt-get install redis-server)")
+        self.folder = Path(folder or tempfile.mkdtemp(prefix="tickgate-web-"))
+        self.ports = ports
+        self.redis_port = redis_port or free_port()
+        self.redis_url = f"redis://127.0.0.1:{self.redis_port}/0"
+        self.sms_log = self.folder / "sms.log"
+        self.app_args = list(app_args or [])
+        self.redis: Optional[subprocess.Popen] = None
+        self.apps: dict[str, subprocess.Popen] = {}
+        self.app_options: dict[str, list[str]] = {}
+
+    def name(self, index: int) -> str:
+        return chr(ord("A") + index)
+
+    def url(self, name: str) -> str:
+        return f"http://127.0.0.1:{self.ports[ord(name) - ord('A')]}/"
+
+    def start(self) -> "Cluster":
+        self.sms_log.touch()
+        self.redis = subprocess.Popen(
+            ["redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1", "--dir", str(self.folder),
+             "--save", "", "--appendonly", "no", "--logfile", str(self.folder / "redis.log")],
+            stdout=subprocess.DEVNULL)
+        wait_for_port(self.redis_port, self.redis, "redis-server")
+        for index in range(len(self.ports)):
+            self.start_app(self.name(index))
+        return self
+
+    def start_app(self, name: str, extra: Optional[list[str]] = None) -> subprocess.Popen:
+        """Starts (or restarts) server NAME and waits until it listens."""
+        if extra is not None:
+            self.app_options[name] = extra
+        port = self.ports[ord(name) - ord("A")]
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        log = open(self.folder / f"app-{name}.log", "a", encoding="utf-8")
+        process = subprocess.Popen(
+            [sys.executable, str(HERE / "app.py"), "--port", str(port), "--name", name, "--redis", self.redis_url,
+             "--sms-log", str(self.sms_log), *self.app_args, *self.app_options.get(name, [])],
+            stdout=log, stderr=subprocess.STDOUT, env=env, cwd=str(HERE))
+        log.close()
+        self.apps[name] = process
+        wait_for_port(port, process, f"app server {name} (log: {self.folder / f'app-{name}.log'})")
+        return process
+
+    def kill_app(self, name: str) -> None:
+        """Kills server NAME at once (SIGKILL), as a crash would."""
+        process = self.apps.pop(name)
+        process.kill()
+        process.wait()
+
+    def sms_lines(self) -> list[str]:
+        return self.sms_log.read_text(encoding="utf-8").splitlines()
+
+    def stop(self, keep_folder: bool = False) -> None:
+        for process in self.apps.values():
+            process.send_signal(signal.SIGINT)
+        for process in self.apps.values():
+            try:
+                process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        self.apps.clear()
+        if self.redis is not None:
+            self.redis.terminate()
+            self.redis.wait()
+            self.redis = None
+        if not keep_folder:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+    def __enter__(self) -> "Cluster":
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ports", default="8081,8082", help="one app server per port (A, B, ...)")
+    parser.add_argument("--redis-port", type=int, default=None, help="default: a free port")
+    options, app_args = parser.parse_known_args()
+    ports = [int(p) for p in options.ports.split(",")]
+    cluster = Cluster(ports, options.redis_port, app_args)
+    try:
+        cluster.start()
+    except Exception:
+        cluster.stop(keep_folder=True)
+        raise
+    print(f"redis-server   {cluster.redis_url}   (in {cluster.folder})")
+    for index in range(len(ports)):
+        name = cluster.name(index)
+        print(f"server {name}       {cluster.url(name)}")
+    print(f"SMS codes      tail -f {cluster.sms_log}")
+    print("Open both servers in a browser; Ctrl-C stops everything.", flush=True)
+    crashed = False
+    try:
+        while all(p.poll() is None for p in cluster.apps.values()):
+            time.sleep(0.5)
+        crashed = True
+        print("an app server exited; stopping (its log is in the folder above)", file=sys.stderr)
+    except KeyboardInterrupt:
+        print("\nstopping")
+    finally:
+        cluster.stop(keep_folder=crashed)
+
+
+if __name__ == "__main__":
+    main()

@@ -60,6 +60,8 @@ REDIS = web.AppKey("redis", aioredis.Redis)
 SMS = web.AppKey("sms", FakeSms)
 CONFIG = web.AppKey("config", argparse.Namespace)
 STREAMS = web.AppKey("streams", dict)
+TASKS = web.AppKey("tasks", set)
+PAGE = web.AppKey("page", str)
 
 
 # -- the engine ----------------------------------------------------------------
@@ -128,10 +130,7 @@ def phone_of(body: dict[str, str]) -> Optional[str]:
 
 
 async def index(request: web.Request) -> web.StreamResponse:
-    page = (HERE / "static" / "index.html").read_text(encoding="utf-8")
-    config = request.app[CONFIG]
-    page = page.replace("{{server}}", f"{config.name} (port {config.port})")
-    response = web.Response(text=page, content_type="text/html")
+    response = web.Response(text=request.app[PAGE], content_type="text/html")
     if realm_of(request) is None:
         response.set_cookie("sid", secrets.token_urlsafe(24), httponly=True, samesite="Lax")
     return response
@@ -200,8 +199,10 @@ async def login(request: web.Request) -> web.Response:
     if not secrets.compare_digest(expected.decode(), code):
         try:
             left = await engine.averify_failed(SCOPE, phone)
-        except (tickgate.CodeDead, tickgate.NotFound):
+        except tickgate.CodeDead:
             left = 0
+        except tickgate.NotFound:  # the engine knows of no code sent since the last login
+            return reply(403, "Get a code first.")
         if left == 0:  # the code stays stored: verified() refuses it from now on
             return reply(403, "Too many wrong codes: get a new code.", dead=True)
         return reply(403, f"Wrong code: {left} {'try' if left == 1 else 'tries'} left.", left=left)
@@ -224,12 +225,17 @@ async def orders(request: web.Request) -> web.Response:
     if realm is None:
         return reply(400, "Reload the page (it sets the session cookie).")
 
-    def open_orders() -> None:  # runs on the loop's thread, once per request that runs
-        asyncio.ensure_future(push_orders(app, realm))
+    def open_orders() -> None:  # on the loop's thread, once per request that runs
+        task = asyncio.ensure_future(push_orders(app, realm))
+        app[TASKS].add(task)
+        task.add_done_callback(app[TASKS].discard)
+
+    def cancelled(reason: tickgate.CancelReason) -> None:  # login cancelled, timed out, logged out
+        publish(app, realm, "cancelled", {"reason": getattr(reason, "name", str(reason))})
 
     # The plain Gate's require answers at once (RUNS_NOW, QUEUED or COALESCED)
     # and reads nothing from the store; AsyncGate's would await the login.
-    request_ = tickgate.Gate(engine, realm).require(open_orders, coalesce_key="orders")
+    request_ = tickgate.Gate(engine, realm).require(open_orders, coalesce_key="orders", on_cancel=cancelled)
     return reply(200, request_.result.name.lower().replace("_", " "), result=request_.result.name)
 
 
@@ -322,6 +328,16 @@ async def gate_events(request: web.Request) -> web.StreamResponse:
 # -- the application -----------------------------------------------------------
 
 
+@web.middleware
+async def unavailable(request: web.Request, handler: Any) -> web.StreamResponse:
+    """Redis down or too slow: a clear 503, never a stack trace to the page."""
+    try:
+        return await handler(request)
+    except (tickgate.StoreIO, aioredis.RedisError) as failure:
+        log.warning("%s %s: the store failed: %s", request.method, request.path, failure)
+        return reply(503, "The service is unavailable right now. Try again in a moment.")
+
+
 async def lifecycle(app: web.Application) -> Any:
     config = app[CONFIG]
     engine = await open_engine_async(store_url=config.redis, store_prefix=config.prefix)
@@ -330,6 +346,7 @@ async def lifecycle(app: web.Application) -> Any:
     app[REDIS] = aioredis.Redis.from_url(config.redis)
     app[SMS] = FakeSms(config.name, config.sms_log, config.fail_rate, config.sms_delay)
     app[STREAMS] = {}
+    app[TASKS] = set()
     log.info("server %s: http://127.0.0.1:%d/ on %s", config.name, config.port, config.redis)
     yield
     engine.close()
@@ -337,8 +354,10 @@ async def lifecycle(app: web.Application) -> Any:
 
 
 def make_app(config: argparse.Namespace) -> web.Application:
-    app = web.Application()
+    app = web.Application(middlewares=[unavailable])
     app[CONFIG] = config
+    page = (HERE / "static" / "index.html").read_text(encoding="utf-8")
+    app[PAGE] = page.replace("{{server}}", f"{config.name} (port {config.port})")
     app.cleanup_ctx.append(lifecycle)
     app.router.add_get("/", index)
     app.router.add_post("/send", send)

@@ -141,6 +141,11 @@ function drawGate(event) {
   }
 }
 
+function drawCancelled(data) {
+  $("prompt").hidden = true;
+  note("orders-cancelled", `My orders cancelled (${data.reason.toLowerCase().replace("_", " ")})`);
+}
+
 function drawOrders(data) {
   $("orders").hidden = false;
   $("orders-user").textContent = `Orders of ${data.user}`;
@@ -154,7 +159,7 @@ function drawOrders(data) {
 
 function openGate() {
   gateStream = stream("/events/gate", {
-    events: { gate: drawGate, orders: drawOrders },
+    events: { gate: drawGate, orders: drawOrders, cancelled: drawCancelled },
     current: () => gateStream,
     reopen: openGate,
   });

@@ -280,10 +280,10 @@ def main() -> int:
     screenshot = Path(os.environ.get("TG_WEB_SCREENSHOT", ROOT / "docs" / "web.png"))
     cluster = Cluster([free_port(), free_port()], app_args=["--fail-rate", "0", "--cooldown", str(COOLDOWN_S)])
     cluster.app_options["B"] = ["--fail-rate", "1"]
-    cluster.start()
     drivers: list[Any] = []
     ok = False
     try:
+        cluster.start()
         drivers = [open_browser(browser, driver), open_browser(browser, driver)]
         run(cluster, Page(drivers[0], "A"), Page(drivers[1], "B"), screenshot)
         ok = True

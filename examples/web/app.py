@@ -67,12 +67,15 @@ PAGE = web.AppKey("page", str)
 # -- the engine ----------------------------------------------------------------
 
 
-def parse_budget(text: str) -> list[tuple[int, int]]:
+def budget(text: str) -> list[tuple[int, int]]:
     """'5/600' (5 sends per 600 s) or '5/600,20/86400' -> [(5, 600000), ...]."""
     windows = []
     for part in text.split(","):
         sends, _, seconds = part.partition("/")
-        windows.append((int(sends), int(float(seconds) * 1000)))
+        try:
+            windows.append((int(sends), round(float(seconds) * 1000)))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{part!r} is not SENDS/SECONDS") from None
     return windows
 
 
@@ -83,8 +86,8 @@ def configure(engine: AsyncEngine, config: argparse.Namespace) -> None:
     engine.set_titles(SCOPE, idle="Get code", sending="Sending…", cooling="Resend ({s}s)",
                       ready_again="Resend code", locked="Try again in {m} min",
                       code_dead="Get a new code")
-    engine.set_budget("address", parse_budget(config.address_budget))
-    engine.set_budget("all", parse_budget(config.global_budget))
+    engine.set_budget("address", config.address_budget)
+    engine.set_budget("all", config.global_budget)
 
 
 def button_json(event: tickgate.Event) -> dict[str, Any]:
@@ -381,8 +384,8 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     parser.add_argument("--sms-delay", type=float, default=0.8, help="seconds the fake gateway takes")
     parser.add_argument("--cooldown", type=int, default=60, help="seconds between codes to one number")
     parser.add_argument("--max-wrong-codes", type=int, default=5)
-    parser.add_argument("--address-budget", default="5/600", help="codes per client address: N/SECONDS[,N/SECONDS]")
-    parser.add_argument("--global-budget", default="1000/3600", help="codes from all clients: N/SECONDS[,...]")
+    parser.add_argument("--address-budget", type=budget, default="5/600", help="codes per client address: N/SECONDS[,N/SECONDS]")
+    parser.add_argument("--global-budget", type=budget, default="1000/3600", help="codes from all clients: N/SECONDS[,...]")
     return parser.parse_args(argv)
 
 

@@ -12,6 +12,7 @@ and stops everything on Ctrl-C. Options it does not know (--fail-rate 0,
 from __future__ import annotations
 
 import argparse
+import ctypes
 import os
 import shutil
 import signal
@@ -30,6 +31,12 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def die_with_parent() -> None:
+    """In a child, before exec: SIGTERM when the cluster process dies, however
+    it dies (Linux's PR_SET_PDEATHSIG), so no server outlives a killed test."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
 
 
 def wait_for_port(port: int, process: subprocess.Popen, what: str, timeout: float = 30.0) -> None:
@@ -73,7 +80,7 @@ class Cluster:
         self.redis = subprocess.Popen(
             ["redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1", "--dir", str(self.folder),
              "--save", "", "--appendonly", "no", "--logfile", str(self.folder / "redis.log")],
-            stdout=subprocess.DEVNULL)
+            stdout=subprocess.DEVNULL, preexec_fn=die_with_parent)
         wait_for_port(self.redis_port, self.redis, "redis-server")
         for index in range(len(self.ports)):
             self.start_app(self.name(index))
@@ -89,7 +96,7 @@ class Cluster:
         process = subprocess.Popen(
             [sys.executable, str(HERE / "app.py"), "--port", str(port), "--name", name, "--redis", self.redis_url,
              "--sms-log", str(self.sms_log), *self.app_args, *self.app_options.get(name, [])],
-            stdout=log, stderr=subprocess.STDOUT, env=env, cwd=str(HERE))
+            stdout=log, stderr=subprocess.STDOUT, env=env, cwd=str(HERE), preexec_fn=die_with_parent)
         log.close()
         self.apps[name] = process
         wait_for_port(port, process, f"app server {name} (log: {self.folder / f'app-{name}.log'})")

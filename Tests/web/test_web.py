@@ -74,7 +74,7 @@ def open_browser(browser: str, driver: str) -> Any:
     options = webdriver.ChromeOptions()
     options.binary_location = browser
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                "--window-size=1000,640", "--force-device-scale-factor=1"):
+                "--window-size=1000,540", "--force-device-scale-factor=1"):
         options.add_argument(arg)
     return webdriver.Chrome(service=Service(executable_path=driver), options=options)
 

@@ -9,16 +9,21 @@ checks, in order:
      "Sending…", then "Resend (60s)", and counts down once a second;
   2. B, on the same number, shows the same remaining time within 1 s,
      disabled;
-  3. a send that fails (B's fake gateway fails every send) says so and
+  3. the page keeps no timer: A stopped (SIGSTOP), its page stands still
+     while B's counts; A continued, its page catches up;
+  4. a send that fails (B's fake gateway fails every send) says so and
      frees the button;
-  4. A killed and restarted: the page reconnects by itself and shows the
+  5. A killed and restarted: the page reconnects by itself and shows the
      right remaining time;
-  5. "My orders" clicked three times while logged out shows the login form
+  6. "My orders" clicked three times while logged out shows the login form
      once; logging in opens the orders once;
-  6. a burst from one address across numbers hits the address budget, and
-     the page says when it frees (the failed send of 3 was refunded);
-  7. five wrong codes: the page says to get a new code, and B refuses the
-     right code after that.
+  7. a burst from one address across numbers hits the address budget, and
+     the page says when it frees (the failed send of 4 was refunded);
+  8. five wrong codes: the page says to get a new code, and B refuses the
+     right code after that;
+  9. Redis killed: the page shows it is offline and a tap gets a clear 503,
+     no server dies; Redis restarted: the page comes back by itself with
+     the countdown it had.
 
 It saves the counting page as a screenshot ($TG_WEB_SCREENSHOT, default
 docs/web.png). Exit status 77 (CTest's SKIP) when no chromium or
@@ -45,15 +50,26 @@ SKIP = 77
 COOLDOWN_S = 60
 N1, N9 = "+8613800000001", "+8613800000009"
 BURST = ["+8613800000002", "+8613800000003", "+8613800000004", "+8613800000005"]
-N6 = "+8613800000006"
+N6, N8 = "+8613800000006", "+8613800000008"
 RESEND = re.compile(r"^Resend \((\d+)s\)$")
 
-# Records every change of the button (time, title, disabled) in window.seen.
+# Records every change of the button (time, title, disabled) in window.seen,
+# from now on (a second call starts a new record).
 RECORDER = """
 const button = document.getElementById("get-code");
 window.seen = [[performance.now(), button.textContent, button.disabled]];
-new MutationObserver(() => window.seen.push([performance.now(), button.textContent, button.disabled]))
-  .observe(button, {childList: true, characterData: true, subtree: true, attributes: true});
+if (!window.recording) {
+  window.recording = true;
+  new MutationObserver(() => window.seen.push([performance.now(), button.textContent, button.disabled]))
+    .observe(button, {childList: true, characterData: true, subtree: true, attributes: true});
+}
+"""
+
+# POSTs from the page, as its own code does; returns [status, answer].
+POST = """
+const [path, body, done] = arguments;
+fetch(path, {method: "POST", headers: {"Content-Type": "application/json"}, body: JSON.stringify(body)})
+  .then(async (r) => done([r.status, await r.json()]), (e) => done([0, String(e)]));
 """
 
 
@@ -194,7 +210,27 @@ def run(cluster: Cluster, a: Page, b: Page, screenshot: Path) -> None:
     assert b.button()[1], "B's button is enabled while counting"
     check(2, f"server B: the same countdown ({sb} s beside A's {sa} s), disabled")
 
-    # 3. A failed send (B's gateway fails every send) frees the button.
+    # 3. The page keeps no timer: A stopped (SIGSTOP), its page stands still
+    #    while B's counts on; A continued, its page catches up by itself.
+    a.js(RECORDER)
+    b.js(RECORDER)
+    cluster.pause_app("A")
+    try:
+        time.sleep(2.5)
+        stood = a.js("return window.seen.length")
+        counted = sorted({title for _, title, _ in b.js("return window.seen")})
+    finally:
+        cluster.resume_app("A")
+    assert stood == 1, f"A's page changed with its server stopped: {a.js('return window.seen')}"
+    assert len(counted) >= 2, f"B's page did not count while A was stopped: {counted}"
+    wait_until(lambda: a.seconds() <= math.ceil(expected_a()) + 1 and len(a.js("return window.seen")) > 1,
+               "A's page to catch up after its server continued", timeout=3)
+    shown, expected = a.seconds(), expected_a()
+    assert abs(shown - math.ceil(expected)) <= 1, f"after the pause A shows {shown} s, expected {expected:.1f}"
+    check(3, f"the page keeps no timer: with A stopped 2.5 s its page stood still while B's counted "
+             f"({', '.join(counted)}); A continued and shows {shown} s (expected {expected:.1f})")
+
+    # 4. A failed send (B's gateway fails every send) frees the button.
     b.type("phone", N9)
     wait_until(lambda: b.button() == ("Get code", False), "B: an enabled Get code for N9")
     b.js(RECORDER)
@@ -203,9 +239,9 @@ def run(cluster: Cluster, a: Page, b: Page, screenshot: Path) -> None:
     wait_until(lambda: b.button() == ("Get code", False), "B: Get code again after the failure")
     assert "Sending…" in [title for _, title, _ in b.js("return window.seen")]
     assert [line.split()[1:] for line in sms_for(cluster, N9)] == [["B", N9, "FAILED"]], sms_for(cluster, N9)
-    check(3, "a failed send says so and frees the button")
+    check(4, "a failed send says so and frees the button")
 
-    # 4. Kill and restart A: the page reconnects and shows the right time.
+    # 5. Kill and restart A: the page reconnects and shows the right time.
     cluster.kill_app("A")
     wait_until(lambda: a.text("link") != "live", "A's page to notice the server is gone")
     time.sleep(1.5)
@@ -215,9 +251,9 @@ def run(cluster: Cluster, a: Page, b: Page, screenshot: Path) -> None:
     wait_until(lambda: a.seconds() != before, "A's countdown to move after the reconnect", timeout=3)
     shown, expected = a.seconds(), expected_a()
     assert abs(shown - math.ceil(expected)) <= 1, f"after the restart A shows {shown} s, expected {expected:.1f}"
-    check(4, f"server A killed and restarted: the page reconnected, shows {shown} s (expected {expected:.1f})")
+    check(5, f"server A killed and restarted: the page reconnected, shows {shown} s (expected {expected:.1f})")
 
-    # 5. My orders, three clicks while logged out: one login form; login opens them.
+    # 6. My orders, three clicks while logged out: one login form; login opens them.
     for _ in range(3):
         a.el("orders-link").click()
     wait_until(lambda: len(a.notes("orders-request")) == 3, "the three orders requests")
@@ -234,9 +270,9 @@ def run(cluster: Cluster, a: Page, b: Page, screenshot: Path) -> None:
     assert len(a.notes("orders-opened")) == 1, a.notes("orders-opened")
     assert not a.el("prompt").is_displayed()
     assert "Logged in as" in a.message(), a.message()
-    check(5, "My orders x3 while logged out: one login form; the login opened the orders once")
+    check(6, "My orders x3 while logged out: one login form; the login opened the orders once")
 
-    # 6. A burst across numbers from one address hits the address budget.
+    # 7. A burst across numbers from one address hits the address budget.
     for phone in BURST:
         a.type("phone", phone)
         wait_until(lambda: a.button() == ("Get code", False), f"A: an enabled Get code for {phone}")
@@ -249,9 +285,9 @@ def run(cluster: Cluster, a: Page, b: Page, screenshot: Path) -> None:
     assert re.search(r"The next one is free at .+ \(in 10 min\)\.$", a.message()), a.message()
     assert a.button() == ("Get code", False), a.button()
     assert sms_for(cluster, N6) == []
-    check(6, f"burst: 5 codes from one address, the 6th refused: \"{a.message()}\"")
+    check(7, f"burst: 5 codes from one address, the 6th refused: \"{a.message()}\"")
 
-    # 7. Five wrong codes: get a new code; B then refuses the right one too.
+    # 8. Five wrong codes: get a new code; B then refuses the right one too.
     phone = BURST[-1]
     right = code_for(cluster, phone)
     wrong = f"{(int(right) + 1) % 1_000_000:06d}"
@@ -269,7 +305,31 @@ def run(cluster: Cluster, a: Page, b: Page, screenshot: Path) -> None:
     b.type("code", right)
     b.el("login").click()
     wait_until(lambda: "get a new code" in b.message(), "B to refuse the right code of a dead one")
-    check(7, "five wrong codes: 'get a new code'; server B refuses the right code after it")
+    check(8, "five wrong codes: 'get a new code'; server B refuses the right code after it")
+
+    check_redis_restart(cluster, a, phone)
+
+
+def check_redis_restart(cluster: Cluster, a: Page, phone: str) -> None:
+    """9. Redis killed: the page says it is not live, a tap gets a clear 503,
+    the app servers live on; Redis restarted from its append-only file: the
+    page comes back by itself and the countdown is still there."""
+    cluster.kill_redis()
+    a.type("phone", N8)
+    wait_until(lambda: a.text("link") != "live", "A's page to see its stream refused")
+    assert a.button() == ("Get code", True), f"with Redis down A's button reads {a.button()}"
+    status, answer = a.driver.execute_async_script(POST, "/send", {"phone": N8})
+    assert status == 503 and answer["message"] == "The service is unavailable right now. Try again in a moment.", \
+        (status, answer)
+    assert all(p.poll() is None for p in cluster.apps.values()), "an app server died with Redis"
+    cluster.start_redis()
+    wait_until(lambda: a.text("link") == "live", "A's page to come back once Redis is back", timeout=15)
+    wait_until(lambda: a.button() == ("Get code", False), "an enabled Get code for N8")
+    a.type("phone", phone)
+    wait_until(lambda: RESEND.match(a.button()[0]), f"the countdown of {phone} after Redis's restart")
+    assert sms_for(cluster, N8) == []
+    check(9, f"Redis killed: the page went offline, a tap got 503 \"{answer['message']}\", no server died; "
+             f"Redis restarted: the page came back, {phone} still counts ({a.button()[0]})")
 
 
 def main() -> int:
@@ -297,7 +357,7 @@ def main() -> int:
         for d in drivers:
             d.quit()
         cluster.stop()
-    print("web: all 7 checks passed" if ok else "web: FAILED")
+    print("web: all 9 checks passed" if ok else "web: FAILED")
     return 0 if ok else 1
 
 

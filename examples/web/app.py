@@ -206,6 +206,8 @@ async def login(request: web.Request) -> web.Response:
             left = 0
         except tickgate.NotFound:  # the engine knows of no code sent since the last login
             return reply(403, "Get a code first.")
+        if left is None:  # --max-wrong-codes 0: no cap
+            return reply(403, "Wrong code.")
         if left == 0:  # the code stays stored: verified() refuses it from now on
             return reply(403, "Too many wrong codes: get a new code.", dead=True)
         return reply(403, f"Wrong code: {left} {'try' if left == 1 else 'tries'} left.", left=left)
@@ -383,7 +385,7 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     parser.add_argument("--fail-rate", type=float, default=0.1, help="share of sends the fake gateway fails")
     parser.add_argument("--sms-delay", type=float, default=0.8, help="seconds the fake gateway takes")
     parser.add_argument("--cooldown", type=int, default=60, help="seconds between codes to one number")
-    parser.add_argument("--max-wrong-codes", type=int, default=5)
+    parser.add_argument("--max-wrong-codes", type=int, default=5, help="wrong codes that kill a code (0: no cap)")
     parser.add_argument("--address-budget", type=budget, default="5/600", help="codes per client address: N/SECONDS[,N/SECONDS]")
     parser.add_argument("--global-budget", type=budget, default="1000/3600", help="codes from all clients: N/SECONDS[,...]")
     return parser.parse_args(argv)

@@ -77,14 +77,27 @@ class Cluster:
 
     def start(self) -> "Cluster":
         self.sms_log.touch()
-        self.redis = subprocess.Popen(
-            ["redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1", "--dir", str(self.folder),
-             "--save", "", "--appendonly", "no", "--logfile", str(self.folder / "redis.log")],
-            stdout=subprocess.DEVNULL, preexec_fn=die_with_parent)
-        wait_for_port(self.redis_port, self.redis, "redis-server")
+        self.start_redis()
         for index in range(len(self.ports)):
             self.start_app(self.name(index))
         return self
+
+    def start_redis(self) -> None:
+        """Starts (or restarts) the redis-server. Its append-only file, in the
+        folder, keeps every write: a restarted server has all it had."""
+        self.redis = subprocess.Popen(
+            ["redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1", "--dir", str(self.folder),
+             "--save", "", "--appendonly", "yes", "--appendfsync", "always",
+             "--logfile", str(self.folder / "redis.log")],
+            stdout=subprocess.DEVNULL, preexec_fn=die_with_parent)
+        wait_for_port(self.redis_port, self.redis, "redis-server")
+
+    def kill_redis(self) -> None:
+        """Kills the redis-server at once (SIGKILL)."""
+        assert self.redis is not None
+        self.redis.kill()
+        self.redis.wait()
+        self.redis = None
 
     def start_app(self, name: str, extra: Optional[list[str]] = None) -> subprocess.Popen:
         """Starts (or restarts) server NAME and waits until it listens."""
@@ -107,6 +120,13 @@ class Cluster:
         process = self.apps.pop(name)
         process.kill()
         process.wait()
+
+    def pause_app(self, name: str) -> None:
+        """Stops server NAME (SIGSTOP): it holds its connections and answers nothing."""
+        self.apps[name].send_signal(signal.SIGSTOP)
+
+    def resume_app(self, name: str) -> None:
+        self.apps[name].send_signal(signal.SIGCONT)
 
     def sms_lines(self) -> list[str]:
         return self.sms_log.read_text(encoding="utf-8").splitlines()

@@ -66,6 +66,9 @@ function watchPhone() {
     showLink();
     return;
   }
+  // Until the new key's first event: disabled (nothing is known of it yet).
+  button.textContent = "Get code";
+  button.disabled = true;
   const open = () => {
     buttonStream = stream(`/events/button?phone=${encodeURIComponent(phone)}`, {
       events: { button: drawButton },

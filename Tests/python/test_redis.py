@@ -51,6 +51,21 @@ def test_two_engines_share_one_truth(prefix: str) -> None:
         assert 0 < int(redis_cli("PTTL", key))
 
 
+def test_session_of_a_fresh_engine(prefix: str) -> None:
+    # An engine's first call is a login: the session's end must be written on
+    # the server's clock (it was written on the engine's own, and every engine
+    # opened later dropped it as long expired). Found by the web example.
+    with tickgate.Engine(store_url=URL, store_prefix=prefix) as a:
+        a.gate("browser-1").login_succeeded(3600)
+        a.gate("browser-2").login_succeeded()          # no expiry
+    with tickgate.Engine(store_url=URL, store_prefix=prefix) as later:
+        session = later.gate("browser-1").session()
+        assert session.logged_in and 3_599_000 < session.remaining_ms <= 3_600_000, session
+        assert later.gate("browser-2").session().logged_in
+    end = int(redis_cli("HGET", f"{prefix}sessions", "browser-1").split("|")[0])
+    assert abs(end / 1e6 - 3600 - time.time()) < 60, end   # microseconds on the server's clock
+
+
 def test_bad_url_and_unreachable_server(prefix: str) -> None:
     with pytest.raises(tickgate.InvalidArgument):
         tickgate.Engine(store_url="http://example.com")

@@ -515,9 +515,20 @@ final class RedisStore: Store {
             try put(sessionsName, field: realm.value, value: [])
             return
         }
-        // The end on the server's clock, from the latest mapping.
-        let offset = pool.withLock { options.time == .engine ? 0 : ($0.engineTime.offset ?? 0) }
-        let end = expiry.map { String(($0.nanoseconds - offset) / 1_000) } ?? "-1"
+        // The end on the server's clock, from the latest mapping; an engine
+        // that has not read the server's clock yet reads it first (without a
+        // mapping the end would be written on the engine's own clock, which
+        // every other engine reads as long past).
+        var end = "-1"
+        if let expiry {
+            let offset: Int64
+            if let known = pool.withLock({ options.time == .engine ? 0 : $0.engineTime.offset }) {
+                offset = known
+            } else {
+                offset = try moment(begin(), time: try plain([Array("TIME".utf8)])).offset
+            }
+            end = String((expiry.nanoseconds - offset) / 1_000)
+        }
         try put(sessionsName, field: realm.value,
                 value: Array("\(end)|\((ttl ?? .zero).nanoseconds / 1_000)".utf8))
     }

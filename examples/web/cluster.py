@@ -4,7 +4,7 @@
 
 starts a redis-server in a temporary directory, then one instance of app.py
 per port (servers A, B, ...), prints their addresses and the SMS log's path,
-and stops everything on Ctrl-C. Options it does not know (--fail-rate 0,
+and stops everything on Ctrl-C (or SIGTERM). Options it does not know (--fail-rate 0,
 --cooldown 30, ...) go to every app instance. The browser test
 (Tests/web/test_web.py) drives the same class.
 """
@@ -105,6 +105,13 @@ class Cluster:
             self.app_options[name] = extra
         port = self.ports[ord(name) - ord("A")]
         env = dict(os.environ, PYTHONUNBUFFERED="1")
+        # The apps run in this folder: the library's path must not be relative.
+        # From a clone, the library of `make build` serves when none is named.
+        library = env.get("TICKGATE_LIBRARY") or (
+            str(HERE.parents[1] / "build" / "libtickgate.so") if (HERE.parents[1] / "build" / "libtickgate.so").exists()
+            else "")
+        if library:
+            env["TICKGATE_LIBRARY"] = os.path.abspath(library)
         log = open(self.folder / f"app-{name}.log", "a", encoding="utf-8")
         process = subprocess.Popen(
             [sys.executable, str(HERE / "app.py"), "--port", str(port), "--name", name, "--redis", self.redis_url,
@@ -155,7 +162,12 @@ class Cluster:
         self.stop()
 
 
+def interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # SIGTERM stops the cluster as Ctrl-C does
+
+
 def main() -> None:
+    signal.signal(signal.SIGTERM, interrupt)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ports", default="8081,8082", help="one app server per port (A, B, ...)")
     parser.add_argument("--redis-port", type=int, default=None, help="default: a free port")

@@ -24,12 +24,8 @@ from http.cookiejar import CookieJar
 from pathlib import Path
 
 source, build = (Path(p).resolve() for p in sys.argv[1:3])
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, str(source / "examples" / "web"))
+from cluster import free_port  # noqa: E402 - the demo's own (standard library only)
 
 
 def listening(port: int) -> bool:

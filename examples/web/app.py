@@ -180,7 +180,13 @@ async def send(request: web.Request) -> web.Response:
 
 
 def code_key(config: argparse.Namespace, phone: str) -> str:
+    """The app's own Redis key of the code sent to a phone."""
     return f"{config.prefix}:code:{phone}"
+
+
+def user_key(config: argparse.Namespace, realm: str) -> str:
+    """The app's own Redis key of the phone a browser's realm logged in with."""
+    return f"{config.prefix}:user:{realm}"
 
 
 async def login(request: web.Request) -> web.Response:
@@ -216,7 +222,7 @@ async def login(request: web.Request) -> web.Response:
     except tickgate.CodeDead:
         return reply(403, "Too many wrong codes: get a new code.", dead=True)
     await r.delete(code_key(config, phone))
-    await r.set(f"{config.prefix}:user:{realm}", phone, ex=SESSION_TTL_S)
+    await r.set(user_key(config, realm), phone, ex=SESSION_TTL_S)
     # The gate's calls write the session to Redis: off the loop.
     await asyncio.to_thread(engine.gate(realm).login_succeeded, SESSION_TTL_S)
     return reply(200, f"Logged in as {phone}.")
@@ -246,7 +252,7 @@ async def orders(request: web.Request) -> web.Response:
 
 async def push_orders(app: web.Application, realm: str) -> None:
     config = app[CONFIG]
-    phone = await app[REDIS].get(f"{config.prefix}:user:{realm}")
+    phone = await app[REDIS].get(user_key(config, realm))
     who = phone.decode() if phone else "you"
     listing = [{"id": f"TG-{n:04d}", "item": item} for n, item in
                ((1042, "Coffee beans, 1 kg"), (1043, "Paper filters"))]
@@ -259,7 +265,7 @@ async def logout(request: web.Request) -> web.Response:
     if realm is None:
         return reply(400, "Reload the page (it sets the session cookie).")
     await asyncio.to_thread(app[ENGINE].gate(realm).logout)
-    await app[REDIS].delete(f"{app[CONFIG].prefix}:user:{realm}")
+    await app[REDIS].delete(user_key(app[CONFIG], realm))
     return reply(200, "Logged out.")
 
 

@@ -18,6 +18,7 @@ let package = Package(
         // Exclusivity checks stay on in every build but release (as in
         // CMakeLists.txt; the build.swift_flags test compares the two).
         .target(name: "TickgateCore", dependencies: ["CTickgateShim"],
+                exclude: ["Store/Redis/Scripts"],
                 swiftSettings: [
                     .swiftLanguageMode(.v6),
                     .unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release)),

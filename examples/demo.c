@@ -203,6 +203,8 @@ static const char *event_name(tg_event_kind kind) {
     case TG_EVENT_SEND_FAILED: return "SEND_FAILED";
     case TG_EVENT_RESET: return "RESET";
     case TG_EVENT_CODE_DEAD: return "CODE_DEAD";
+    case TG_EVENT_STORE_LOST: return "STORE_LOST";
+    case TG_EVENT_STORE_BACK: return "STORE_BACK";
     }
     return "?";
 }

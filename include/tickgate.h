@@ -42,21 +42,32 @@
  *        and TG_E_STORE_CORRUPT (a row it read is out of range), and then
  *        changed nothing; on an engine opened with store_url, the same
  *        (the Redis server unreachable, or silent past store_timeout_ms;
- *        a key under the prefix holding something Tickgate did not write).
- *    Every failing call leaves a message for tg_last_error_message().
+ *        a key under the prefix holding something Tickgate did not write),
+ *        and, from a call that changes a key, TG_E_STORE_UNKNOWN: its
+ *        request may have reached the server but no answer came back, so
+ *        the change may or may not have been made (read the key to learn).
+ *    Every failing call leaves a message for tg_last_error_message() and,
+ *    beside it, the kind of its store error for tg_last_store_failure()
+ *    (TG_STORE_FAILURE_UNREACHABLE, TG_STORE_FAILURE_TIMEOUT, ...: the
+ *    table TG_STORE_FAILURE_MAP of tickgate_status.h; TG_STORE_FAILURE_NONE
+ *    for any other error): act on the status and the kind, never on the
+ *    message's text.
  *  - Waiting. "Store: may wait" means the call may wait for the store, at
  *    most store_timeout_ms in all (busy waits and retries included); past it
  *    the call fails with TG_E_STORE_IO ("store busy for N ms") and changed
- *    nothing. "Store: never" means the call does no store I/O and never
- *    waits for another call's: the engine talks to its store with none of
- *    its own locks held, so queries (tg_countdown_remaining,
- *    tg_countdown_list, tg_button_get), tg_subscribe, tg_unsubscribe,
- *    tg_engine_dispatch and the delivery of events answer while another
- *    thread's decision waits on the store. Decisions on one key (start,
- *    cancel, send begin and end, verified) run one at a time, in the order
- *    the store made them, and their events reach observers in that order;
- *    the engine adds no order across keys (the SQLite store itself makes
- *    one decision at a time: one connection, one write lock).
+ *    nothing, or, on Redis, if the request of a change had gone out, with
+ *    TG_E_STORE_UNKNOWN; tg_last_store_failure() tells the kind
+ *    (TG_STORE_FAILURE_TIMEOUT for a server that did not answer). "Store:
+ *    never" means the call does no store I/O and never waits for another
+ *    call's: the engine talks to its store with none of its own locks held,
+ *    so queries (tg_countdown_remaining, tg_countdown_list, tg_button_get),
+ *    tg_subscribe, tg_unsubscribe, tg_engine_dispatch and the delivery of
+ *    events answer while another thread's decision waits on the store.
+ *    Decisions on one key (start, cancel, send begin and end, verified) run
+ *    one at a time, in the order the store made them, and their events
+ *    reach observers in that order; the engine adds no order across keys
+ *    (the SQLite store itself makes one decision at a time: one
+ *    connection, one write lock).
  *  - Redis (store_url). Other engines change the keys at any time, so on
  *    such an engine tg_countdown_remaining, tg_button_get and tg_subscribe
  *    of a key read the key from the server first (one round trip; "Store:
@@ -126,72 +137,36 @@ const char *tg_version_string(void);
 /* Status codes and errors                                                   */
 /* ------------------------------------------------------------------------ */
 
+/* TG_STATUS_MAP and TG_STORE_FAILURE_MAP: every status and every kind of
+ * store failure with its value, its text and what it means, written once;
+ * the enums below are expanded from them, and so are the Swift and Python
+ * lists. */
+#include "tickgate_status.h"
+
+/* What every function returns: TG_OK (0), or why it failed. One value per
+ * entry of TG_STATUS_MAP, named as there (TG_OK, TG_E_INVALID_ARGUMENT,
+ * ..., TG_E_STORE_UNKNOWN); tickgate_status.h lists them and says what each
+ * means. */
 typedef enum tg_status {
-    /* Success. */
-    TG_OK = 0,
-    /* A required pointer was NULL, or a flag, enum or option value is not
-     * one this library knows. */
-    TG_E_INVALID_ARGUMENT = 1,
-    /* A scope or subject is NULL, empty, longer than TG_KEY_MAX_BYTES or not
-     * valid UTF-8. */
-    TG_E_INVALID_KEY = 2,
-    /* A duration, tick interval or clock step is zero, negative or beyond
-     * the limits below. */
-    TG_E_INVALID_DURATION = 3,
-    /* No countdown is running for that key, or no subscription has that id. */
-    TG_E_NOT_FOUND = 4,
-    /* The key is already counting down; *out_remaining_ms says how long it
-     * still runs. Pass TG_START_RESTART to replace the running countdown. */
-    TG_E_COOLING_DOWN = 5,
-    /* The engine handle was closed (use after tg_engine_close). */
-    TG_E_CLOSED = 6,
-    /* The pointer is not an engine handle this library returned. */
-    TG_E_INVALID_HANDLE = 7,
-    /* The function needs another delivery mode or clock than the engine was
-     * opened with (tg_engine_fd on an engine-thread engine, tg_clock_advance
-     * on the system clock). */
-    TG_E_WRONG_MODE = 8,
-    /* tg_engine_dispatch was called while a dispatch of the same engine is
-     * running (on another thread, or from inside one of its callbacks). */
-    TG_E_BUSY = 9,
-    /* An options struct has a struct_size this library does not accept. */
-    TG_E_VERSION = 10,
-    /* An operating-system call failed; the message names it and its errno. */
-    TG_E_SYSTEM = 11,
-    /* A send for this key is under way (a ticket is open): a double tap never
-     * makes two requests. *out_wait_ms says when the ticket expires. */
-    TG_E_IN_FLIGHT = 12,
-    /* The key reached its policy's cap of sends per window, or a budget the
-     * send names is spent; *out_wait_ms says when a send is free again. */
-    TG_E_LOCKED = 13,
-    /* The send ticket expired before tg_send_end (its timeout passed). */
-    TG_E_EXPIRED = 14,
-    /* A title template is malformed: unknown placeholder, unbalanced brace,
-     * too long, or not valid UTF-8. */
-    TG_E_INVALID_TEMPLATE = 15,
-    /* The store file is corrupt or not a database, or one of its rows holds
-     * a value outside what the API accepts (the message names the table, the
-     * row and the column). At tg_engine_open the file is left as it was,
-     * unless TG_STORE_START_FRESH_IF_CORRUPT moved it aside; a row that goes
-     * bad while the store is open fails the calls on its key, which change
-     * nothing. */
-    TG_E_STORE_CORRUPT = 16,
-    /* The store was written by a newer Tickgate (a higher schema version);
-     * it is left untouched. */
-    TG_E_STORE_VERSION = 17,
-    /* The store cannot be created, opened, read or written (permissions, a
-     * symbolic link at the path, a full disk, a read-only directory). The
-     * change the call asked for was not made. */
-    TG_E_STORE_IO = 18,
-    /* The key's code took its policy's maximum of wrong codes
-     * (tg_verify_failed): it is dead, and only a new send revives the key.
-     * tg_verified refuses it too, so the login must be refused. */
-    TG_E_CODE_DEAD = 19
+#define TG_STATUS_ENUM_(name, value, text) name = value,
+    TG_STATUS_MAP(TG_STATUS_ENUM_)
+#undef TG_STATUS_ENUM_
 } tg_status;
 
+/* The kind of a store error, told by tg_last_store_failure(). One value per
+ * entry of TG_STORE_FAILURE_MAP, named as there (TG_STORE_FAILURE_NONE: not
+ * a store error, TG_STORE_FAILURE_UNREACHABLE, ...); tickgate_status.h lists
+ * them and says what each means. */
+typedef enum tg_store_failure {
+#define TG_STORE_FAILURE_ENUM_(name, value) name = value,
+    TG_STORE_FAILURE_MAP(TG_STORE_FAILURE_ENUM_)
+#undef TG_STORE_FAILURE_ENUM_
+} tg_store_failure;
+
 /*
- * Static English text for a status ("cooling down", ...). Never NULL; an
- * unknown value gives "unknown status".
+ * Static English text for a status: the text of its TG_STATUS_MAP entry
+ * ("cooling down", ...). Never NULL; an unknown value gives "unknown
+ * status".
  */
 const char *tg_status_string(tg_status status);
 
@@ -202,6 +177,16 @@ const char *tg_status_string(tg_status status);
  * failing Tickgate call on the same thread.
  */
 const char *tg_last_error_message(void);
+
+/*
+ * The kind of the last failing call's store error on the calling thread,
+ * TG_STORE_FAILURE_NONE if it was not a store error (or no call on this
+ * thread has failed yet). Every failing call sets it, beside the message of
+ * tg_last_error_message(), so a host acts on the kind (try again later,
+ * alert on a refused login, read the key after TG_E_STORE_UNKNOWN) and never
+ * on the message's text. Store: never.
+ */
+tg_store_failure tg_last_store_failure(void);
 
 /* ------------------------------------------------------------------------ */
 /* Limits                                                                    */
@@ -307,7 +292,10 @@ typedef struct tg_engine_options {
      * manual_boot_id: a caller built before it gets the default.) With
      * store_url: the longest a call waits for the Redis server, connecting
      * included; past it the call fails with TG_E_STORE_IO naming the
-     * server and changed nothing. */
+     * server and changed nothing, or with TG_E_STORE_UNKNOWN if the
+     * request of a change had gone out (tg_last_store_failure():
+     * TG_STORE_FAILURE_TIMEOUT, or _UNREACHABLE for a connection that was
+     * lost and could not be made again). */
     int64_t store_timeout_ms;
     /* A Redis server shared by every engine, instead of store_path (set at
      * most one of the two; NULL: none):
@@ -315,7 +303,9 @@ typedef struct tg_engine_options {
      *   redis+unix://[[user]:password@]/path/redis.sock[?db=N]
      * user and password may be percent-encoded. The open connects, logs in
      * and selects the database, and fails with TG_E_STORE_IO naming the
-     * server if any step fails (unreachable, refused login, bad database).
+     * server if any step fails (unreachable, refused login, bad database;
+     * tg_last_store_failure() tells which: TG_STORE_FAILURE_UNREACHABLE,
+     * _TIMEOUT, _AUTH, ...).
      * README "Redis" says what is kept where and what each failure does.
      * (This field and the next came after the second layout, which ends at
      * store_timeout_ms.) */
@@ -563,7 +553,15 @@ typedef enum tg_event_kind {
     TG_EVENT_RESET = 8,
     /* A wrong code (tg_verify_failed) killed the key's code: state
      * CODE_DEAD, or COOLING or LOCKED while the cooldown runs. */
-    TG_EVENT_CODE_DEAD = 9
+    TG_EVENT_CODE_DEAD = 9,
+    /* Redis: the shared store went out of reach (its notice link was lost):
+     * what the key shows may be stale, and calls fail, until
+     * TG_EVENT_STORE_BACK. The event carries the key's state as this engine
+     * holds it; a scope subscription gets it once, with subject "". */
+    TG_EVENT_STORE_LOST = 10,
+    /* Redis: the shared store answers again. The key was read again first:
+     * a change made meanwhile came before this, as its own event. */
+    TG_EVENT_STORE_BACK = 11
 } tg_event_kind;
 
 /* The state of a key's "Get code" button. */
@@ -1047,9 +1045,14 @@ typedef enum tg_require_result {
  * queued request of the realm has the same key, a new one is not queued
  * (ten taps on one button make one action). action is required; cancel and
  * destroy may be NULL. *out_request receives the request's id, *out_result
- * (may be NULL) what happened.
- * Errors: TG_E_INVALID_ARGUMENT (action or out_request NULL).
- * Store: never.
+ * (may be NULL) what happened. On Redis, a request that needs login first
+ * reads the realm's session from the store (a login or logout through any
+ * engine decides here at once), and a queued one runs when the user logs in
+ * through any engine.
+ * Errors: TG_E_INVALID_ARGUMENT (action or out_request NULL); Redis: the
+ * store errors of a read (TG_E_STORE_IO, TG_E_STORE_CORRUPT): then the
+ * action never runs and destroy has run.
+ * Store: never. Redis: may wait, one read.
  */
 tg_status tg_gate_require(tg_engine *engine, const char *realm,
                           int needs_login, const char *coalesce_key,
@@ -1099,7 +1102,8 @@ tg_status tg_gate_logout(tg_engine *engine, const char *realm);
 /*
  * The realm's session: *out_logged_in (1 or 0) and *out_remaining_ms (time
  * to expiry, or 0 for no expiry or logged out). Either may be NULL.
- * Store: never.
+ * Errors: Redis: TG_E_STORE_IO, TG_E_STORE_CORRUPT.
+ * Store: never. Redis: may wait, one read (the session is the store's).
  */
 tg_status tg_gate_session(tg_engine *engine, const char *realm,
                           int *out_logged_in, int64_t *out_remaining_ms);

@@ -4,10 +4,23 @@
 #include "tickgate_redis.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/time.h>
 #include <time.h>
+
+int tgshim_redis_stale(redisContext *context) {
+    struct pollfd watch;
+    int ready;
+    watch.fd = context->fd;
+    watch.events = POLLIN | POLLRDHUP;
+    watch.revents = 0;
+    do {
+        ready = poll(&watch, 1, 0);
+    } while (ready < 0 && errno == EINTR);
+    return ready != 0;
+}
 
 static struct timeval tgshim_timeval(int64_t ms) {
     struct timeval tv;
@@ -21,11 +34,19 @@ redisContext *tgshim_redis_connect(const char *host, int port, const char *unix_
     struct timeval tv = tgshim_timeval(timeout_ms);
     redisContext *context = unix_path != NULL ? redisConnectUnixWithTimeout(unix_path, tv)
                                               : redisConnectWithTimeout(host, port, tv);
+    int saved = errno;
     if (context != NULL && context->err == 0) {
         if (redisSetTimeout(context, tv) != REDIS_OK) {
             context->err = REDIS_ERR_IO;
         }
+        /* A dead link is noticed by the kernel too (hiredis sets the
+         * probes' interval). */
+        if (unix_path == NULL && redisEnableKeepAlive(context) != REDIS_OK) {
+            context->err = 0;
+            context->errstr[0] = '\0';
+        }
     }
+    errno = saved;
     return context;
 }
 
@@ -60,13 +81,16 @@ static void tgshim_guard_end(tgshim_pipe_guard *guard, int failed) {
 }
 
 redisReply *tgshim_redis_command(redisContext *context, int argc, const char *const *argv,
-                                 const size_t *lengths) {
-    tgshim_pipe_guard guard;
-    redisReply *reply;
-    tgshim_guard_begin(&guard);
-    reply = redisCommandArgv(context, argc, (const char **)argv, lengths);
-    tgshim_guard_end(&guard, reply == NULL);
-    return reply;
+                                 const size_t *lengths, int *sent) {
+    *sent = 0;
+    if (redisAppendCommandArgv(context, argc, (const char **)argv, lengths) != REDIS_OK) {
+        return NULL;
+    }
+    if (tgshim_redis_flush(context) != 0) {
+        return NULL;
+    }
+    *sent = 1;
+    return tgshim_redis_read(context);
 }
 
 int tgshim_redis_append(redisContext *context, int argc, const char *const *argv,
@@ -78,8 +102,48 @@ redisReply *tgshim_redis_read(redisContext *context) {
     tgshim_pipe_guard guard;
     void *reply = NULL;
     int failed;
+    int saved;
     tgshim_guard_begin(&guard);
     failed = redisGetReply(context, &reply) != REDIS_OK;
+    saved = errno;
     tgshim_guard_end(&guard, failed);
+    errno = saved;
     return failed ? NULL : (redisReply *)reply;
+}
+
+int tgshim_redis_flush(redisContext *context) {
+    tgshim_pipe_guard guard;
+    int done = 0, failed = 0, saved;
+    tgshim_guard_begin(&guard);
+    while (!done && !failed) {
+        failed = redisBufferWrite(context, &done) != REDIS_OK;
+    }
+    saved = errno;
+    tgshim_guard_end(&guard, failed);
+    errno = saved;
+    return failed ? -1 : 0;
+}
+
+redisReply *tgshim_redis_read_within(redisContext *context, int64_t timeout_ms, int *timed_out) {
+    void *reply = NULL;
+    struct pollfd watch;
+    int ready;
+    *timed_out = 0;
+    if (redisGetReplyFromReader(context, &reply) != REDIS_OK) {
+        return NULL;
+    }
+    if (reply != NULL) {
+        return (redisReply *)reply;
+    }
+    watch.fd = context->fd;
+    watch.events = POLLIN;
+    watch.revents = 0;
+    do {
+        ready = poll(&watch, 1, timeout_ms > INT32_MAX ? INT32_MAX : (int)timeout_ms);
+    } while (ready < 0 && errno == EINTR);
+    if (ready == 0) {
+        *timed_out = 1;
+        return NULL;
+    }
+    return tgshim_redis_read(context);
 }

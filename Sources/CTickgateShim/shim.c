@@ -136,16 +136,24 @@ int tgshim_poller_wait(const tgshim_poller *poller, int timeout_ms) {
     return n > 0 ? 1 : 0;
 }
 
-static _Thread_local char error_buffer[512];
+/* The calling thread's last error: its message and, beside it, the kind of
+ * its store failure, both set by every failing call. */
+static _Thread_local struct {
+    char message[512];
+    int32_t store_failure;
+} last_error;
 
-void tgshim_error_set(const char *message) {
+void tgshim_error_set(const char *message, int32_t store_failure) {
     size_t n = strlen(message);
-    if (n >= sizeof error_buffer) n = sizeof error_buffer - 1;
-    memcpy(error_buffer, message, n);
-    error_buffer[n] = '\0';
+    if (n >= sizeof last_error.message) n = sizeof last_error.message - 1;
+    memcpy(last_error.message, message, n);
+    last_error.message[n] = '\0';
+    last_error.store_failure = store_failure;
 }
 
-const char *tgshim_error_get(void) { return error_buffer; }
+const char *tgshim_error_get(void) { return last_error.message; }
+
+int32_t tgshim_error_store_failure(void) { return last_error.store_failure; }
 
 const char *tgshim_version_string(void) { return TG_VERSION_STRING; }
 

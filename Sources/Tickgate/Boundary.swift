@@ -27,8 +27,11 @@ enum Boundary {
         }
     }
 
+    /// Records the thread's last error, its message and beside it the kind
+    /// of its store failure (`tg_last_error_message`,
+    /// `tg_last_store_failure`), and returns its status.
     static func fail(_ error: TickgateError) -> tg_status {
-        error.message.withCString { tgshim_error_set($0) }
+        error.message.withCString { tgshim_error_set($0, error.storeFailure.rawValue) }
         return tg_status(rawValue: UInt32(bitPattern: error.status.rawValue))
     }
 

@@ -1,7 +1,8 @@
 import CTickgateShim
 import TickgateCore
 
-// Version, status text and the thread's last error message.
+// Version, status text and the thread's last error (message and store
+// failure kind).
 
 @c @implementation
 public func tg_version() -> UInt32 {
@@ -24,4 +25,9 @@ public func tg_status_string(_ status: tg_status) -> UnsafePointer<CChar>! {
 @c @implementation
 public func tg_last_error_message() -> UnsafePointer<CChar>! {
     tgshim_error_get()
+}
+
+@c @implementation
+public func tg_last_store_failure() -> tg_store_failure {
+    tg_store_failure(rawValue: UInt32(bitPattern: tgshim_error_store_failure()))
 }

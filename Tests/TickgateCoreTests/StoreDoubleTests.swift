@@ -90,7 +90,9 @@ final class DoubleStore: Store {
     func save(budget: Budget, name: KeyName) throws(TickgateError) {}
     func charges(of key: BudgetKey) throws(TickgateError) -> [Instant] { rows.withLock { $0.charges[key] ?? [] } }
     func resetBudget(_ key: BudgetKey) throws(TickgateError) { rows.withLock { _ = $0.charges.removeValue(forKey: key) } }
-    func saveSession(realm: KeyName, loggedIn: Bool, expiry: Instant?, ttl: Span?) throws(TickgateError) {}
+    func saveSession(realm: KeyName, loggedIn: Bool, expiry: Instant?, ttl: Span?) throws(TickgateError) -> Instant? {
+        expiry
+    }
     func load() throws(TickgateError) -> StoreSnapshot { StoreSnapshot() }
     func flush() throws(TickgateError) {}
     func flushIfDue(at now: Instant) -> Instant? { nil }

@@ -71,7 +71,12 @@ static int enums(void)
         TG_E_BUSY,      TG_E_VERSION,          TG_E_SYSTEM,
         TG_E_IN_FLIGHT, TG_E_LOCKED,           TG_E_EXPIRED,
         TG_E_INVALID_TEMPLATE, TG_E_STORE_CORRUPT, TG_E_STORE_VERSION,
-        TG_E_STORE_IO,  TG_E_CODE_DEAD};
+        TG_E_STORE_IO,  TG_E_CODE_DEAD,        TG_E_STORE_UNKNOWN};
+    tg_store_failure store_failures[] = {
+        TG_STORE_FAILURE_NONE,    TG_STORE_FAILURE_UNREACHABLE,
+        TG_STORE_FAILURE_TIMEOUT, TG_STORE_FAILURE_AUTH,
+        TG_STORE_FAILURE_BUSY,    TG_STORE_FAILURE_CORRUPT,
+        TG_STORE_FAILURE_UNSUPPORTED};
     tg_delivery deliveries[] = {TG_DELIVERY_ENGINE_THREAD,
                                 TG_DELIVERY_HOST_THREAD};
     tg_clock_kind clocks[] = {TG_CLOCK_SYSTEM, TG_CLOCK_MANUAL};
@@ -79,7 +84,8 @@ static int enums(void)
                              TG_EVENT_TICK,      TG_EVENT_FINISHED,
                              TG_EVENT_CANCELLED, TG_EVENT_SENDING,
                              TG_EVENT_SEND_FAILED, TG_EVENT_RESET,
-                             TG_EVENT_CODE_DEAD};
+                             TG_EVENT_CODE_DEAD, TG_EVENT_STORE_LOST,
+                             TG_EVENT_STORE_BACK};
     tg_button_state buttons[] = {TG_BUTTON_IDLE, TG_BUTTON_SENDING,
                                  TG_BUTTON_COOLING, TG_BUTTON_READY_AGAIN,
                                  TG_BUTTON_LOCKED, TG_BUTTON_CODE_DEAD};
@@ -92,6 +98,7 @@ static int enums(void)
         TG_GATE_STATE,      TG_GATE_LOGIN_REQUIRED, TG_GATE_LOGGED_IN,
         TG_GATE_LOGGED_OUT, TG_GATE_EXPIRED,        TG_GATE_QUEUE_CHANGED};
     return (int)(sizeof statuses / sizeof statuses[0] +
+                 sizeof store_failures / sizeof store_failures[0] +
                  sizeof deliveries / sizeof deliveries[0] +
                  sizeof clocks / sizeof clocks[0] +
                  sizeof kinds / sizeof kinds[0] +
@@ -102,6 +109,30 @@ static int enums(void)
                  sizeof gate_kinds / sizeof gate_kinds[0]);
 }
 
+/* The tables of tickgate_status.h: each entry's name is an enum value equal
+ * to the entry's value, the values go 0, 1, 2... in order, and each status
+ * has a text; a program can build its own lists from them. Returns the
+ * number of entries that break a rule. */
+#define CHECK_STATUS(name, value, text)                                     \
+    bad += (int)(name) != (value) || (value) != index++ || (text)[0] == '\0' || \
+           sizeof(tg_status) != sizeof(name);
+#define CHECK_FAILURE(name, value)                                          \
+    bad += (int)(name) != (value) || (value) != index++;
+#define STATUS_NAME(name, value, text) #name,
+static const char *const status_names[] = {TG_STATUS_MAP(STATUS_NAME)};
+static int tables(void)
+{
+    int bad = 0, index = 0;
+    TG_STATUS_MAP(CHECK_STATUS)
+    bad += index != 21;
+    index = 0;
+    TG_STORE_FAILURE_MAP(CHECK_FAILURE)
+    bad += index != 7;
+    bad += sizeof status_names / sizeof status_names[0] != 21;
+    bad += status_names[TG_E_STORE_UNKNOWN][0] != 'T';
+    return bad;
+}
+
 /* Every function against its expected signature (unevaluated). */
 static size_t signatures(void)
 {
@@ -109,6 +140,7 @@ static size_t signatures(void)
     const char *(*f_version_string)(void);
     const char *(*f_status_string)(tg_status);
     const char *(*f_last_error)(void);
+    tg_store_failure (*f_last_store_failure)(void);
     tg_status (*f_options_init)(tg_engine_options *, size_t);
     tg_status (*f_open)(const tg_engine_options *, tg_engine **);
     tg_status (*f_close)(tg_engine *);
@@ -169,6 +201,7 @@ static size_t signatures(void)
            sizeof(f_version_string = tg_version_string) +
            sizeof(f_status_string = tg_status_string) +
            sizeof(f_last_error = tg_last_error_message) +
+           sizeof(f_last_store_failure = tg_last_store_failure) +
            sizeof(f_options_init = tg_engine_options_init) +
            sizeof(f_open = tg_engine_open) + sizeof(f_close = tg_engine_close) +
            sizeof(f_fd = tg_engine_fd) +
@@ -251,7 +284,8 @@ int main(void)
     c(request, TG_CANCEL_TIMED_OUT, NULL);
     d(NULL);
     failures += v(&info, NULL) != 1;
-    failures += enums() != 20 + 2 + 2 + 9 + 6 + 2 + 3 + 3 + 6;
+    failures += enums() != 21 + 7 + 2 + 2 + 11 + 6 + 2 + 3 + 3 + 6;
+    failures += tables();
     failures += signatures() == 0;
     failures += default_options.struct_size != sizeof(tg_engine_options);
     failures += default_options.store_path != NULL ||

@@ -161,12 +161,11 @@ static void fail(run *r, const char *fmt, ...)
     fprintf(stderr, "\n    line: %s\n", r->text);
 }
 
-static const char *const status_names[] = {
-    "OK",          "E_INVALID_ARGUMENT", "E_INVALID_KEY", "E_INVALID_DURATION",
-    "E_NOT_FOUND", "E_COOLING_DOWN",     "E_CLOSED",      "E_INVALID_HANDLE",
-    "E_WRONG_MODE", "E_BUSY",            "E_VERSION",     "E_SYSTEM",
-    "E_IN_FLIGHT", "E_LOCKED",           "E_EXPIRED",     "E_INVALID_TEMPLATE",
-    "E_STORE_CORRUPT", "E_STORE_VERSION", "E_STORE_IO", "E_CODE_DEAD"};
+/* The scenario files' status names: the header's table (TG_STATUS_MAP,
+ * whose values go 0, 1, 2... in order) without the "TG_" of each name. */
+#define STATUS_NAME(name, value, text) &#name[3],
+static const char *const status_names[] = {TG_STATUS_MAP(STATUS_NAME)};
+#undef STATUS_NAME
 #define NSTATUS ((int)(sizeof status_names / sizeof status_names[0]))
 
 static const char *status_name(tg_status s)
@@ -178,7 +177,7 @@ static const char *status_name(tg_status s)
 static const char *const kind_names[] = {NULL,      "STATE",   "STARTED",
                                          "TICK",     "FINISHED", "CANCELLED",
                                          "SENDING", "SEND_FAILED", "RESET",
-                                         "CODE_DEAD"};
+                                         "CODE_DEAD", "STORE_LOST", "STORE_BACK"};
 static const char *const state_names[] = {"IDLE", "SENDING", "COOLING",
                                           "READY_AGAIN", "LOCKED",
                                           "CODE_DEAD"};

@@ -1,6 +1,7 @@
 /*
  * test_engine.c — opening and closing engines, options, handles, versions,
- * status texts, error messages, delivery/clock modes and the clock.
+ * status texts, error messages and store failure kinds, delivery/clock
+ * modes and the clock.
  */
 #define _GNU_SOURCE
 #include "tg_recorder.h"
@@ -517,38 +518,55 @@ static void test_version(void)
     ASSERT(tg_version_string() == s || strcmp(tg_version_string(), s) == 0);
 }
 
-/* The last status of the header. */
-#define LAST_STATUS TG_E_CODE_DEAD
+/* Every status of the header's table (TG_STATUS_MAP), with its text. */
+typedef struct status_row {
+    tg_status status;
+    const char *name, *text;
+} status_row;
+#define STATUS_ROW(name, value, text) {name, #name, text},
+static const status_row statuses[] = {TG_STATUS_MAP(STATUS_ROW)};
+#undef STATUS_ROW
+#define NSTATUS ((int)(sizeof statuses / sizeof statuses[0]))
 
 static void test_status_strings(void)
 {
-    const char *texts[LAST_STATUS + 1];
-    char copies[LAST_STATUS + 1][128];
+    const char *texts[NSTATUS];
+    char copies[NSTATUS][128];
     int i, j;
 
-    for (i = TG_OK; i <= LAST_STATUS; i++) {
-        texts[i] = tg_status_string((tg_status)i);
+    for (i = 0; i < NSTATUS; i++) {
+        /* the table's values go 0, 1, 2... in order */
+        ASSERT_EQ_INT(statuses[i].status, i);
+        texts[i] = tg_status_string(statuses[i].status);
         ASSERT(texts[i] != NULL);
         if (!texts[i])
             texts[i] = "";
         ASSERT(texts[i][0] != '\0');
         ASSERT(strcmp(texts[i], "unknown status") != 0);
+        /* the library's text is the table's (its Swift list is generated
+         * from the same table: a stale one fails here) */
+        if (strcmp(texts[i], statuses[i].text) != 0)
+            fprintf(stderr, "  %s: the library says \"%s\", the header's table \"%s\"\n",
+                    statuses[i].name, texts[i], statuses[i].text);
+        ASSERT_STREQ(texts[i], statuses[i].text);
         snprintf(copies[i], sizeof copies[i], "%s", texts[i]);
     }
-    for (i = TG_OK; i <= LAST_STATUS; i++)
-        for (j = i + 1; j <= LAST_STATUS; j++)
+    for (i = 0; i < NSTATUS; i++)
+        for (j = i + 1; j < NSTATUS; j++)
             if (strcmp(texts[i], texts[j]) == 0) {
                 fprintf(stderr, "  status %d and %d share \"%s\"\n", i, j,
                         texts[i]);
                 ASSERT(strcmp(texts[i], texts[j]) != 0);
             }
     ASSERT_STREQ(tg_status_string(TG_E_COOLING_DOWN), "cooling down");
-    ASSERT_STREQ(tg_status_string((tg_status)(LAST_STATUS + 1)), "unknown status");
+    ASSERT_EQ_INT(TG_E_STORE_UNKNOWN, 20);
+    ASSERT_STREQ(tg_status_string(TG_E_STORE_UNKNOWN), "store outcome unknown");
+    ASSERT_STREQ(tg_status_string((tg_status)NSTATUS), "unknown status");
     ASSERT_STREQ(tg_status_string((tg_status)-1), "unknown status");
     ASSERT_STREQ(tg_status_string((tg_status)1000), "unknown status");
     /* static text: still the same after other calls and failures */
     ASSERT_STATUS(tg_engine_open(NULL, NULL), TG_E_INVALID_ARGUMENT);
-    for (i = TG_OK; i <= LAST_STATUS; i++)
+    for (i = 0; i < NSTATUS; i++)
         ASSERT_STREQ(texts[i], copies[i]);
 }
 
@@ -605,6 +623,72 @@ static void test_last_error_message(void)
     ASSERT(probe.fresh_empty);
     ASSERT(probe.after_nonempty);
     ASSERT(first[0] != '\0');
+}
+
+/* ---- last store failure (per thread, beside the message) ---- */
+
+static void *fresh_thread_store_failure(void *arg)
+{
+    int *kind = (int *)arg;
+    *kind = (int)tg_last_store_failure();
+    return NULL;
+}
+
+/* Opens an engine on a Redis server that cannot be there (a unix socket in
+ * a directory that does not exist): the open fails at once with
+ * TG_E_STORE_IO, the server unreachable. */
+static tg_status open_unreachable_redis(tg_engine **out)
+{
+    tg_engine_options o = TG_ENGINE_OPTIONS_INIT;
+    o.delivery = TG_DELIVERY_HOST_THREAD;
+    o.clock = TG_CLOCK_MANUAL;
+    o.store_url = "redis+unix:///nonexistent-tickgate-dir/redis.sock";
+    o.store_timeout_ms = 2000;
+    return tg_engine_open(&o, out);
+}
+
+static void test_last_store_failure(void)
+{
+    tg_engine *e = NULL, *never = NULL;
+    pthread_t t;
+    int fresh = -1;
+
+    /* a thread that never failed: NONE */
+    ASSERT(pthread_create(&t, NULL, fresh_thread_store_failure, &fresh) == 0);
+    pthread_join(t, NULL);
+    ASSERT_EQ_INT(fresh, TG_STORE_FAILURE_NONE);
+
+    /* a store error: its kind, beside its message */
+    ASSERT_STATUS(open_unreachable_redis(&never), TG_E_STORE_IO);
+    ASSERT(never == NULL);
+    ASSERT(strstr(tg_last_error_message(), "nonexistent-tickgate-dir") != NULL);
+    ASSERT_EQ_INT(tg_last_store_failure(), TG_STORE_FAILURE_UNREACHABLE);
+    /* another thread's failures do not touch this thread's kind */
+    fresh = -1;
+    ASSERT(pthread_create(&t, NULL, fresh_thread_store_failure, &fresh) == 0);
+    pthread_join(t, NULL);
+    ASSERT_EQ_INT(fresh, TG_STORE_FAILURE_NONE);
+    ASSERT_EQ_INT(tg_last_store_failure(), TG_STORE_FAILURE_UNREACHABLE);
+    /* a success leaves it, as it leaves the message */
+    ASSERT_STATUS(tg_test_open(TG_DELIVERY_HOST_THREAD, TG_CLOCK_MANUAL, 0, &e),
+                  TG_OK);
+    ASSERT_EQ_INT(tg_last_store_failure(), TG_STORE_FAILURE_UNREACHABLE);
+
+    /* every failure sets it: one that is not a store error gives NONE */
+    ASSERT_STATUS(tg_countdown_start(e, "", "alice", 1000, 0, 0, NULL),
+                  TG_E_INVALID_KEY);
+    ASSERT_EQ_INT(tg_last_store_failure(), TG_STORE_FAILURE_NONE);
+    ASSERT_STATUS(open_unreachable_redis(&never), TG_E_STORE_IO);
+    ASSERT_EQ_INT(tg_last_store_failure(), TG_STORE_FAILURE_UNREACHABLE);
+    ASSERT_STATUS(tg_countdown_cancel(e, "login", "nobody"), TG_E_NOT_FOUND);
+    ASSERT_EQ_INT(tg_last_store_failure(), TG_STORE_FAILURE_NONE);
+    ASSERT_STATUS(open_unreachable_redis(&never), TG_E_STORE_IO);
+    ASSERT_STATUS(tg_engine_open(NULL, NULL), TG_E_INVALID_ARGUMENT);
+    ASSERT_EQ_INT(tg_last_store_failure(), TG_STORE_FAILURE_NONE);
+    ASSERT_STATUS(tg_engine_close(e), TG_OK);
+    ASSERT_STATUS(open_unreachable_redis(&never), TG_E_STORE_IO);
+    ASSERT_STATUS(tg_countdown_cancel(e, "login", "alice"), TG_E_CLOSED);
+    ASSERT_EQ_INT(tg_last_store_failure(), TG_STORE_FAILURE_NONE);
 }
 
 /* fd / dispatch need host delivery; advance needs the manual clock. */
@@ -748,6 +832,7 @@ int main(void)
     RUN_TEST(test_version);
     RUN_TEST(test_status_strings);
     RUN_TEST(test_last_error_message);
+    RUN_TEST(test_last_store_failure);
     RUN_TEST(test_wrong_mode);
     RUN_TEST(test_manual_clock);
     RUN_TEST(test_system_clock);

@@ -107,7 +107,7 @@ static inline void tg_rec_callback(const tg_event *e, void *user_data)
     if ((e->kind == TG_EVENT_FINISHED || e->kind == TG_EVENT_CANCELLED) &&
         e->remaining_ms != 0)
         bad++;
-    if (e->kind < TG_EVENT_STATE || e->kind > TG_EVENT_RESET)
+    if (e->kind < TG_EVENT_STATE || e->kind > TG_EVENT_STORE_BACK)
         bad++;
     if (!c.scope || !c.subject || !c.title)
         bad++;

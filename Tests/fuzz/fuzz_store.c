@@ -60,6 +60,12 @@
 #define BOOT0 INT64_C(5000000)
 #define WALL0 INT64_C(1700000000000)
 
+/* How many statuses the header has: its table TG_STATUS_MAP, whose values
+ * go 0, 1, 2... in order. */
+#define COUNT_STATUS(name, value, text) +1
+enum { STATUS_COUNT = 0 TG_STATUS_MAP(COUNT_STATUS) };
+#undef COUNT_STATUS
+
 static char g_dir[256];
 static char g_path[300];
 static char g_wal[310];
@@ -74,7 +80,7 @@ static void die(const char *what)
 
 static void check(tg_status s)
 {
-    if ((int)s < 0 || (int)s > TG_E_CODE_DEAD)
+    if ((int)s < 0 || (int)s >= STATUS_COUNT)
         die("status outside tg_status");
     if (s != TG_OK && tg_last_error_message()[0] == '\0')
         die("a failing call left no message");

@@ -13,6 +13,7 @@ make -s -C "$source" install BUILD_DIR="$build" PREFIX="$prefix" >"$prefix.log" 
 grep -q "not searched by the dynamic loader: link with -Wl,-rpath,$prefix/lib" "$prefix.log"
 rm -f "$prefix.log"
 test -f "$prefix/include/tickgate_version.h"
+test -f "$prefix/include/tickgate_status.h"
 libdir=$(ls -d "$prefix"/lib*/ | head -1)
 libdir=${libdir%/}
 ls "$libdir"/libtickgate.so "$libdir"/libtickgate.so.0 "$libdir"/libtickgate.so.0.*

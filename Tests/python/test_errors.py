@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 import tickgate
-from tickgate import Status, _ffi
+from tickgate import Status, StoreFailure, _ffi
+from tickgate._status import STATUS_TEXT
 from tickgate.errors import error_for_status
 from conftest import BINDINGS, LIBRARY
 
@@ -38,7 +39,17 @@ EXPECTED = {
     Status.E_STORE_VERSION: tickgate.StoreVersion,
     Status.E_STORE_IO: tickgate.StoreIO,
     Status.E_CODE_DEAD: tickgate.CodeDead,
+    Status.E_STORE_UNKNOWN: tickgate.StoreUnknown,
 }
+# TG_E_STORE_IO by the kind of its failure (tg_last_store_failure()).
+STORE_IO_BY_FAILURE = {
+    StoreFailure.UNREACHABLE: tickgate.StoreUnreachable,
+    StoreFailure.TIMEOUT: tickgate.StoreTimeout,
+    StoreFailure.AUTH: tickgate.StoreAuth,
+    StoreFailure.BUSY: tickgate.StoreBusy,
+    StoreFailure.UNSUPPORTED: tickgate.StoreUnsupported,
+}
+STORE_ERRORS = (tickgate.StoreIO, tickgate.StoreUnknown, tickgate.StoreCorrupt, tickgate.StoreVersion)
 
 
 def test_every_error_status_has_its_class() -> None:
@@ -73,7 +84,128 @@ def test_pythonic_bases() -> None:
     assert issubclass(tickgate.InvalidArgument, ValueError)
     assert issubclass(tickgate.NotFound, LookupError)
     assert issubclass(tickgate.StoreIO, OSError)
+    assert issubclass(tickgate.StoreTimeout, TimeoutError)
+    assert issubclass(tickgate.StoreUnreachable, ConnectionError)
     assert issubclass(tickgate.LibraryNotFound, ImportError)
+
+
+# ---------------------------------------------------------------------------
+# Store errors: the kind of the failure (tg_last_store_failure)
+# ---------------------------------------------------------------------------
+
+
+def test_store_failure_kinds_have_their_class() -> None:
+    # Every kind a TG_E_STORE_IO can carry has a subclass of StoreIO, except
+    # NONE (a store error of no particular kind) and CORRUPT (which comes
+    # with TG_E_STORE_CORRUPT): adding a kind without deciding fails here.
+    assert set(STORE_IO_BY_FAILURE) == set(StoreFailure) - {StoreFailure.NONE, StoreFailure.CORRUPT}
+    assert len(set(STORE_IO_BY_FAILURE.values())) == len(STORE_IO_BY_FAILURE)
+    for failure, cls in STORE_IO_BY_FAILURE.items():
+        assert cls.FAILURE == failure and cls.STATUS == Status.E_STORE_IO
+        assert issubclass(cls, tickgate.StoreIO) and issubclass(cls, tickgate.TickgateError)
+        assert cls.__name__ in tickgate.__all__ and cls.__name__ in tickgate.errors.__all__
+        assert getattr(tickgate, cls.__name__) is cls
+
+
+def test_store_unknown_is_not_store_io() -> None:
+    # "Not made" (StoreIO) and "maybe made" (StoreUnknown) must not be
+    # caught by one handler of the other.
+    assert issubclass(tickgate.StoreUnknown, tickgate.TickgateError)
+    assert not issubclass(tickgate.StoreUnknown, tickgate.StoreIO)
+    assert not issubclass(tickgate.StoreUnknown, OSError)
+    assert not issubclass(tickgate.StoreIO, tickgate.StoreUnknown)
+    assert tickgate.StoreUnknown.STATUS == Status.E_STORE_UNKNOWN == 20
+    assert "StoreUnknown" in tickgate.__all__ and "StoreUnknown" in tickgate.errors.__all__
+    assert "StoreFailure" in tickgate.__all__
+
+
+@pytest.mark.parametrize("failure", list(StoreFailure), ids=lambda f: f.name)
+def test_store_io_class_by_failure(failure: StoreFailure) -> None:
+    err = error_for_status(Status.E_STORE_IO, "detail text", failure)
+    assert type(err) is STORE_IO_BY_FAILURE.get(failure, tickgate.StoreIO)
+    assert isinstance(err, tickgate.StoreIO) and isinstance(err, OSError)
+    assert err.failure is failure and isinstance(err.failure, StoreFailure)
+    assert err.status == Status.E_STORE_IO and err.message == "detail text"
+    assert str(err) == f"{tickgate.status_string(Status.E_STORE_IO)}: detail text"
+
+
+@pytest.mark.parametrize("cls", STORE_ERRORS[1:], ids=lambda c: c.__name__)
+@pytest.mark.parametrize("failure", list(StoreFailure), ids=lambda f: f.name)
+def test_other_store_errors_carry_the_failure(cls: type, failure: StoreFailure) -> None:
+    # One class per status, whatever the kind; the kind rides along.
+    err = error_for_status(cls.STATUS, "why", failure)
+    assert type(err) is cls
+    assert err.failure is failure
+    assert err.status == cls.STATUS
+
+
+def test_failure_defaults_and_unknown_kinds() -> None:
+    assert error_for_status(Status.E_STORE_IO, "m").failure is StoreFailure.NONE
+    assert type(error_for_status(Status.E_STORE_IO, "m")) is tickgate.StoreIO
+    # A kind these bindings do not know (a newer library) stays an int.
+    err = error_for_status(Status.E_STORE_IO, "m", 99)
+    assert type(err) is tickgate.StoreIO and err.failure == 99 and not isinstance(err.failure, StoreFailure)
+    # Raised by hand, a class says its own kind.
+    assert tickgate.StoreTimeout("m").failure is StoreFailure.TIMEOUT
+    assert tickgate.StoreUnreachable("m").failure is StoreFailure.UNREACHABLE
+    assert tickgate.StoreIO("m").failure is StoreFailure.NONE
+    assert tickgate.StoreUnknown("m").failure is StoreFailure.NONE
+    assert tickgate.StoreUnknown("m", failure=StoreFailure.TIMEOUT).failure is StoreFailure.TIMEOUT
+    assert tickgate.StoreTimeout("m").status == Status.E_STORE_IO
+
+
+def test_only_store_errors_have_a_failure() -> None:
+    for status, cls in EXPECTED.items():
+        err = error_for_status(status, "m", StoreFailure.TIMEOUT)
+        assert type(err) is (tickgate.StoreTimeout if status == Status.E_STORE_IO else cls)
+        assert hasattr(err, "failure") == issubclass(cls, STORE_ERRORS), cls
+
+
+def test_status_texts_come_from_the_table() -> None:
+    # The package's texts are generated from the header's table, and the
+    # library's (Swift's, generated from the same table) agree with them.
+    assert set(STATUS_TEXT) == set(Status)
+    for status in Status:
+        assert tickgate.status_string(status) == STATUS_TEXT[status], status.name
+    assert STATUS_TEXT[Status.E_STORE_UNKNOWN] == "store outcome unknown"
+    assert tickgate.status_string(Status.E_STORE_UNKNOWN) == "store outcome unknown"
+    assert str(error_for_status(Status.E_STORE_UNKNOWN, "lost")) == "store outcome unknown: lost"
+
+
+class _FakeLibrary:
+    """tg_last_error_message and tg_last_store_failure as a failing call left them."""
+
+    def __init__(self, failure: int) -> None:
+        self.failure = failure
+        self.failure_reads = 0
+
+    def tg_last_error_message(self) -> bytes:
+        return b"the detail"
+
+    def tg_last_store_failure(self) -> int:
+        self.failure_reads += 1
+        return self.failure
+
+
+@pytest.mark.parametrize("failure", list(StoreFailure), ids=lambda f: f.name)
+def test_errcheck_reads_the_kind_of_store_errors(failure: StoreFailure) -> None:
+    fake = _FakeLibrary(int(failure))
+    errcheck = _ffi._make_errcheck(fake)  # type: ignore[arg-type]
+    with pytest.raises(tickgate.StoreIO) as info:
+        errcheck(int(Status.E_STORE_IO), None, ())
+    assert type(info.value) is STORE_IO_BY_FAILURE.get(failure, tickgate.StoreIO)
+    assert info.value.failure is failure and info.value.message == "the detail"
+    with pytest.raises(tickgate.StoreUnknown) as unknown:
+        errcheck(int(Status.E_STORE_UNKNOWN), None, ())
+    assert unknown.value.failure is failure
+    with pytest.raises(tickgate.StoreCorrupt) as corrupt:
+        errcheck(int(Status.E_STORE_CORRUPT), None, ())
+    assert corrupt.value.failure is failure
+    assert fake.failure_reads == 3
+    # Other errors carry no kind (and do not ask for one).
+    with pytest.raises(tickgate.InvalidKey) as other:
+        errcheck(int(Status.E_INVALID_KEY), None, ())
+    assert not hasattr(other.value, "failure") and fake.failure_reads == 3
 
 
 # ---------------------------------------------------------------------------
@@ -273,6 +405,7 @@ def test_store_errors(tmp_path: Path) -> None:
     with pytest.raises(tickgate.StoreIO) as info:
         tickgate.Engine(clock="manual", store_path=tmp_path / "no-such-dir" / "s.db")
     _message_is_from_library(info.value)
+    assert isinstance(info.value.failure, StoreFailure)
     corrupt = tmp_path / "corrupt.db"
     corrupt.write_bytes(b"this is not a database" * 100)
     with pytest.raises(tickgate.StoreCorrupt):
@@ -282,6 +415,23 @@ def test_store_errors(tmp_path: Path) -> None:
         db.execute("PRAGMA user_version=99")
     with pytest.raises(tickgate.StoreVersion):
         tickgate.Engine(clock="manual", store_path=newer)
+
+
+def test_unreachable_redis_gives_its_kind(tmp_path: Path) -> None:
+    # A unix socket nobody listens on: the open fails at once, with the kind
+    # UNREACHABLE beside the message, and the bindings raise its class.
+    url = f"redis+unix://{tmp_path}/no-such-dir/redis.sock"
+    with pytest.raises(tickgate.StoreUnreachable) as info:
+        tickgate.Engine(clock="manual", store_url=url, store_timeout_ms=2000)
+    err = info.value
+    assert err.failure is StoreFailure.UNREACHABLE and err.status == Status.E_STORE_IO
+    assert str(tmp_path) in err.message
+    lib = _ffi.library()
+    assert lib.tg_last_store_failure() == StoreFailure.UNREACHABLE
+    # Every failing call sets it: an error that is not a store error gives NONE.
+    with pytest.raises(tickgate.InvalidArgument):
+        lib.tg_engine_open(None, None)
+    assert lib.tg_last_store_failure() == StoreFailure.NONE
 
 
 # ---------------------------------------------------------------------------

@@ -23,6 +23,7 @@ def _strip_comments(text: str) -> str:
 
 HEADER_TEXT = _strip_comments(HEADER.read_text())
 VERSION_TEXT = _strip_comments((HEADER.parent / "tickgate_version.h").read_text())
+STATUS_TEXT = _strip_comments((HEADER.parent / "tickgate_status.h").read_text())
 # Declarations only: preprocessor lines (with their continuations) removed.
 DECLARATIONS = "\n".join(
     line for line in HEADER_TEXT.replace("\\\n", " ").splitlines() if not line.lstrip().startswith("#")
@@ -70,6 +71,7 @@ def test_every_header_function_is_declared() -> None:
 
 _C_TYPES = {
     "tg_status": _ffi.tg_status,
+    "tg_store_failure": _ffi.tg_store_failure,
     "void": None,
     "uint32_t": ctypes.c_uint32,
     "const char *": ctypes.c_char_p,
@@ -132,6 +134,7 @@ def test_library_exports_only_header_functions() -> None:
 
 ENUMS = {
     "tg_status": tickgate.Status,
+    "tg_store_failure": tickgate.StoreFailure,
     "tg_delivery": tickgate.Delivery,
     "tg_clock_kind": tickgate.ClockKind,
     "tg_event_kind": tickgate.EventKind,
@@ -143,6 +146,7 @@ ENUMS = {
 }
 ENUM_PREFIX = {
     "tg_status": "TG_",
+    "tg_store_failure": "TG_STORE_FAILURE_",
     "tg_delivery": "TG_DELIVERY_",
     "tg_clock_kind": "TG_CLOCK_",
     "tg_event_kind": "TG_EVENT_",
@@ -154,9 +158,21 @@ ENUM_PREFIX = {
 }
 
 
+def map_entries(macro: str) -> Dict[str, int]:
+    """NAME -> VALUE of the XX(NAME, VALUE, ...) entries of an X-macro table of tickgate_status.h."""
+    m = re.search(rf"#define\s+{macro}\(XX\)(.*?)(?:\n\s*\n|#endif)", STATUS_TEXT.replace("\\\n", " "), flags=re.S)
+    assert m is not None, f"no table {macro} in tickgate_status.h"
+    return {e.group(1): int(e.group(2)) for e in re.finditer(r"XX\(\s*(TG_\w+)\s*,\s*(-?\d+)", m.group(1))}
+
+
 def header_enums() -> Dict[str, Dict[str, int]]:
     enums = {}
     for m in re.finditer(r"typedef\s+enum\s+(\w+)\s*\{(.*?)\}\s*(\w+)\s*;", HEADER_TEXT, flags=re.S):
+        # An enum expanded from a table (TG_STATUS_MAP(...)) has the table's values.
+        table = re.search(r"\b(TG_\w+_MAP)\(", m.group(2))
+        if table:
+            enums[m.group(3)] = map_entries(table.group(1))
+            continue
         values = {}
         for e in re.finditer(r"(TG_\w+)\s*=\s*(-?\d+)", m.group(2)):
             values[e.group(1)] = int(e.group(2))
@@ -167,6 +183,8 @@ def header_enums() -> Dict[str, Dict[str, int]]:
 def test_every_header_enum_has_an_intenum() -> None:
     enums = header_enums()
     assert "tg_status" in enums and "tg_event_kind" in enums  # the parser works
+    assert enums["tg_status"]["TG_E_STORE_UNKNOWN"] == 20 and enums["tg_status"]["TG_OK"] == 0
+    assert len(enums["tg_store_failure"]) == 7
     assert set(enums) == set(ENUMS), f"enums of the header vs the package: {sorted(enums)} vs {sorted(ENUMS)}"
 
 

@@ -71,9 +71,12 @@ enum { TGSHIM_HANDLE_CHUNKS = 65536 };
 extern uintptr_t tgshim_handle_chunks[TGSHIM_HANDLE_CHUNKS];
 static inline void *tgshim_handle_directory(void) { return tgshim_handle_chunks; }
 
-/* The calling thread's last error message (copied, truncated to 511 bytes). */
-void tgshim_error_set(const char *message);
+/* The calling thread's last error: its message (copied, truncated to 511
+ * bytes) and the kind of its store failure (a tg_store_failure value, 0 for
+ * an error that is not a store failure), set together. */
+void tgshim_error_set(const char *message, int32_t store_failure);
 const char *tgshim_error_get(void);
+int32_t tgshim_error_store_failure(void);
 
 /* TG_VERSION_STRING of tickgate_version.h (a macro Swift cannot import). */
 const char *tgshim_version_string(void);

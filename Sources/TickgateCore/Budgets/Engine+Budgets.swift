@@ -17,6 +17,15 @@ extension Engine {
 
     /// What a budget key has used now, in the window that binds it most.
     public func budgetUsage(_ key: BudgetKey) throws(TickgateError) -> Budget.Usage {
+        // A budget set through another engine a moment ago may not have
+        // reached this one's copies yet: the store has it.
+        if let store, store.holdsRules,
+           try locked.withLock({ (state) throws(TickgateError) in
+               try state.checkOpen()
+               return state.budgets.budgets[key.budget] == nil
+           }) {
+            try refreshSettings()
+        }
         let budget = try locked.withLock { (state) throws(TickgateError) -> Budget in
             try state.checkOpen()
             return try state.budgets.rows([key])[0].budget
@@ -49,14 +58,19 @@ extension Engine {
 
 extension BudgetBook {
     /// Checks the budget keys one send names: at most
-    /// `Budget.maximumKeysPerSend`, none twice, every budget known.
-    func checked(_ keys: [BudgetKey]) throws(TickgateError) -> [BudgetRow] {
+    /// `Budget.maximumKeysPerSend`, none twice, and (`definedHere`) every
+    /// budget known. A store that holds the rules reads the budgets itself:
+    /// then a budget not known here gets a row with no windows.
+    func checked(_ keys: [BudgetKey], definedHere: Bool = true) throws(TickgateError) -> [BudgetRow] {
         guard keys.count <= Budget.maximumKeysPerSend else {
             throw TickgateError(.invalidArgument,
                 "a send names \(keys.count) budget keys; at most \(Budget.maximumKeysPerSend)")
         }
         for (index, key) in keys.enumerated() where keys[..<index].contains(key) {
             throw TickgateError(.invalidArgument, "\(key.description) is named twice in one send")
+        }
+        if !definedHere {
+            return keys.map { BudgetRow(key: $0, budget: budgets[$0.budget] ?? Budget(windows: [])) }
         }
         return try rows(keys)
     }

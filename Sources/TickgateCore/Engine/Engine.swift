@@ -45,6 +45,12 @@ public final class Engine: @unchecked Sendable {
             store = opened
         }
         try self.init(options: options, clock: clock, store: store, snapshot: snapshot)
+        // A shared store (Redis) tells of changes to the rules at once, so
+        // this engine's copies for local reads follow them. (A SQLite file
+        // is looked at once an engine observes something: an app that only
+        // decides runs no thread for it, and its decisions read the file's
+        // rules anyway.)
+        if store?.readsThrough == true { watchStore() }
     }
 
     /// An engine on `store` (any `Store`; tests pass their own), starting

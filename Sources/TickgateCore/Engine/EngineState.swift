@@ -303,6 +303,27 @@ final class EngineState {
     }
 
     /// The current state of a key as one event for one new subscription.
+    /// Queues `kind` (store lost or back) for every key and scope
+    /// subscription: a key's with its state, a scope's with no subject.
+    func queueStoreEvent(_ kind: EventKind, at now: Instant) {
+        for (id, subscription) in observers.subscriptions.sorted(by: { $0.key < $1.key }) {
+            switch subscription.target {
+            case let .key(key):
+                let button = button(key, at: now)
+                let duration = running(key, at: now).map { $0.phase == .sending ? .zero : $0.duration } ?? .zero
+                dispatch.pending.append(PendingEvent(instance: 0, event: Event(
+                    kind: kind, key: key, remaining: button.remaining, duration: duration,
+                    subscription: id, state: button.state, title: button.title)))
+            case let .scope(scope):
+                dispatch.pending.append(PendingEvent(instance: 0, event: Event(
+                    kind: kind, scope: scope, subject: EventSubject(validated: UnsafeRawBufferPointer(start: nil, count: 0)),
+                    remaining: .zero, duration: .zero, subscription: id, state: .idle, title: "")))
+            case .realm:
+                continue
+            }
+        }
+    }
+
     func queueState(of key: CountdownKey, for id: SubscriptionID, at now: Instant) {
         let button = button(key, at: now)
         let duration = running(key, at: now).map { $0.phase == .sending ? .zero : $0.duration } ?? .zero
@@ -447,7 +468,7 @@ final class EngineState {
     func observer(of id: SubscriptionID) -> Observer? { observers.observer(of: id) }
 
     /// Sets a scope's titles.
-    func setTitles(_ titles: TitleSet, scope: KeyName) {
+    func setTitles(_ titles: TitleSet?, scope: KeyName) {
         cachedScope = nil
         sends.setTitles(titles, scope: scope)
     }

@@ -5,6 +5,19 @@ extension Engine {
     public func require(realm: KeyName, needsLogin: Bool, coalesceKey: KeyName? = nil,
                         _ handlers: GateRequestHandlers) throws(TickgateError)
         -> (request: UInt64, result: RequireResult) {
+        // On a shared store the session is the store's: a login or logout
+        // through any engine decides here at once. A queued request waits
+        // for the store's notices (a login elsewhere runs it).
+        if needsLogin {
+            do throws(TickgateError) {
+                try syncSession(realm)
+            } catch {
+                // Refused: the action never runs, and its user data goes.
+                handlers.release()
+                throw error
+            }
+            watchStore()
+        }
         let answer = try locked.withLock { (state) throws(TickgateError) -> (request: UInt64, result: RequireResult) in
             try state.checkOpen()
             let now = state.now()
@@ -75,29 +88,30 @@ extension Engine {
                 throw TickgateError(.invalidDuration, "session TTL is outside 1 ms ... 365 days")
             }
         }
-        let expiry = sessionTTL.map { clock.now().advanced(by: $0) }
+        var expiry = sessionTTL.map { clock.now().advanced(by: $0) }
         try changeGate(.realm(realm), { (store) throws(TickgateError) in
-            try store.saveSession(realm: realm, loggedIn: true, expiry: expiry, ttl: sessionTTL)
+            // A store on its own clock sets the end on it.
+            expiry = try store.saveSession(realm: realm, loggedIn: true, expiry: expiry, ttl: sessionTTL)
         }) { (state, now) throws(TickgateError) in
-            var gate = state.gates.realms[realm] ?? Gate()
-            gate.loggedIn = true
-            state.gates.cancelTimer(gate.expiryTimer)
-            gate.expiry = expiry
-            gate.expiryTimer = gate.expiry.map { state.gates.scheduleTimer(.session(realm), at: $0) }
-            gate.presenting = false
-            let queued = gate.queue
-            gate.queue.removeAll()
-            state.gates.realms[realm] = gate
-            state.emitGate(.loggedIn, realm, at: now)
-            for id in queued {
-                guard var request = state.gates.requests[id] else { continue }
-                state.gates.cancelTimer(request.timeoutTimer)
-                request.timeoutTimer = nil
-                request.phase = .ready
-                state.gates.requests[id] = request
-                state.dispatch.pending.append(PendingEvent(.run(id)))
+            state.startSession(realm, expiry: expiry, at: now)
+        }
+    }
+
+    /// Makes memory agree with the realm's session as a read-through store
+    /// holds it (another engine may have logged it in or out).
+    func syncSession(_ realm: KeyName) throws(TickgateError) {
+        guard let store, store.readsThrough else { return }
+        try lanes.with(.realm(realm)) { () throws(TickgateError) in
+            try locked.withLock { (state) throws(TickgateError) in try state.checkOpen() }
+            guard let session = try store.session(realm: realm) else { return }
+            try locked.withLock { (state) throws(TickgateError) in
+                try state.checkOpen()
+                let wasEmpty = state.dispatch.pending.isEmpty
+                state.adopt(session, realm: realm, at: state.now())
+                state.forgetIfIdle(realm)
+                state.armIfEarlier()
+                if wasEmpty && !state.dispatch.pending.isEmpty { poller.wake() }
             }
-            if !queued.isEmpty { state.emitGate(.queueChanged, realm, at: now) }
         }
     }
 
@@ -124,7 +138,7 @@ extension Engine {
     /// The user logged out; see `tg_gate_logout`.
     public func logout(realm: KeyName) throws(TickgateError) {
         try changeGate(.realm(realm), { (store) throws(TickgateError) in
-            try store.saveSession(realm: realm, loggedIn: false, expiry: nil, ttl: nil)
+            _ = try store.saveSession(realm: realm, loggedIn: false, expiry: nil, ttl: nil)
         }) { (state, now) throws(TickgateError) in
             state.endSession(realm, kind: .loggedOut, at: now)
         }
@@ -133,7 +147,8 @@ extension Engine {
     /// Whether the realm's session is live, and the time to its expiry
     /// (zero for none).
     public func session(realm: KeyName) throws(TickgateError) -> (loggedIn: Bool, remaining: Span) {
-        try locked.withLock { (state) throws(TickgateError) in
+        try syncSession(realm)
+        return try locked.withLock { (state) throws(TickgateError) in
             try state.checkOpen()
             let event = state.gateEvent(.state, realm, at: state.now())
             return (event.loggedIn, event.sessionRemaining)

@@ -60,6 +60,51 @@ extension EngineState {
         }
         if wasLoggedIn { emitGate(kind, realm, at: now) }
         if hadQueue { emitGate(.queueChanged, realm, at: now) }
+        forgetIfIdle(realm)
+    }
+
+    /// Logs a realm in until `expiry` (nil: no expiry): its queued requests
+    /// run.
+    func startSession(_ realm: KeyName, expiry: Instant?, at now: Instant) {
+        var gate = gates.realms[realm] ?? Gate()
+        gate.loggedIn = true
+        gates.cancelTimer(gate.expiryTimer)
+        gate.expiry = expiry
+        gate.expiryTimer = expiry.map { gates.scheduleTimer(.session(realm), at: $0) }
+        gate.presenting = false
+        let queued = gate.queue
+        gate.queue.removeAll()
+        gates.realms[realm] = gate
+        emitGate(.loggedIn, realm, at: now)
+        for id in queued {
+            guard var request = gates.requests[id] else { continue }
+            gates.cancelTimer(request.timeoutTimer)
+            request.timeoutTimer = nil
+            request.phase = .ready
+            gates.requests[id] = request
+            dispatch.pending.append(PendingEvent(.run(id)))
+        }
+        if !queued.isEmpty { emitGate(.queueChanged, realm, at: now) }
+    }
+
+    /// Makes memory agree with the realm's session as the store holds it
+    /// (another engine logged it in or out).
+    func adopt(_ session: SessionState, realm: KeyName, at now: Instant) {
+        let gate = gates.realms[realm]
+        let live = gate?.isLive(at: now) ?? false
+        if session.loggedIn {
+            if !live || gate?.expiry != session.expiry { startSession(realm, expiry: session.expiry, at: now) }
+        } else if live {
+            endSession(realm, kind: .loggedOut, at: now)
+        }
+    }
+
+    /// Drops a realm that holds nothing (no session, nothing queued, no
+    /// setting of its own), so ended sessions leave no memory behind.
+    func forgetIfIdle(_ realm: KeyName) {
+        guard let gate = gates.realms[realm], !gate.loggedIn, gate.queue.isEmpty, !gate.presenting,
+              gate.requestTimeout == Gate().requestTimeout else { return }
+        gates.realms.removeValue(forKey: realm)
     }
 
     /// Queues a gate event for every observer of the realm.

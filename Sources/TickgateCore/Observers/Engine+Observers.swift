@@ -7,9 +7,10 @@ extension Engine {
                           _ observer: Observer) throws(TickgateError) -> SubscriptionID {
         // Notices of other engines' changes start with the first observer
         // (an engine that observes nothing needs none).
-        if case .realm = target {} else { watchStore() }
+        watchStore()
         // The key as the store holds it now, so its first event is right.
         if case let .key(key) = target { try refresh(key) }
+        if case let .realm(realm) = target { try syncSession(realm) }
         return try locked.withLock { (state) throws(TickgateError) -> SubscriptionID in
         try state.checkOpen()
         let id = state.register(target, observer)

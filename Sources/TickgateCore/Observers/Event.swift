@@ -14,6 +14,13 @@ public enum EventKind: Int32, Sendable {
     case reset = 8
     /// The key's code took the policy's maximum of wrong codes.
     case codeDead = 9
+    /// The shared store went out of reach: what the subscription shows may
+    /// be stale until `storeBack` (a scope's subscription gets it once,
+    /// with an empty subject).
+    case storeLost = 10
+    /// The shared store answers again; the key was read again, and any
+    /// change made meanwhile came as its own event before this one.
+    case storeBack = 11
 }
 
 /// One event for one subscription.

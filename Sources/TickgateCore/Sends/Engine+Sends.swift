@@ -43,17 +43,21 @@ extension Engine {
     /// is charged to all of them (a refusal by a budget carries its index
     /// in `budgets`).
     public func sendBegin(_ key: CountdownKey, budgets: [BudgetKey] = []) throws(TickgateError) -> UInt64 {
-        try decide(key, { (state) throws(TickgateError) in
-            .sendBegin(policy: state.policy(of: key.scope), tickInterval: defaultTickInterval)
+        // The ticket's number is taken before the decision: a store keeps
+        // it with the ticket (a refusal leaves a gap in the numbers).
+        var ticket: UInt64 = 0
+        let rulesInStore = store?.holdsRules ?? false
+        return try decide(key, { (state) throws(TickgateError) in
+            state.sends.nextTicket &+= 1
+            ticket = state.sends.nextTicket
+            return .sendBegin(policy: state.policy(of: key.scope), tickInterval: defaultTickInterval, ticket: ticket)
         }, budgets: { (state) throws(TickgateError) in
-            budgets.isEmpty ? [] : try state.budgets.checked(budgets)
+            budgets.isEmpty ? [] : try state.budgets.checked(budgets, definedHere: !rulesInStore)
         }) { (state, _, result) throws(TickgateError) -> UInt64 in
             if let refusal = result.refusal { throw refusal }
             guard var countdown = result.after.countdown else {
                 throw TickgateError(.storeCorrupt, "the store granted a send for \(key.description) without a ticket")
             }
-            state.sends.nextTicket &+= 1
-            let ticket = state.sends.nextTicket
             state.sends.tickets[ticket] = key
             if !budgets.isEmpty { state.sends.charges[ticket] = (budgets, result.now) }
             state.nextInstance &+= 1
@@ -67,6 +71,7 @@ extension Engine {
             }
             if result.localOnly {
                 state.sends.localTickets.insert(ticket)
+                state.sends.localKeys.insert(key)
                 state.dispatch.pending.markLocalOnly(from: queued)
             }
             return ticket
@@ -95,7 +100,8 @@ extension Engine {
                 throw state.endedTicketError(ticket)
             }
             // Only a failed send touches its budgets (it returns the charge).
-            return .sendEnd(ticketDeadline: sending.deadline, outcome: outcome, serverRetryAfter: serverRetryAfter,
+            return .sendEnd(ticket: ticket, ticketDeadline: sending.deadline, outcome: outcome,
+                            serverRetryAfter: serverRetryAfter,
                             policy: state.policy(of: key.scope), tickInterval: defaultTickInterval,
                             chargedAt: outcome == .failed ? state.sends.charges[ticket]?.at : nil)
         }, budgets: { (state) throws(TickgateError) in
@@ -134,6 +140,7 @@ extension Engine {
             }
             state.sends.recordEnd(of: ticket, .ended)
             state.sends.records[key] = result.after.record
+            if result.localOnly { state.sends.localKeys.insert(key) }
             state.nextInstance &+= 1
             countdown.instance = state.nextInstance
             state.begin(countdown, at: result.now, known: result.knownSlot)
@@ -155,7 +162,7 @@ extension Engine {
                 throw TickgateError(.storeCorrupt, "the store counted a wrong code for \(key.description) without a record")
             }
             state.sends.records[key] = record
-            let maximum = state.policy(of: key.scope).maximumWrongCodes
+            let maximum = result.maximumWrongCodes ?? state.policy(of: key.scope).maximumWrongCodes
             if record.codeDead {
                 let now = result.now
                 let button = state.button(key, at: now)

@@ -19,6 +19,9 @@ struct SendBook {
     /// Tickets granted "fail open" (the store unreachable): they end in
     /// memory, where they began.
     var localTickets: Set<UInt64> = []
+    /// Keys whose state this engine decided alone (fail open): written back
+    /// to the store when it is reached again (`Engine.writeBackLocalGrants`).
+    var localKeys: Set<CountdownKey> = []
     /// How recent tickets ended, the oldest evicted first.
     private(set) var endedTickets: [UInt64: TicketEnd] = [:]
     private var endedOrder: [UInt64] = []
@@ -39,5 +42,5 @@ struct SendBook {
         }
     }
 
-    mutating func setTitles(_ titles: TitleSet, scope: KeyName) { self.titles[scope] = titles }
+    mutating func setTitles(_ titles: TitleSet?, scope: KeyName) { self.titles[scope] = titles }
 }

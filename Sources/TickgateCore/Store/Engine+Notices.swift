@@ -7,6 +7,7 @@ extension Engine {
     /// a change notice, whatever the store).
     func refresh(_ key: CountdownKey, always: Bool = false) throws(TickgateError) {
         guard let store, always || store.readsThrough else { return }
+        if hasLocalGrants { writeBackLocalGrants() }
         try lanes.with(.key(key)) { () throws(TickgateError) in
             try locked.withLock { (state) throws(TickgateError) in try state.checkOpen() }
             let result = try store.decide(.read, budgets: [], for: key)
@@ -17,22 +18,62 @@ extension Engine {
         }
     }
 
-    /// A change notice: re-reads `key` if someone here observes it; nil
-    /// (notices were interrupted) re-reads every key observed.
-    func noticed(_ key: CountdownKey?) {
-        let keys = locked.withLock { state -> [CountdownKey] in
-            if state.closed { return [] }
-            if let key { return state.observes(key) ? [key] : [] }
-            return state.observedKeys()
+    /// A change notice: re-reads what it names if this engine holds or
+    /// observes it; after a lost link, everything it holds and observes.
+    func noticed(_ notice: StoreNotice) {
+        switch notice {
+        case let .key(key):
+            if locked.withLock({ !$0.closed && $0.observes(key) }) { try? refresh(key, always: true) }
+        case .settings:
+            try? refreshSettings()
+        case let .session(realm):
+            if locked.withLock({
+                !$0.closed && ($0.gates.realms[realm] != nil || $0.observers.realmObservers[realm] != nil)
+            }) {
+                try? syncSession(realm)
+            }
+        case .lost:
+            storeEvent(.storeLost)
+        case .anything, .back:
+            // A failure here (the store went away again) is retried by the
+            // next interruption's full re-read.
+            if hasLocalGrants { writeBackLocalGrants() }
+            try? refreshSettings()
+            let (keys, realms) = locked.withLock { state -> ([CountdownKey], [KeyName]) in
+                if state.closed { return ([], []) }
+                return (state.observedKeys(), Array(state.gates.realms.keys))
+            }
+            for key in keys { try? refresh(key, always: true) }
+            for realm in realms { try? syncSession(realm) }
+            if notice == .back { storeEvent(.storeBack) }
         }
-        // A failure here (the store went away again) is retried by the
-        // next interruption's full re-read.
-        for key in keys { try? refresh(key, always: true) }
+    }
+
+    /// Tells every key and scope subscription that the store was lost or
+    /// is back (with the key's state as memory holds it).
+    private func storeEvent(_ kind: EventKind) {
+        locked.withLock { state in
+            guard !state.closed else { return }
+            let wasEmpty = state.dispatch.pending.isEmpty
+            state.queueStoreEvent(kind, at: state.now())
+            if wasEmpty && !state.dispatch.pending.isEmpty { poller.wake() }
+        }
+    }
+
+    /// Replaces this engine's copies of the settings (policies, titles,
+    /// budgets) with the store's, if the store holds the rules.
+    func refreshSettings() throws(TickgateError) {
+        guard let store, store.holdsRules else { return }
+        let settings = try store.readSettings()
+        try locked.withLock { (state) throws(TickgateError) in
+            try state.checkOpen()
+            state.adoptSettings(settings)
+        }
     }
 
     /// Starts the store's notices, once (at the first observer).
     func watchStore() {
-        store?.watch { [weak self] key in self?.noticed(key) }
+        store?.watch { [weak self] notice in self?.noticed(notice) }
     }
 }
 

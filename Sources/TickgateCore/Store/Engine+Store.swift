@@ -35,10 +35,13 @@ extension Engine {
             return try decideInMemory(resolving: resolve, prepare, budgets: budgets, localOnly: inMemory,
                                       apply: apply)
         }
-        let key = try locked.withLock { (state) throws(TickgateError) -> CountdownKey in
+        let (key, local) = try locked.withLock { (state) throws(TickgateError) -> (CountdownKey, Bool) in
             try state.checkOpen()
-            return try resolve(state)
+            return (try resolve(state), !state.sends.localKeys.isEmpty)
         }
+        // What was granted alone during an outage goes back first, so this
+        // decision is made on it (a local ticket's own end stays local).
+        if local && !inMemory { writeBackLocalGrants() }
         return try lanes.with(.key(key)) { () throws(TickgateError) -> R in
             let (decision, named) = try locked.withLock { (state) throws(TickgateError) in
                 try state.checkOpen()
@@ -47,7 +50,8 @@ extension Engine {
             let result: DecisionResult
             do throws(TickgateError) {
                 result = try store.decide(decision, budgets: named, for: key)
-            } catch where error.status == .storeIO && failOpen && decision.isSendBegin {
+            } catch where (error.status == .storeIO || error.status == .storeUnknown) && failOpen
+                && decision.isSendBegin {
                 // Fail open: the server is out of reach, the send is
                 // granted (or refused) by this engine's memory alone.
                 return try decideInMemory(resolving: { _ in key }, prepare, budgets: budgets, localOnly: true,
@@ -80,6 +84,11 @@ extension Engine {
             var result = DecisionResult(before: rows, after: rows, now: now, refusal: nil,
                                         knownSlot: .some(slot), localOnly: localOnly)
             let named = try budgets(state)
+            // A budget this engine never heard of (the store holds the
+            // rules) cannot be checked here.
+            if let unknown = named.firstIndex(where: { $0.budget.windows.isEmpty }) {
+                throw Refusal.noBudget(index: unknown).error("\"\(named[unknown].key.budget.value)\"")
+            }
             // The charges move into the decision and back: changed in
             // place, never copied.
             var charged = named.isEmpty ? named : state.budgets.take(named)
@@ -184,6 +193,17 @@ extension EngineState {
     }
 
     // MARK: Restore
+
+    /// Takes the store's settings as this engine's copies (for local reads:
+    /// `tg_policy_get`, button titles), dropping what the store no longer
+    /// holds.
+    func adoptSettings(_ settings: StoreSnapshot) {
+        sends.policies = Dictionary(settings.policies, uniquingKeysWith: { $1 })
+        let titles = Dictionary(settings.titles, uniquingKeysWith: { $1 })
+        for scope in sends.titles.keys where titles[scope] == nil { setTitles(nil, scope: scope) }
+        for (scope, set) in titles where sends.titles[scope] != set { setTitles(set, scope: scope) }
+        budgets.budgets = Dictionary(settings.budgets, uniquingKeysWith: { $1 })
+    }
 
     /// Loads everything the store holds into a new engine's state. Every
     /// row is read and checked before anything is applied, so a corrupt

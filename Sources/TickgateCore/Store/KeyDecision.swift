@@ -6,12 +6,12 @@ enum KeyDecision {
     case start(duration: Span, tickInterval: Span, restart: Bool)
     /// End the running countdown.
     case cancel
-    /// "Get code": open a send ticket unless the key is busy, its window
-    /// is full or a budget it names is spent; charges every budget.
-    case sendBegin(policy: SendPolicy, tickInterval: Span)
-    /// Close the send ticket whose countdown ends at `ticketDeadline`; a
-    /// failed send returns the charge made at `chargedAt` to the budgets.
-    case sendEnd(ticketDeadline: Instant, outcome: SendOutcome, serverRetryAfter: Span,
+    /// "Get code": open send ticket `ticket` unless the key is busy, its
+    /// window is full or a budget it names is spent; charges every budget.
+    case sendBegin(policy: SendPolicy, tickInterval: Span, ticket: UInt64)
+    /// Close send ticket `ticket`, whose countdown ends at `ticketDeadline`;
+    /// a failed send returns the charge made at `chargedAt` to the budgets.
+    case sendEnd(ticket: UInt64, ticketDeadline: Instant, outcome: SendOutcome, serverRetryAfter: Span,
                  policy: SendPolicy, tickInterval: Span, chargedAt: Instant?)
     /// The code was verified: escalation restarts, a cooldown ends.
     case verified(policy: SendPolicy)
@@ -19,6 +19,30 @@ enum KeyDecision {
     case verifyFailed(policy: SendPolicy)
     /// Only read the key (a query on a store other engines change).
     case read
+
+    /// The send policy the decision is made by, if it needs one.
+    var policy: SendPolicy? {
+        switch self {
+        case let .sendBegin(policy, _, _), let .sendEnd(_, _, _, _, policy, _, _), let .verified(policy),
+             let .verifyFailed(policy):
+            policy
+        case .start, .cancel, .read:
+            nil
+        }
+    }
+
+    /// The same decision by `policy` (the store's).
+    func with(policy: SendPolicy) -> KeyDecision {
+        switch self {
+        case let .sendBegin(_, tick, ticket): .sendBegin(policy: policy, tickInterval: tick, ticket: ticket)
+        case let .sendEnd(ticket, deadline, outcome, retry, _, tick, chargedAt):
+            .sendEnd(ticket: ticket, ticketDeadline: deadline, outcome: outcome, serverRetryAfter: retry,
+                     policy: policy, tickInterval: tick, chargedAt: chargedAt)
+        case .verified: .verified(policy: policy)
+        case .verifyFailed: .verifyFailed(policy: policy)
+        case .start, .cancel, .read: self
+        }
+    }
 
     var isSendBegin: Bool {
         if case .sendBegin = self { return true }
@@ -51,23 +75,18 @@ enum KeyDecision {
             return .countdown
 
         case .cancel:
-            guard running != nil else {
-                throw TickgateError(.notFound, "no countdown is running for \(key.description)")
-            }
+            guard running != nil else { throw Refusal.none.error(key) }
             rows.countdown = nil
             return .countdown
 
-        case let .sendBegin(policy, tickInterval):
+        case let .sendBegin(policy, tickInterval, _):
             if let running { throw Engine.busyError(running, at: now) }
             if var record = rows.record {
                 record.prune(at: now, policy: policy)
                 if let free = record.windowFrees(at: now, policy: policy) {
                     // The window is full (its lock was cancelled): refused,
                     // and like every refusal it starts nothing.
-                    let wait = free.since(now)
-                    throw TickgateError(.locked,
-                        "\(key.description) reached its cap of sends: the window frees a send in \(wait.millisecondsRoundedUp) ms",
-                        remaining: wait)
+                    throw Refusal.window(free).error(key, at: now)
                 }
             }
             var changes: Changes = .countdown
@@ -80,17 +99,12 @@ enum KeyDecision {
                                        duration: policy.ticketTimeout, tickInterval: tickInterval)
             return changes
 
-        case let .sendEnd(ticketDeadline, outcome, serverRetryAfter, policy, tickInterval, chargedAt):
+        case let .sendEnd(_, ticketDeadline, outcome, serverRetryAfter, policy, tickInterval, chargedAt):
             guard let sending = rows.countdown, sending.phase == .sending,
                   sending.deadline == ticketDeadline else {
-                if ticketDeadline <= now {
-                    throw TickgateError(.expired, "the ticket expired before it was ended; its key was freed then")
-                }
-                throw TickgateError(.notFound, "the ticket was cancelled with its key's countdown")
+                throw (ticketDeadline <= now ? Refusal.expired : Refusal.ticket).error(key)
             }
-            if sending.deadline <= now {
-                throw TickgateError(.expired, "the ticket expired before it was ended; its key was freed then")
-            }
+            if sending.deadline <= now { throw Refusal.expired.error(key) }
             guard outcome == .succeeded else {
                 rows.countdown = nil
                 guard let chargedAt, !budgets.isEmpty else { return .countdown }
@@ -122,7 +136,7 @@ enum KeyDecision {
             return [.countdown, .record]
 
         case let .verified(policy):
-            if rows.record?.codeDead == true { throw Self.deadError(key) }
+            if rows.record?.codeDead == true { throw Refusal.dead.error(key) }
             var changes: Changes = .record
             if running?.phase == .cooling {
                 rows.countdown = nil
@@ -139,10 +153,8 @@ enum KeyDecision {
             return changes
 
         case let .verifyFailed(policy):
-            guard var record = rows.record, record.hasSent else {
-                throw TickgateError(.notFound, "no code was sent to \(key.description) since it was last verified")
-            }
-            if record.codeDead { throw Self.deadError(key) }
+            guard var record = rows.record, record.hasSent else { throw Refusal.unsent.error(key) }
+            if record.codeDead { throw Refusal.dead.error(key) }
             record.wrongCodes = min(record.wrongCodes, SendPolicy.maximumWrongCodesLimit) + 1
             if policy.maximumWrongCodes > 0, record.wrongCodes >= policy.maximumWrongCodes {
                 record.codeDead = true
@@ -150,10 +162,6 @@ enum KeyDecision {
             rows.record = record
             return .record
         }
-    }
-
-    static func deadError(_ key: CountdownKey) -> TickgateError {
-        TickgateError(.codeDead, "the code of \(key.description) took too many wrong codes: a new send revives it")
     }
 
     /// Charges one send at `now` to every budget, or throws the refusal of
@@ -167,11 +175,8 @@ enum KeyDecision {
             }
         }
         if let refusal {
-            let row = budgets[refusal.index]
-            let wait = refusal.free.since(now)
-            throw TickgateError(.locked,
-                "\(row.key.description) is spent: it frees a send in \(wait.millisecondsRoundedUp) ms",
-                remaining: wait, budgetIndex: refusal.index)
+            throw Refusal.budget(refusal.free, index: refusal.index)
+                .error(budgets[refusal.index].key.description, at: now)
         }
         for index in budgets.indices { budgets[index].charge(at: now) }
     }
@@ -179,5 +184,61 @@ enum KeyDecision {
     /// Returns a failed send's charge (made at `chargedAt`) to every budget.
     private static func refund(_ budgets: inout [BudgetRow], _ chargedAt: Instant, at now: Instant) {
         for index in budgets.indices { budgets[index].refund(chargedAt, at: now) }
+    }
+}
+
+/// Why a store refused a decision, as every store names it (the Redis
+/// script answers with these names); `error` gives the caller's status and
+/// message.
+enum Refusal: Equatable {
+    /// A countdown runs (the status follows its phase: `Engine.busyError`).
+    case busy
+    /// The key's window of sends is full until the instant.
+    case window(Instant)
+    /// A budget key the send names is spent until the instant.
+    case budget(Instant, index: Int)
+    /// A budget the send names is not set.
+    case noBudget(index: Int)
+    /// No countdown runs (a cancel).
+    case none
+    /// The send ticket's timeout passed before it was ended.
+    case expired
+    /// The send ticket was cancelled or replaced with its key's countdown.
+    case ticket
+    /// The key's code took too many wrong codes.
+    case dead
+    /// No code was sent since the key was last verified.
+    case unsent
+
+    /// The error for `key` (a budget's: its description), at `now`.
+    func error(_ key: CountdownKey, at now: Instant = Instant(nanoseconds: 0)) -> TickgateError {
+        error(key.description, at: now)
+    }
+
+    func error(_ name: String, at now: Instant = Instant(nanoseconds: 0)) -> TickgateError {
+        switch self {
+        case .busy:
+            TickgateError(.coolingDown, "\(name) is counting down")
+        case let .window(free):
+            TickgateError(.locked,
+                "\(name) reached its cap of sends: the window frees a send in \(free.since(now).millisecondsRoundedUp) ms",
+                remaining: free.since(now))
+        case let .budget(free, index):
+            TickgateError(.locked,
+                "\(name) is spent: it frees a send in \(free.since(now).millisecondsRoundedUp) ms",
+                remaining: free.since(now), budgetIndex: index)
+        case .noBudget:
+            TickgateError(.notFound, "no budget named \(name) (set it with tg_budget_set)")
+        case .none:
+            TickgateError(.notFound, "no countdown is running for \(name)")
+        case .expired:
+            TickgateError(.expired, "the ticket expired before it was ended; its key was freed then")
+        case .ticket:
+            TickgateError(.notFound, "the ticket was cancelled with its key's countdown")
+        case .dead:
+            TickgateError(.codeDead, "the code of \(name) took too many wrong codes: a new send revives it")
+        case .unsent:
+            TickgateError(.notFound, "no code was sent to \(name) since it was last verified")
+        }
     }
 }

@@ -426,12 +426,14 @@ final class SQLiteFile {
                   .int(policy.ticketTimeout.millisecondsRoundedUp), .int(Int64(policy.maximumWrongCodes))])
     }
 
-    func policies() throws(TickgateError) -> [(KeyName, SendPolicy)] {
+    /// Every policy, or the one of `scope` (a decision reads its own).
+    func policies(scope: KeyName? = nil) throws(TickgateError) -> [(KeyName, SendPolicy)] {
         var rows: [(KeyName, SendPolicy)] = []
         try query("""
             SELECT scope, cooldowns_ms, window_max_sends, window_ms, quiet_reset_ms, ticket_timeout_ms,
                 max_wrong_codes FROM policies
-            """, [], table: "policies") { (row) throws(TickgateError) in
+            """ + (scope == nil ? "" : " WHERE scope = ?"), scope.map { [.text($0.value)] } ?? [],
+                  table: "policies") { (row) throws(TickgateError) in
             let scope = try row.keyName(0, "scope")
             row.name = "row (\(scope.value))"
             let list = try row.text(1, "cooldowns_ms", maximumBytes: 256)
@@ -505,9 +507,11 @@ final class SQLiteFile {
         ])
     }
 
-    func budgets() throws(TickgateError) -> [(KeyName, Budget)] {
+    /// Every budget, or the one named `name` (a decision reads its own).
+    func budgets(name: KeyName? = nil) throws(TickgateError) -> [(KeyName, Budget)] {
         var rows: [(KeyName, Budget)] = []
-        try query("SELECT name, windows FROM budgets", [], table: "budgets") { (row) throws(TickgateError) in
+        try query("SELECT name, windows FROM budgets" + (name == nil ? "" : " WHERE name = ?"),
+                  name.map { [.text($0.value)] } ?? [], table: "budgets") { (row) throws(TickgateError) in
             let name = try row.keyName(0, "name")
             row.name = "row (\(name.value))"
             let list = try row.text(1, "windows", maximumBytes: 256)

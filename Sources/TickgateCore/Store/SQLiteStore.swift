@@ -150,7 +150,7 @@ final class SQLiteStore: Store {
     /// when another engine or process committed a change.
     /// Never waits for the store: the version to compare with is read now
     /// if the store is free, else at the thread's first look.
-    func watch(_ changed: @escaping @Sendable (CountdownKey?) -> Void) {
+    func watch(_ changed: @escaping @Sendable (StoreNotice) -> Void) {
         let thread = SQLiteWatcher(changed: changed) { [weak self] in self?.changedElsewhere() ?? false }
         let started = watcher.withLock { box -> Bool in
             if box.closed || box.thread != nil { return false }
@@ -181,6 +181,22 @@ final class SQLiteStore: Store {
     func decide(_ decision: KeyDecision, budgets named: [BudgetRow], for key: CountdownKey)
         throws(TickgateError) -> DecisionResult {
         try transaction { (file) throws(TickgateError) -> DecisionResult in
+            // The rules are the file's: another process may have changed
+            // the scope's policy or a budget since this engine read them.
+            var decision = decision
+            if decision.policy != nil, let policy = try file.policies(scope: key.scope).first?.1 {
+                decision = decision.with(policy: policy)
+            }
+            var named = named
+            for index in named.indices {
+                if let budget = try file.budgets(name: named[index].key.budget).first?.1 {
+                    named[index].budget = budget
+                } else if named[index].budget.windows.isEmpty {
+                    return DecisionResult(before: KeyRows(), after: KeyRows(), now: clock.now(),
+                                          refusal: Refusal.noBudget(index: index)
+                                              .error("\"\(named[index].key.budget.value)\""))
+                }
+            }
             // Read and checked in full before anything is decided: a
             // corrupt row fails the call with nothing changed.
             let storedCountdown = try file.countdown(key)
@@ -250,7 +266,9 @@ final class SQLiteStore: Store {
                     }
                 }
             }
-            return DecisionResult(before: before, after: after, now: now, refusal: nil)
+            var result = DecisionResult(before: before, after: after, now: now, refusal: nil)
+            result.maximumWrongCodes = decision.policy?.maximumWrongCodes
+            return result
         }
     }
 
@@ -301,13 +319,28 @@ final class SQLiteStore: Store {
     }
 
     func saveSession(realm: KeyName, loggedIn: Bool, expiry: Instant?, ttl: Span?)
-        throws(TickgateError) {
+        throws(TickgateError) -> Instant? {
         try transaction { (file) throws(TickgateError) in
             let now = clock.now()
             let session = loggedIn
                 ? StoredSession(realm: realm, expiry: expiry.map { clock.stamp($0, at: now) }, ttl: ttl ?? .zero)
                 : nil
             try file.save(session, realm: realm)
+        }
+        return expiry
+    }
+
+    /// Every engine on the file decides by the file's policies and budgets.
+    var holdsRules: Bool { true }
+
+    /// The file's settings (another process may have changed them).
+    func readSettings() throws(TickgateError) -> StoreSnapshot {
+        try transaction { (file) throws(TickgateError) -> StoreSnapshot in
+            var snapshot = StoreSnapshot()
+            snapshot.policies = try file.policies()
+            snapshot.titles = try file.titles()
+            snapshot.budgets = try file.budgets()
+            return snapshot
         }
     }
 

@@ -10,12 +10,12 @@ final class SQLiteWatcher: @unchecked Sendable {
     /// How often the file is looked at: notices arrive within about this.
     static let interval = Span.milliseconds(50)
 
-    private let changed: @Sendable (CountdownKey?) -> Void
+    private let changed: @Sendable (StoreNotice) -> Void
     private let look: @Sendable () -> Bool
     private let stopped = LockedValue(false)
     private var thread: UInt = 0
 
-    init(changed: @escaping @Sendable (CountdownKey?) -> Void, look: @escaping @Sendable () -> Bool) {
+    init(changed: @escaping @Sendable (StoreNotice) -> Void, look: @escaping @Sendable () -> Bool) {
         self.changed = changed
         self.look = look
     }
@@ -36,7 +36,7 @@ final class SQLiteWatcher: @unchecked Sendable {
             var delay = timespec(tv_sec: 0, tv_nsec: Int(Self.interval.nanoseconds))
             _ = nanosleep(&delay, nil)
             if stopped.withLock({ $0 }) { break }
-            if look() { changed(nil) }
+            if look() { changed(.anything) }
         }
     }
 }

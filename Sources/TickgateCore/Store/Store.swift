@@ -23,6 +23,9 @@ struct DecisionResult {
     /// Made in memory only because the store could not be reached (a send
     /// granted "fail open").
     var localOnly = false
+    /// The cap of wrong codes the store decided with (a store that holds
+    /// the rules); nil: the engine's policy.
+    var maximumWrongCodes: Int?
 }
 
 /// Everything a store holds, read at open.
@@ -63,9 +66,22 @@ protocol Store: AnyObject, Sendable {
     /// Drops every charge of a budget key.
     func resetBudget(_ key: BudgetKey) throws(TickgateError)
     /// A realm's session: logged in until `expiry` (nil: no expiry) with
-    /// length `ttl`, or logged out (`loggedIn` false).
+    /// length `ttl`, or logged out (`loggedIn` false). Returns the expiry
+    /// as the store set it (a store on its own clock sets its own).
     func saveSession(realm: KeyName, loggedIn: Bool, expiry: Instant?, ttl: Span?)
-        throws(TickgateError)
+        throws(TickgateError) -> Instant?
+
+    /// A realm's session as the store holds it now, if the store is read
+    /// through (nil: memory has it).
+    func session(realm: KeyName) throws(TickgateError) -> SessionState?
+
+    /// The settings (policies, titles, budgets) as the store holds them now.
+    func readSettings() throws(TickgateError) -> StoreSnapshot
+
+    /// Writes back a key's state and budget charges that this engine
+    /// decided alone while the store was out of reach, merged so that the
+    /// stricter state wins (the later countdown, every send and charge).
+    func merge(_ rows: KeyRows, for key: CountdownKey, charges: [BudgetKey: [Instant]]) throws(TickgateError)
 
     /// Everything the store holds, at open; drops countdowns that ended
     /// while no engine ran.
@@ -89,13 +105,43 @@ protocol Store: AnyObject, Sendable {
     /// and tell it only by notices (Redis): a query reads the key first.
     var readsThrough: Bool { get }
 
-    /// Starts telling `changed` of keys that other engines changed, on a
-    /// thread of the store's (nil: notices were interrupted, so any change
-    /// may have been missed). Stops at `close`.
-    func watch(_ changed: @escaping @Sendable (CountdownKey?) -> Void)
+    /// True if every decision reads its policy and budgets from the store
+    /// (Redis): the engine's copies serve local reads only.
+    var holdsRules: Bool { get }
+
+    /// Starts telling `changed` what other engines changed, on a thread of
+    /// the store's. Stops at `close`.
+    func watch(_ changed: @escaping @Sendable (StoreNotice) -> Void)
+}
+
+/// A realm's session as a store holds it.
+struct SessionState: Equatable {
+    var loggedIn: Bool
+    var expiry: Instant?
+}
+
+/// What a store's change notice says.
+enum StoreNotice: Sendable, Equatable {
+    /// Another engine changed the key.
+    case key(CountdownKey)
+    /// Another engine changed a policy, titles or a budget.
+    case settings
+    /// Another engine logged the realm in or out.
+    case session(KeyName)
+    /// Another engine or process changed something, unnamed (SQLite):
+    /// re-read what is observed, the settings and the sessions.
+    case anything
+    /// The notice link was lost: changes from now on may go unheard.
+    case lost
+    /// The link is back (after `lost`): anything may have changed meanwhile.
+    case back
 }
 
 extension Store {
     var readsThrough: Bool { false }
-    func watch(_ changed: @escaping @Sendable (CountdownKey?) -> Void) {}
+    var holdsRules: Bool { false }
+    func watch(_ changed: @escaping @Sendable (StoreNotice) -> Void) {}
+    func session(realm: KeyName) throws(TickgateError) -> SessionState? { nil }
+    func readSettings() throws(TickgateError) -> StoreSnapshot { StoreSnapshot() }
+    func merge(_ rows: KeyRows, for key: CountdownKey, charges: [BudgetKey: [Instant]]) throws(TickgateError) {}
 }

@@ -27,6 +27,16 @@ final class ConditionLock: @unchecked Sendable {
     func wait() { pthread_cond_wait(condition, mutex) }
     func broadcast() { pthread_cond_broadcast(condition) }
 
+    /// Waits for `broadcast()` at most `span`; the caller holds the lock.
+    func wait(upTo span: Span) {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        let total = Int64(now.tv_nsec) + span.nanoseconds % 1_000_000_000
+        var until = timespec(tv_sec: now.tv_sec + Int(span.nanoseconds / 1_000_000_000 + total / 1_000_000_000),
+                             tv_nsec: Int(total % 1_000_000_000))
+        _ = pthread_cond_timedwait(condition, mutex, &until)
+    }
+
     func withLock<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
         lock()
         defer { unlock() }

@@ -1,4 +1,5 @@
 import CTickgateShim
+import Glibc
 
 /// The engine's one OS timer and wake-up: a timerfd on CLOCK_BOOTTIME and an
 /// eventfd behind one epoll descriptor. The host polls that descriptor in
@@ -29,4 +30,11 @@ final class Poller: @unchecked Sendable {
     func wait() { _ = tgshim_poller_wait(&fds, -1) }
 
     static func boottime() -> Instant { Instant(nanoseconds: tgshim_boottime_ns()) }
+
+    /// Sleeps the calling thread for `span` (a store's back-off).
+    static func sleep(_ span: Span) {
+        var delay = timespec(tv_sec: Int(span.nanoseconds / 1_000_000_000),
+                             tv_nsec: Int(span.nanoseconds % 1_000_000_000))
+        _ = nanosleep(&delay, nil)
+    }
 }

@@ -1,11 +1,18 @@
-"""The enumerations of tickgate.h as :class:`enum.IntEnum` (values match the C header)."""
+"""The enumerations of tickgate.h as :class:`enum.IntEnum` (values match the C header).
+
+:class:`Status` and :class:`StoreFailure` are generated from the header's
+tables, in :mod:`tickgate._status`; the others are written here.
+"""
 
 from __future__ import annotations
 
 from enum import IntEnum
 
+from ._status import Status, StoreFailure
+
 __all__ = [
     "Status",
+    "StoreFailure",
     "Delivery",
     "ClockKind",
     "EventKind",
@@ -15,31 +22,6 @@ __all__ = [
     "RequireResult",
     "GateEventKind",
 ]
-
-
-class Status(IntEnum):
-    """``tg_status``: what every C function returns."""
-
-    OK = 0
-    E_INVALID_ARGUMENT = 1
-    E_INVALID_KEY = 2
-    E_INVALID_DURATION = 3
-    E_NOT_FOUND = 4
-    E_COOLING_DOWN = 5
-    E_CLOSED = 6
-    E_INVALID_HANDLE = 7
-    E_WRONG_MODE = 8
-    E_BUSY = 9
-    E_VERSION = 10
-    E_SYSTEM = 11
-    E_IN_FLIGHT = 12
-    E_LOCKED = 13
-    E_EXPIRED = 14
-    E_INVALID_TEMPLATE = 15
-    E_STORE_CORRUPT = 16
-    E_STORE_VERSION = 17
-    E_STORE_IO = 18
-    E_CODE_DEAD = 19
 
 
 class Delivery(IntEnum):
@@ -82,6 +64,11 @@ class EventKind(IntEnum):
     RESET = 8
     #: A wrong code (:meth:`tickgate.Engine.verify_failed`) killed the code.
     CODE_DEAD = 9
+    #: The shared store (Redis) went out of reach: what is shown may be stale
+    #: until STORE_BACK. A scope's subscription gets it once, with subject "".
+    STORE_LOST = 10
+    #: The shared store answers again; the key was read again first.
+    STORE_BACK = 11
 
 
 class ButtonState(IntEnum):

@@ -27,6 +27,7 @@ from ctypes import (
     c_int,
     c_int64,
     c_size_t,
+    c_uint,
     c_uint32,
     c_uint64,
     c_void_p,
@@ -34,7 +35,7 @@ from ctypes import (
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 from . import errors as _errors
-from ._enums import Status
+from ._enums import Status, StoreFailure
 from ._loader import LibraryError, LoadedLibrary, open_library
 
 # ---------------------------------------------------------------------------
@@ -82,6 +83,10 @@ TG_TITLE_BUFFER_BYTES = 512
 
 #: ``tg_status`` (a C enum: int-sized).
 tg_status = c_int
+#: ``tg_store_failure`` (a C enum of small non-negative values, which C
+#: compilers make an unsigned int). A type other than ``tg_status``'s, so
+#: that :func:`declare` gives ``tg_last_store_failure`` no errcheck.
+tg_store_failure = c_uint
 #: The other C enums (int-sized).
 tg_delivery = c_int
 tg_clock_kind = c_int
@@ -262,6 +267,7 @@ FUNCTIONS: Dict[str, Tuple[Any, Sequence[Any]]] = {
     "tg_version_string": (c_char_p, ()),
     "tg_status_string": (c_char_p, (tg_status,)),
     "tg_last_error_message": (c_char_p, ()),
+    "tg_last_store_failure": (tg_store_failure, ()),
     "tg_engine_options_init": (tg_status, (POINTER(tg_engine_options), c_size_t)),
     "tg_engine_open": (tg_status, (POINTER(tg_engine_options), POINTER(tg_engine_p))),
     "tg_engine_close": (tg_status, (tg_engine_p,)),
@@ -371,6 +377,7 @@ BUDGET_OUTPUTS: Dict[str, int] = {
     "tg_send_begin_budgeted": 7,
 }
 _WAIT_STATUSES = (Status.E_COOLING_DOWN, Status.E_IN_FLIGHT, Status.E_LOCKED)
+_STORE_STATUSES = _errors.STORE_STATUSES
 
 
 def _out_value(arg: Any) -> Optional[int]:
@@ -389,14 +396,17 @@ def _make_errcheck(
     cdll: ctypes.CDLL, wait_index: Optional[int] = None, budget_index: Optional[int] = None
 ) -> Callable[..., int]:
     last_error = cdll.tg_last_error_message
+    last_store_failure = cdll.tg_last_store_failure
 
     def errcheck(result: int, func: Any, args: Tuple[Any, ...]) -> int:
         if result == Status.OK:
             return result
-        # Read the detail at once, on this thread, before any other call.
+        # Read the detail at once, on this thread, before any other call;
+        # the kind of a store failure too (only store errors carry one).
         raw = last_error()
         message = raw.decode("utf-8", "replace") if raw else ""
-        error = _errors.error_for_status(result, message)
+        failure = last_store_failure() if result in _STORE_STATUSES else StoreFailure.NONE
+        error = _errors.error_for_status(result, message, failure)
         if wait_index is not None and result in _WAIT_STATUSES:
             error.remaining_ms = _out_value(args[wait_index])  # type: ignore[attr-defined]
         if budget_index is not None and result == Status.E_LOCKED:

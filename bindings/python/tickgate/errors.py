@@ -4,13 +4,21 @@ Errors that come from the library carry the library's detail message
 (``tg_last_error_message()``); a few are raised by the bindings themselves
 before calling C (a key with a NUL byte, a duration that is not a finite
 number) and carry the same status the library would have given.
+
+Store errors (:class:`StoreIO`, :class:`StoreUnknown`, :class:`StoreCorrupt`,
+:class:`StoreVersion`) also carry ``failure``, the kind of the failure
+(``tg_last_store_failure()``, a :class:`~tickgate.StoreFailure`), and a
+``TG_E_STORE_IO`` of a known kind raises the subclass of :class:`StoreIO`
+for it (:class:`StoreUnreachable`, :class:`StoreTimeout`, :class:`StoreAuth`,
+:class:`StoreBusy`, :class:`StoreUnsupported`).
 """
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Type
+from typing import Dict, FrozenSet, Optional, Type
 
-from ._enums import Status
+from ._enums import Status, StoreFailure
+from ._status import STATUS_TEXT
 from ._loader import (
     LibraryError,
     LibraryNotFound,
@@ -37,39 +45,27 @@ __all__ = [
     "StoreCorrupt",
     "StoreVersion",
     "StoreIO",
+    "StoreUnreachable",
+    "StoreTimeout",
+    "StoreAuth",
+    "StoreBusy",
+    "StoreUnsupported",
+    "StoreUnknown",
+    "CodeDead",
     "RequestCancelled",
     "LibraryError",
     "LibraryNotFound",
     "LibraryVersionMismatch",
     "error_for_status",
+    "STORE_STATUSES",
 ]
 
-# The library's tg_status_string() texts; _ffi refreshes them from the
-# library when it loads it.
+# The library's tg_status_string() texts (the header's table until _ffi
+# refreshes them from the library when it loads it).
 _STATUSES: Dict[int, Status] = {int(s): s for s in Status}
+_FAILURES: Dict[int, StoreFailure] = {int(f): f for f in StoreFailure}
 
-_STATUS_TEXT = {
-    Status.OK: "ok",
-    Status.E_INVALID_ARGUMENT: "invalid argument",
-    Status.E_INVALID_KEY: "invalid key",
-    Status.E_INVALID_DURATION: "invalid duration",
-    Status.E_NOT_FOUND: "not found",
-    Status.E_COOLING_DOWN: "cooling down",
-    Status.E_CLOSED: "engine closed",
-    Status.E_INVALID_HANDLE: "invalid handle",
-    Status.E_WRONG_MODE: "wrong mode",
-    Status.E_BUSY: "busy",
-    Status.E_VERSION: "unsupported struct version",
-    Status.E_SYSTEM: "system error",
-    Status.E_IN_FLIGHT: "send in flight",
-    Status.E_LOCKED: "locked",
-    Status.E_EXPIRED: "ticket expired",
-    Status.E_INVALID_TEMPLATE: "invalid title template",
-    Status.E_STORE_CORRUPT: "store corrupt",
-    Status.E_STORE_VERSION: "store from a newer version",
-    Status.E_STORE_IO: "store I/O error",
-    Status.E_CODE_DEAD: "code dead",
-}
+_STATUS_TEXT: Dict[Status, str] = dict(STATUS_TEXT)
 
 
 class TickgateError(Exception):
@@ -230,22 +226,92 @@ class InvalidTemplate(TickgateError, ValueError):
     STATUS = Status.E_INVALID_TEMPLATE
 
 
-class StoreCorrupt(TickgateError):
-    """``TG_E_STORE_CORRUPT``: the store file is corrupt or not a database."""
+class _StoreError(TickgateError):
+    """A store error: ``failure`` is the kind of the failure, a
+    :class:`~tickgate.StoreFailure` from ``tg_last_store_failure()``
+    (``StoreFailure.NONE`` when the store told no kind, such as a SQLite
+    file's error; an ``int`` if the library returned a kind these bindings
+    do not know)."""
+
+    #: The kind this class stands for (``NONE``: none in particular).
+    FAILURE: StoreFailure = StoreFailure.NONE
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        status: Optional[int] = None,
+        failure: Optional[int] = None,
+    ) -> None:
+        super().__init__(message, status=status)
+        if failure is None:
+            failure = self.FAILURE
+        self.failure = _FAILURES.get(failure, failure)
+
+
+class StoreCorrupt(_StoreError):
+    """``TG_E_STORE_CORRUPT``: the store file is corrupt or not a database,
+    or a row or Redis key holds something Tickgate did not write."""
 
     STATUS = Status.E_STORE_CORRUPT
 
 
-class StoreVersion(TickgateError):
+class StoreVersion(_StoreError):
     """``TG_E_STORE_VERSION``: the store was written by a newer Tickgate."""
 
     STATUS = Status.E_STORE_VERSION
 
 
-class StoreIO(TickgateError, OSError):
-    """``TG_E_STORE_IO``: the store cannot be created, opened, read or written."""
+class StoreIO(_StoreError, OSError):
+    """``TG_E_STORE_IO``: the store cannot be created, opened, read or
+    written, or the Redis server could not be reached or refused; the change
+    was not made. A known ``failure`` raises one of the subclasses below."""
 
     STATUS = Status.E_STORE_IO
+
+
+class StoreUnreachable(StoreIO, ConnectionError):
+    """``TG_E_STORE_IO`` with ``TG_STORE_FAILURE_UNREACHABLE``: the store
+    cannot be reached (connection refused or lost and not made again in time)."""
+
+    FAILURE = StoreFailure.UNREACHABLE
+
+
+class StoreTimeout(StoreIO, TimeoutError):
+    """``TG_E_STORE_IO`` with ``TG_STORE_FAILURE_TIMEOUT``: the store did not
+    answer within ``store_timeout_ms``, and the change was not made."""
+
+    FAILURE = StoreFailure.TIMEOUT
+
+
+class StoreAuth(StoreIO):
+    """``TG_E_STORE_IO`` with ``TG_STORE_FAILURE_AUTH``: the server refused the
+    login or a command for want of rights."""
+
+    FAILURE = StoreFailure.AUTH
+
+
+class StoreBusy(StoreIO):
+    """``TG_E_STORE_IO`` with ``TG_STORE_FAILURE_BUSY``: the server cannot
+    serve now (loading its data, busy with a script, a read-only replica)."""
+
+    FAILURE = StoreFailure.BUSY
+
+
+class StoreUnsupported(StoreIO):
+    """``TG_E_STORE_IO`` with ``TG_STORE_FAILURE_UNSUPPORTED``: the server, its
+    topology or the data's format is not supported."""
+
+    FAILURE = StoreFailure.UNSUPPORTED
+
+
+class StoreUnknown(_StoreError):
+    """``TG_E_STORE_UNKNOWN``: the store may or may not have made the change
+    (the request went out and no answer came back in time, or the connection
+    was lost). Nothing will apply later: read the key to learn what holds.
+    Not a :class:`StoreIO`, whose change surely was not made."""
+
+    STATUS = Status.E_STORE_UNKNOWN
 
 
 class RequestCancelled(Exception):
@@ -282,11 +348,32 @@ _BY_STATUS: Dict[int, Type[TickgateError]] = {
         StoreVersion,
         StoreIO,
         CodeDead,
+        StoreUnknown,
     )
 }
+# TG_E_STORE_IO by the kind of its failure (any other kind: StoreIO itself).
+_STORE_IO_BY_FAILURE: Dict[int, Type[StoreIO]] = {
+    cls.FAILURE: cls
+    for cls in (StoreUnreachable, StoreTimeout, StoreAuth, StoreBusy, StoreUnsupported)
+}
+
+#: The statuses whose errors carry the kind of a store failure
+#: (``tg_last_store_failure()`` is worth reading after them).
+STORE_STATUSES: FrozenSet[Status] = frozenset(
+    cls.STATUS for cls in _BY_STATUS.values() if issubclass(cls, _StoreError) and cls.STATUS is not None
+)
 
 
-def error_for_status(status: int, message: str = "") -> TickgateError:
-    """The exception for a non-OK status (the base class for unknown values)."""
+def error_for_status(status: int, message: str = "", failure: int = StoreFailure.NONE) -> TickgateError:
+    """The exception for a non-OK status (the base class for unknown values).
+
+    ``failure`` is ``tg_last_store_failure()``: store errors carry it, and a
+    ``TG_E_STORE_IO`` of a known kind gives the subclass of :class:`StoreIO`
+    for it. Other errors ignore it.
+    """
     cls = _BY_STATUS.get(int(status), TickgateError)
+    if issubclass(cls, _StoreError):
+        if cls is StoreIO:
+            cls = _STORE_IO_BY_FAILURE.get(int(failure), StoreIO)
+        return cls(message, status=status, failure=failure)
     return cls(message, status=status)

@@ -1,4 +1,5 @@
 import CTickgateShim
+import Glibc
 
 /// One reply of Redis, copied out of hiredis and checked for size.
 enum RedisReply: Equatable {
@@ -58,24 +59,31 @@ enum RedisReply: Equatable {
 
 /// One connection to the Redis server (a hiredis context), used by one
 /// thread at a time (the store's pool hands it out). Every read and write
-/// waits at most the store's timeout; a connection that timed out or lost
-/// its server is `broken` and is thrown away, and the next call connects
-/// again.
+/// waits at most until the call's deadline; a connection that timed out or
+/// lost its server is `broken` and is thrown away. Failures carry their
+/// kind from hiredis's error code and errno, never from message text.
 final class RedisConnection {
     private let context: UnsafeMutablePointer<redisContext>
     let address: RedisAddress
     private(set) var broken = false
+    /// Whether the last call's request was written whole (a failure before
+    /// that delivered nothing the server could run).
+    private(set) var delivered = false
+    /// The socket timeout last set (ms), so a call sets it only if it moved.
+    private var timeoutMilliseconds: Int64
 
     /// Connects, authenticates and selects the database; every step waits
     /// at most `timeout`.
     init(_ address: RedisAddress, timeout: Span) throws(TickgateError) {
         self.address = address
         let milliseconds = max(1, timeout.millisecondsRoundedUp)
+        timeoutMilliseconds = milliseconds
         let opened: UnsafeMutablePointer<redisContext>?
         switch address.endpoint {
         case let .tcp(host, port): opened = tgshim_redis_connect(host, Int32(port), nil, milliseconds)
         case let .unix(path): opened = tgshim_redis_connect(nil, 0, path, milliseconds)
         }
+        let code = errno
         guard let opened else {
             throw TickgateError(.system, "out of memory connecting to \(address.description)")
         }
@@ -83,17 +91,21 @@ final class RedisConnection {
         context = opened
         if opened.pointee.err != 0 {
             let why = Self.errorText(opened)
-            throw TickgateError(.storeIO, "cannot connect to the Redis server \(address.description): \(why)")
+            let kind = Self.kind(opened.pointee.err, code)
+            throw TickgateError(.storeIO, kind == .timeout
+                ? "the Redis server \(address.description) did not accept a connection within the store timeout"
+                : "cannot connect to the Redis server \(address.description): \(why)", store: kind)
         }
         if let password = address.password {
             let arguments = address.user.map { ["AUTH", $0, password] } ?? ["AUTH", password]
             if case let .error(text) = try command(arguments.map { Array($0.utf8) }) {
-                throw TickgateError(.storeIO, "the Redis server \(address.description) refused the login: \(text)")
+                throw TickgateError(.storeIO, "the Redis server \(address.description) refused the login: \(text)",
+                                    store: .auth)
             }
         }
         if address.database != 0 {
             if case let .error(text) = try command([Array("SELECT".utf8), Array(String(address.database).utf8)]) {
-                throw TickgateError(.storeIO,
+                throw Self.refused(text, address,
                     "the Redis server \(address.description) refused database \(address.database): \(text)")
             }
         }
@@ -109,73 +121,155 @@ final class RedisConnection {
         }
     }
 
+    /// The kind of a hiredis failure: an I/O error whose errno says the
+    /// socket's timeout passed is a timeout; a protocol error is corrupt
+    /// data; the rest (EOF, reset, refused) means the server is out of reach.
+    private static func kind(_ code: Int32, _ number: Int32) -> StoreFailure {
+        if code == REDIS_ERR_IO, number == EAGAIN || number == EWOULDBLOCK || number == ETIMEDOUT
+            || number == EINPROGRESS {
+            return .timeout
+        }
+        if code == REDIS_ERR_PROTOCOL { return .corrupt }
+        return .unreachable
+    }
+
+    /// The error of a reply Redis refused with (`-ERR ...`), by its code:
+    /// a refused login or permission, a server busy, loading or read-only,
+    /// or a command this server or topology does not take.
+    static func refused(_ text: String, _ address: RedisAddress, _ message: String? = nil) -> TickgateError {
+        let code = text.prefix { $0 != " " }
+        let kind: StoreFailure
+        switch code {
+        case "NOAUTH", "WRONGPASS", "NOPERM": kind = .auth
+        case "BUSY", "LOADING", "READONLY", "MASTERDOWN", "TRYAGAIN", "OOM", "MISCONF", "NOREPLICAS": kind = .busy
+        case "WRONGTYPE": kind = .corrupt
+        default: kind = .unsupported
+        }
+        return TickgateError(kind == .corrupt ? .storeCorrupt : .storeIO,
+                             message ?? "the Redis server \(address.description) refused a call: \(text.prefix(300))",
+                             store: kind)
+    }
+
+    /// Makes every read and write of the next call wait at most until
+    /// `deadline` (a boot-clock instant); throws a timeout if it passed.
+    func limit(to deadline: Instant) throws(TickgateError) {
+        let left = deadline.since(Poller.boottime())
+        guard left.nanoseconds > 0 else {
+            throw TickgateError(.storeIO, "the Redis server \(address.description) did not answer within the store timeout",
+                                store: .timeout)
+        }
+        let milliseconds = max(1, left.millisecondsRoundedUp)
+        guard milliseconds != timeoutMilliseconds else { return }
+        timeoutMilliseconds = milliseconds
+        _ = tgshim_redis_set_timeout(context, milliseconds)
+    }
+
     /// Sends one command and reads its reply (Redis's own errors come back
     /// as `.error`). Throws `.storeIO` naming the server if the connection
     /// fails or the reply does not come within the timeout (the
     /// connection is then broken), `.storeCorrupt` for a reply past the
     /// size limits.
     func command(_ arguments: [[UInt8]]) throws(TickgateError) -> RedisReply {
-        guard !broken else { throw TickgateError(.storeIO, "the connection to \(address.description) is broken") }
+        guard !broken else { throw brokenError }
         let count = arguments.count
         let context = self.context
+        var sent: Int32 = 0
         let reply = withArrayOfPointers(arguments) { pointers, lengths in
-            tgshim_redis_command(context, Int32(count), pointers, lengths)
+            tgshim_redis_command(context, Int32(count), pointers, lengths, &sent)
         }
-        guard let reply else { throw failure() }
+        delivered = sent != 0
+        guard let reply else { throw failure(errno) }
         return try copy(reply)
     }
 
     /// Sends several commands at once and reads their replies: one round
     /// trip.
     func pipeline(_ commands: [[[UInt8]]]) throws(TickgateError) -> [RedisReply] {
-        guard !broken else { throw TickgateError(.storeIO, "the connection to \(address.description) is broken") }
+        guard !broken else { throw brokenError }
         let context = self.context
         for arguments in commands {
             let count = arguments.count
             let queued = withArrayOfPointers(arguments) { pointers, lengths in
                 tgshim_redis_append(context, Int32(count), pointers, lengths)
             }
-            guard queued == 0 else { throw failure() }
+            guard queued == 0 else { throw failure(errno) }
         }
+        delivered = false
+        guard tgshim_redis_flush(context) == 0 else { throw failure(errno) }
+        delivered = true
         var replies: [RedisReply] = []
         for _ in commands {
-            guard let reply = tgshim_redis_read(context) else { throw failure() }
+            guard let reply = tgshim_redis_read(context) else { throw failure(errno) }
             replies.append(try copy(reply))
         }
         return replies
     }
 
+    private var brokenError: TickgateError {
+        TickgateError(.storeIO, "the connection to \(address.description) is broken", store: .unreachable)
+    }
+
     /// The error of a failed read or write; the connection is broken.
-    private func failure() -> TickgateError {
+    private func failure(_ number: Int32) -> TickgateError {
         broken = true
-        let why = Self.errorText(context)
-        let timedOut = why.contains("Resource temporarily unavailable") || why.contains("timed out")
-        return TickgateError(.storeIO,
-            timedOut ? "the Redis server \(address.description) did not answer within the store timeout"
-                     : "lost the Redis server \(address.description): \(why)")
+        let kind = Self.kind(context.pointee.err, number)
+        switch kind {
+        case .timeout:
+            return TickgateError(.storeIO, "the Redis server \(address.description) did not answer within the store timeout",
+                                 store: .timeout)
+        case .corrupt:
+            return TickgateError(.storeCorrupt,
+                "the Redis server \(address.description) sent what is not Redis's protocol: \(Self.errorText(context))",
+                store: .corrupt)
+        default:
+            return TickgateError(.storeIO, "lost the Redis server \(address.description): \(Self.errorText(context))",
+                                 store: kind)
+        }
     }
 
     private func copy(_ reply: UnsafeMutablePointer<redisReply>) throws(TickgateError) -> RedisReply {
         defer { freeReplyObject(reply) }
         guard let copied = RedisReply(reply) else {
             broken = true
-            throw TickgateError(.storeCorrupt, "the Redis server \(address.description) sent a reply past Tickgate's limits")
+            throw TickgateError(.storeCorrupt, "the Redis server \(address.description) sent a reply past Tickgate's limits",
+                                store: .corrupt)
         }
         return copied
     }
 
-    /// Waits for replies with no timeout (a subscriber's connection).
-    func waitForever() {
-        _ = tgshim_redis_set_timeout(context, 0)
-    }
+    /// True if the idle connection was closed by the server (or holds data
+    /// nobody asked for): it must not be used.
+    var isStale: Bool { tgshim_redis_stale(context) != 0 }
 
     /// The connection's socket, for `shutdown` from another thread.
     var descriptor: Int32 { context.pointee.fd }
 
-    /// Reads the next reply with no command sent (a subscriber's message).
-    func read() throws(TickgateError) -> RedisReply {
-        guard !broken else { throw TickgateError(.storeIO, "the connection to \(address.description) is broken") }
-        guard let reply = tgshim_redis_read(context) else { throw failure() }
+    /// Sends a command without reading its reply (a subscriber's PING).
+    func send(_ arguments: [[UInt8]]) throws(TickgateError) {
+        guard !broken else { throw brokenError }
+        let count = arguments.count
+        let context = self.context
+        let queued = withArrayOfPointers(arguments) { pointers, lengths in
+            tgshim_redis_append(context, Int32(count), pointers, lengths)
+        }
+        guard queued == 0, tgshim_redis_flush(context) == 0 else { throw failure(errno) }
+    }
+
+    /// Reads the next reply with no command sent (a subscriber's message),
+    /// waiting at most `wait`; nil if none came in that time (the
+    /// connection stays usable).
+    func read(within wait: Span) throws(TickgateError) -> RedisReply? {
+        guard !broken else { throw brokenError }
+        let milliseconds = max(1, wait.millisecondsRoundedUp)
+        if milliseconds != timeoutMilliseconds {
+            timeoutMilliseconds = milliseconds
+            _ = tgshim_redis_set_timeout(context, milliseconds)
+        }
+        var timedOut: Int32 = 0
+        guard let reply = tgshim_redis_read_within(context, milliseconds, &timedOut) else {
+            if timedOut != 0 { return nil }
+            throw failure(errno)
+        }
         return try copy(reply)
     }
 }

@@ -45,7 +45,7 @@ struct ReplyReader {
 
 /// Settings and sessions as the Redis store writes them.
 enum RedisRows {
-    /// A key's hash as HGETALL returns it (`RedisScripts` describes its
+    /// A key's hash as HGETALL returns it (Scripts/decide.lua describes its
     /// fields), at server time `now`: checked as the decide script checks
     /// it.
     static func keyRows(_ reply: RedisReply, for key: CountdownKey, name: [UInt8], now: Int64,
@@ -61,13 +61,16 @@ enum RedisRows {
         var index = 0
         while index < entries.count {
             guard case let .string(field) = entries[index], case let .string(value) = entries[index + 1],
-                  field.count == 1, "dplichnswxt".utf8.contains(field[0]) else {
+                  field.count == 1, "dplichnswxtk".utf8.contains(field[0]) else {
                 throw bad("an unknown field")
             }
             fields[field[0]] = value
             index += 2
         }
-        guard fields.count == 11 else { throw bad("holds \(fields.count) of its 11 fields") }
+        // Format 1 had no ticket field.
+        if fields.count == 11 && fields[UInt8(ascii: "k")] == nil { fields[UInt8(ascii: "k")] = [] }
+        guard fields.count == 12 else { throw bad("holds \(fields.count) of its 12 fields") }
+        guard fields[UInt8(ascii: "k")]!.count <= 64 else { throw bad("field k is too long") }
         let most = Int64(1) << 53 - 1
         func int(_ field: Character, _ range: ClosedRange<Int64>) throws(TickgateError) -> Int64 {
             let bytes = fields[field.asciiValue!]!

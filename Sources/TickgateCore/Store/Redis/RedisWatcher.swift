@@ -2,17 +2,21 @@ import CTickgateShim
 import Glibc
 
 /// The change notices of a Redis store: a thread of its own, subscribed to
-/// the prefix's channel on a connection of its own, tells the engine of
-/// every key another engine changed (each decision script publishes the
-/// key it wrote). When the connection drops it connects again, subscribes
-/// again and reports nil: the engine re-reads every key it observes, so no
-/// change is missed.
+/// the prefix's channel on a connection of its own, tells the engine what
+/// other engines changed (every script that writes publishes a notice).
+///
+/// The link is watched: when no message came for half the timeout it sends
+/// a `PING`, and if the answer does not come within the other half the
+/// link is taken as dead (TCP keepalive alone cannot see a proxy that stops
+/// forwarding: its own kernel answers the probes). A dead or dropped link
+/// is reported (`.lost`), replaced, and reported again when subscribed
+/// (`.back`): the engine then re-reads what it observes, so no change is
+/// missed for good.
 final class RedisWatcher: @unchecked Sendable {
     private let address: RedisAddress
     private let timeout: Span
-    private let channel: [UInt8]
-    private let publisher: [UInt8]
-    private let changed: @Sendable (CountdownKey?) -> Void
+    private let keys: RedisKeys
+    private let changed: @Sendable (StoreNotice) -> Void
 
     private struct State {
         var closed = false
@@ -20,17 +24,18 @@ final class RedisWatcher: @unchecked Sendable {
         var descriptor: Int32?
         /// Subscriptions made (the first one ends `start`'s wait).
         var subscriptions = 0
+        /// Connection attempts that failed (the first one ends it too: a
+        /// server out of reach does not hold up the engine's caller).
+        var failures = 0
     }
 
     private let state = LockedValue(State())
     private var thread: UInt = 0
 
-    init(address: RedisAddress, timeout: Span, channel: [UInt8], publisher: String,
-         changed: @escaping @Sendable (CountdownKey?) -> Void) {
+    init(address: RedisAddress, timeout: Span, keys: RedisKeys, changed: @escaping @Sendable (StoreNotice) -> Void) {
         self.address = address
         self.timeout = timeout
-        self.channel = channel
-        self.publisher = Array(publisher.utf8)
+        self.keys = keys
         self.changed = changed
     }
 
@@ -41,7 +46,8 @@ final class RedisWatcher: @unchecked Sendable {
         guard let id = StoreThread.start({ self.run() }) else { return false }
         thread = id
         let deadline = Poller.boottime().advanced(by: timeout)
-        while state.withLock({ $0.subscriptions == 0 && !$0.closed }) && Poller.boottime() < deadline {
+        while state.withLock({ $0.subscriptions == 0 && $0.failures == 0 && !$0.closed })
+            && Poller.boottime() < deadline {
             var delay = timespec(tv_sec: 0, tv_nsec: 1_000_000)
             _ = nanosleep(&delay, nil)
         }
@@ -60,17 +66,19 @@ final class RedisWatcher: @unchecked Sendable {
     private var closed: Bool { state.withLock { $0.closed } }
 
     private func run() {
+        var lost = false
         while !closed {
-            guard let connection = try? RedisConnection(address, timeout: timeout) else {
-                pause()
-                continue
-            }
-            guard case let .array(parts)? = try? connection.command([Array("SUBSCRIBE".utf8), channel]),
+            guard let connection = try? RedisConnection(address, timeout: timeout),
+                  case let .array(parts)? = try? connection.command([Array("SUBSCRIBE".utf8), keys.channel]),
                   parts.first?.text == "subscribe" else {
+                state.withLock { $0.failures += 1 }
+                if !lost && state.withLock({ $0.subscriptions > 0 }) {
+                    lost = true
+                    changed(.lost)
+                }
                 pause()
                 continue
             }
-            connection.waitForever()
             let earlier = state.withLock { state -> Int? in
                 if state.closed { return nil }
                 state.descriptor = connection.descriptor
@@ -81,11 +89,49 @@ final class RedisWatcher: @unchecked Sendable {
             // Changes made while no connection listened are found by
             // re-reading what is observed (the first subscription is made
             // before the first observer's key is read).
-            if earlier > 0 { changed(nil) }
-            while let reply = try? connection.read() {
-                if let key = key(of: reply) { changed(key) }
+            if earlier > 0 {
+                lost = false
+                changed(.back)
             }
+            listen(connection)
             state.withLock { $0.descriptor = nil }
+            if !closed && !lost {
+                lost = true
+                changed(.lost)
+            }
+        }
+    }
+
+    /// Reads notices until the link fails or goes silent.
+    private func listen(_ connection: RedisConnection) {
+        let half = Span(nanoseconds: max(timeout.nanoseconds / 2, 1_000_000))
+        var awaitingPong = false
+        while !closed {
+            let reply: RedisReply?
+            do throws(TickgateError) {
+                reply = try connection.read(within: half)
+            } catch {
+                return
+            }
+            guard let reply else {
+                // Silent for half the timeout: ask; silent for the other
+                // half after asking: the link is dead.
+                if awaitingPong { return }
+                do throws(TickgateError) {
+                    try connection.send([Array("PING".utf8)])
+                } catch {
+                    return
+                }
+                awaitingPong = true
+                continue
+            }
+            guard case let .array(parts) = reply, let kind = parts.first?.text else { continue }
+            if kind == "pong" {
+                awaitingPong = false
+            } else if kind == "message", parts.count == 3, case let .string(payload) = parts[2],
+                      let notice = keys.notice(payload) {
+                changed(notice)
+            }
         }
     }
 
@@ -93,31 +139,5 @@ final class RedisWatcher: @unchecked Sendable {
     private func pause() {
         var delay = timespec(tv_sec: 0, tv_nsec: 100_000_000)
         _ = nanosleep(&delay, nil)
-    }
-
-    /// The key a message names ("PUBLISHER kLEN:SCOPESUBJECT"), unless it
-    /// is this engine's own or not a well-formed key.
-    private func key(of reply: RedisReply) -> CountdownKey? {
-        guard case let .array(parts) = reply, parts.count == 3, parts[0].text == "message",
-              case let .string(payload) = parts[2],
-              let space = payload.firstIndex(of: UInt8(ascii: " ")),
-              Array(payload[..<space]) != publisher else { return nil }
-        var rest = payload[(space + 1)...]
-        guard rest.first == UInt8(ascii: "k") else { return nil }
-        rest = rest.dropFirst()
-        guard let colon = rest.prefix(4).firstIndex(of: UInt8(ascii: ":")),
-              let length = Int(String(decoding: rest[rest.startIndex..<colon], as: UTF8.self)),
-              length > 0, rest.distance(from: colon, to: rest.endIndex) > length else { return nil }
-        let start = rest.index(after: colon)
-        let middle = rest.index(start, offsetBy: length)
-        let scope = Array(rest[start..<middle])
-        let subject = Array(rest[middle...])
-        return scope.withUnsafeBufferPointer { scopeBytes in
-            subject.withUnsafeBufferPointer { subjectBytes in
-                guard let scope = try? KeyName(bytes: scopeBytes, role: "scope"),
-                      let subject = try? KeyName(bytes: subjectBytes, role: "subject") else { return nil }
-                return CountdownKey(scope: scope, subject: subject)
-            }
-        }
     }
 }

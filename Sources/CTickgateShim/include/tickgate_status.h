@@ -1,0 +1,1 @@
+../../../include/tickgate_status.h

@@ -1,0 +1,125 @@
+/// The Redis store's time: decisions run on the server's clock (`TIME` in
+/// every script) or, for tests on a manual clock, on the engine's; replies'
+/// times are mapped onto the engine's clock, and every call carries the
+/// moment past which the server must not run it.
+final class RedisClock: Sendable {
+    let engineClock: Clock
+    let source: RedisOptions.TimeSource
+    let timeout: Span
+
+    private struct State {
+        var engineTime = ServerClock()
+        var realTime = ServerClock()
+    }
+
+    private let state = LockedValue(State())
+
+    init(_ clock: Clock, source: RedisOptions.TimeSource, timeout: Span) {
+        engineClock = clock
+        self.source = source
+        self.timeout = timeout
+    }
+
+    /// One call's readings: the engine's and the boot clock's at its start,
+    /// its deadline on the boot clock, the decision time to send ('' for
+    /// the server's) and the server time past which it must not run.
+    struct Call {
+        var engineStart: Instant
+        var realStart: Instant
+        var deadline: Instant
+        var now: [UInt8]
+        var notAfter: [UInt8]
+    }
+
+    func begin() -> Call {
+        let engineStart = engineClock.now()
+        let realStart = Poller.boottime()
+        let deadline = realStart.advanced(by: timeout)
+        var now: [UInt8] = []
+        if source == .engine { now = Array(String(engineStart.nanoseconds / 1_000).utf8) }
+        // The server's time at the deadline, never later than it is: a
+        // call that the server reads after its caller gave up is refused.
+        let notAfter = state.withLock { $0.realTime.server(of: deadline) }
+        return Call(engineStart: engineStart, realStart: realStart, deadline: deadline, now: now,
+                    notAfter: notAfter.map { Array(String($0).utf8) } ?? [])
+    }
+
+    /// Learns from a reply's clock readings (`now` the decision time, `real`
+    /// the server's, µs); returns the offset that maps the reply's times
+    /// onto the engine's clock.
+    func finish(_ call: Call, now: Int64, real: Int64) -> Int64 {
+        let engineEnd = engineClock.now()
+        let realEnd = Poller.boottime()
+        return state.withLock { state in
+            state.realTime.observe(start: call.realStart, end: realEnd, server: real)
+            if source == .engine { return 0 }
+            if engineClock.isManual {
+                state.engineTime.observe(start: call.engineStart, end: engineEnd, server: now)
+            } else {
+                state.engineTime = state.realTime
+            }
+            return state.engineTime.offset ?? 0
+        }
+    }
+
+    /// The decision time (µs) of a call whose TIME reply gave `real`, and
+    /// the offset that maps it onto the engine's clock.
+    func moment(_ call: Call, real: Int64) -> (now: Int64, offset: Int64) {
+        let now = source == .engine ? call.engineStart.nanoseconds / 1_000 : real
+        return (now, finish(call, now: now, real: real))
+    }
+
+    /// The decision time (µs) of the engine's `instant`, if the mapping is
+    /// known.
+    func micros(of instant: Instant) -> Int64? {
+        if source == .engine { return instant.nanoseconds / 1_000 }
+        return state.withLock { $0.engineTime.server(of: instant) }
+    }
+
+    /// The engine-clock instant of decision time `micros` under `offset`.
+    static func instant(_ micros: Int64, _ offset: Int64) -> Instant {
+        Instant(nanoseconds: micros &* 1_000 &+ offset)
+    }
+
+    static func micros(_ span: Span) -> [UInt8] { Array(String(span.nanoseconds / 1_000).utf8) }
+
+    /// The server's time (µs) of a TIME reply.
+    static func serverTime(_ reply: RedisReply, _ server: String) throws(TickgateError) -> Int64 {
+        guard case let .array(parts) = reply, parts.count == 2, let seconds = parts[0].text.flatMap({ Int64($0) }),
+              let micros = parts[1].text.flatMap({ Int64($0) }), seconds >= 0, seconds < Int64(1) << 33,
+              (0..<1_000_000).contains(micros) else {
+            throw TickgateError(.storeCorrupt, "the Redis server \(server) sent a bad TIME reply", store: .corrupt)
+        }
+        return seconds * 1_000_000 + micros
+    }
+}
+
+/// Maps the server's clock onto one of the engine's: `offset` is added to
+/// a server time (in ns) to give the engine's instant. Each call that reads
+/// the server's time between the engine's readings `start` and `end` says
+/// the true offset lies in [start - server, end - server]; the offset kept
+/// is the smallest upper end seen, so a deadline is never mapped earlier
+/// than it is (a countdown never finishes early) and never later than by
+/// one round trip. It moves only by 1 ms or more, or when a reading proves
+/// it too small (the server's clock was set back), so that the same server
+/// time keeps mapping to the same instant.
+struct ServerClock {
+    var offset: Int64?
+
+    mutating func observe(start: Instant, end: Instant, server micros: Int64) {
+        let server = micros &* 1_000
+        let high = end.nanoseconds &- server
+        let low = start.nanoseconds &- server
+        guard let current = offset else {
+            offset = high
+            return
+        }
+        if high < current &- 1_000_000 || low > current { offset = high }
+    }
+
+    /// The server's time (µs) at the engine's `instant`, if known: never
+    /// later than it is.
+    func server(of instant: Instant) -> Int64? {
+        offset.map { (instant.nanoseconds &- $0) / 1_000 }
+    }
+}

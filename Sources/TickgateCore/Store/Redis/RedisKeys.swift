@@ -1,0 +1,111 @@
+/// Where the Redis store keeps what (P the prefix; a NAME written as its
+/// byte length, ':', its bytes):
+///
+///     P format                  string: the data's format (`RedisKeys.format`)
+///     P settings                hash: policies (p:SCOPE), titles (t:SCOPE), budgets (g:NAME)
+///     P k{SCOPE-NAME SUBJECT}   hash: a key's countdown and send record (Scripts/decide.lua)
+///     P r{SCOPE-NAME SUBJECT}   hash: each engine's last decision on the key and its answer
+///     P b{BUDGET-NAME KEY}      sorted set: a budget key's charges
+///     P s{REALM}                string: a realm's session, expiring with it
+///     P events                  pub/sub channel of change notices
+///
+/// A key's hash and its answers share one hash tag, so one key's decision
+/// touches one Redis Cluster slot (its budgets and the settings aside).
+/// Notices are "ENGINE k{TAG}" (a key), "ENGINE g" (the settings) and
+/// "ENGINE s{REALM}" (a session), ENGINE naming the engine that made the
+/// change so it can skip its own.
+struct RedisKeys: Sendable {
+    /// The data's format: 1 had no format key and no tickets in key hashes
+    /// (read as it is); 2 adds both. An engine refuses a higher one.
+    static let format = 2
+
+    let prefix: [UInt8]
+    let engine: [UInt8]
+
+    /// The part of a key's names inside its braces.
+    func tag(_ key: CountdownKey) -> [UInt8] {
+        var bytes: [UInt8] = []
+        Self.name(&bytes, key.scope)
+        bytes.append(contentsOf: key.subject.value.utf8)
+        return bytes
+    }
+
+    private static func name(_ bytes: inout [UInt8], _ part: KeyName) {
+        bytes.append(contentsOf: Array(String(part.value.utf8.count).utf8))
+        bytes.append(UInt8(ascii: ":"))
+        bytes.append(contentsOf: part.value.utf8)
+    }
+
+    private func tagged(_ kind: Character, _ tag: [UInt8]) -> [UInt8] {
+        prefix + [kind.asciiValue!, UInt8(ascii: "{")] + tag + [UInt8(ascii: "}")]
+    }
+
+    func hash(tag: [UInt8]) -> [UInt8] { tagged("k", tag) }
+    func hash(_ key: CountdownKey) -> [UInt8] { hash(tag: tag(key)) }
+    func answers(tag: [UInt8]) -> [UInt8] { tagged("r", tag) }
+
+    func budget(_ key: BudgetKey) -> [UInt8] {
+        var tag: [UInt8] = []
+        Self.name(&tag, key.budget)
+        tag.append(contentsOf: key.key.value.utf8)
+        return tagged("b", tag)
+    }
+
+    func session(_ realm: KeyName) -> [UInt8] { tagged("s", Array(realm.value.utf8)) }
+
+    var settings: [UInt8] { prefix + Array("settings".utf8) }
+    var formatKey: [UInt8] { prefix + Array("format".utf8) }
+    var channel: [UInt8] { prefix + Array("events".utf8) }
+    /// The glob of every key hash (of one scope's if given).
+    func hashPattern(scope: KeyName?) -> [UInt8] {
+        var start = prefix + Array("k{".utf8)
+        if let scope { Self.name(&start, scope) }
+        var out: [UInt8] = []
+        for byte in start {
+            if "*?[]\\".utf8.contains(byte) { out.append(UInt8(ascii: "\\")) }
+            out.append(byte)
+        }
+        return out + [UInt8(ascii: "*")]
+    }
+
+    // MARK: Notices
+
+    func keyNotice(tag: some Collection<UInt8>) -> [UInt8] { engine + Array(" k{".utf8) + tag + [UInt8(ascii: "}")] }
+    /// The notice of a key hash's name ("P k{TAG}").
+    func keyNotice(hashName: [UInt8]) -> [UInt8] { keyNotice(tag: hashName.dropFirst(prefix.count + 2).dropLast()) }
+    var settingsNotice: [UInt8] { engine + Array(" g".utf8) }
+    func sessionNotice(_ realm: KeyName) -> [UInt8] { engine + Array(" s{".utf8) + Array(realm.value.utf8) + [UInt8(ascii: "}")] }
+
+    /// What a notice names, unless it is this engine's own or malformed.
+    func notice(_ payload: [UInt8]) -> StoreNotice? {
+        guard let space = payload.firstIndex(of: UInt8(ascii: " ")), Array(payload[..<space]) != engine else {
+            return nil
+        }
+        let rest = payload[(space + 1)...]
+        guard let kind = rest.first else { return nil }
+        if kind == UInt8(ascii: "g") { return rest.count == 1 ? .settings : nil }
+        guard rest.count >= 3, rest[rest.index(after: rest.startIndex)] == UInt8(ascii: "{"),
+              rest.last == UInt8(ascii: "}") else { return nil }
+        let inner = Array(rest.dropFirst(2).dropLast())
+        switch kind {
+        case UInt8(ascii: "k"):
+            guard let colon = inner.prefix(4).firstIndex(of: UInt8(ascii: ":")),
+                  let length = Int(String(decoding: inner[..<colon], as: UTF8.self)),
+                  length > 0, inner.count - colon - 1 > length else { return nil }
+            let scope = Array(inner[(colon + 1)..<(colon + 1 + length)])
+            let subject = Array(inner[(colon + 1 + length)...])
+            guard let scope = Self.keyName(scope, "scope"), let subject = Self.keyName(subject, "subject") else {
+                return nil
+            }
+            return .key(CountdownKey(scope: scope, subject: subject))
+        case UInt8(ascii: "s"):
+            return Self.keyName(inner, "realm").map { .session($0) }
+        default:
+            return nil
+        }
+    }
+
+    private static func keyName(_ bytes: [UInt8], _ role: String) -> KeyName? {
+        bytes.withUnsafeBufferPointer { try? KeyName(bytes: $0, role: role) }
+    }
+}

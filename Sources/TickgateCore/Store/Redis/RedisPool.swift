@@ -1,0 +1,156 @@
+/// The Redis store's connections: at most `capacity` open at once, each
+/// used by one call at a time. A call takes an idle connection, opens a new
+/// one while fewer than `capacity` are open, or waits for one to come back
+/// until its deadline. A server that went away and came back is reached
+/// again by the next call, without reopening the engine.
+final class RedisPool: @unchecked Sendable {
+    let address: RedisAddress
+    let timeout: Span
+    let capacity: Int
+
+    // Guarded by `lock` (its condition: a connection came back).
+    private let lock = ConditionLock()
+    private var idle: [RedisConnection] = []
+    private var open = 0
+    private var closed = false
+    private var peak = 0
+
+    init(address: RedisAddress, timeout: Span, capacity: Int, first: RedisConnection) {
+        self.address = address
+        self.timeout = timeout
+        self.capacity = capacity
+        idle = [first]
+        open = 1
+        peak = 1
+    }
+
+    /// The most connections that were open at once.
+    var peakConnections: Int { lock.withLock { peak } }
+
+    /// A connection, by `deadline` (a boot-clock instant): an idle one, a new
+    /// one (`fresh`), or the first one checked in while all are in use.
+    func checkOut(by deadline: Instant) throws(TickgateError) -> (connection: RedisConnection, fresh: Bool) {
+        lock.lock()
+        while true {
+            if closed {
+                lock.unlock()
+                throw TickgateError(.closed, "the store \(address.description) is closed")
+            }
+            if let connection = idle.popLast() {
+                // One the server closed while it sat idle (it restarted)
+                // is dropped before anything is sent on it.
+                if connection.isStale {
+                    open -= 1
+                    continue
+                }
+                lock.unlock()
+                return (connection, false)
+            }
+            if open < capacity {
+                open += 1
+                peak = max(peak, open)
+                lock.unlock()
+                do throws(TickgateError) {
+                    return (try RedisConnection(address, timeout: min(timeout, max(deadline.since(Poller.boottime()),
+                                                                                     .milliseconds(1)))), true)
+                } catch {
+                    lock.withLock { open -= 1 }
+                    lock.broadcast()
+                    throw error
+                }
+            }
+            let left = deadline.since(Poller.boottime())
+            guard left.nanoseconds > 0 else {
+                lock.unlock()
+                throw TickgateError(.storeIO,
+                    "all \(capacity) connections to \(address.description) stayed busy for the store timeout",
+                    store: .timeout)
+            }
+            lock.wait(upTo: left)
+        }
+    }
+
+    /// Gives a connection back, or closes it if it broke or the store closed.
+    func checkIn(_ connection: RedisConnection) {
+        lock.withLock {
+            if !connection.broken && !closed {
+                idle.append(connection)
+            } else {
+                open -= 1
+            }
+        }
+        lock.broadcast()
+    }
+
+    /// Runs `body` on a connection whose reads and writes end by `deadline`.
+    ///
+    /// A connection that fails (the server restarted, closed it, or a link
+    /// was cut) is replaced and `body` run again while time is left: every
+    /// state-changing script carries an id, and the server answers a
+    /// repeated id with its first answer, so a retry never applies twice.
+    /// `changes`: the call may change the store. If it may have reached the
+    /// server and no answer came (a timeout, or no connection could be made
+    /// again), its outcome cannot be known: `.storeUnknown`.
+    func call<R>(by deadline: Instant, changes: Bool,
+                 _ body: (RedisConnection) throws(TickgateError) -> R) throws(TickgateError) -> R {
+        var sent = false
+        var last: TickgateError?
+        var pause = Span.milliseconds(1)
+        while true {
+            let connection: RedisConnection
+            do throws(TickgateError) {
+                connection = try checkOut(by: deadline).connection
+            } catch {
+                guard sent, changes, error.status == .storeIO else { throw error }
+                throw unknown(error, after: last)
+            }
+            do throws(TickgateError) {
+                try connection.limit(to: deadline)
+                let result = try body(connection)
+                checkIn(connection)
+                return result
+            } catch {
+                sent = sent || connection.delivered
+                checkIn(connection)
+                let mayHaveRun = sent && changes && error.status == .storeIO
+                // A link that went silent: the idle ones likely did too.
+                if error.storeFailure == .timeout { dropIdle() }
+                if error.storeFailure == .timeout || !connection.broken || error.status != .storeIO {
+                    throw mayHaveRun ? unknown(error, after: last) : error
+                }
+                last = error
+                // A server that takes connections and drops them is not
+                // hammered: a short pause, growing, before the next try.
+                pause = min(Span(nanoseconds: pause.nanoseconds * 2), Span.milliseconds(50))
+                let left = deadline.since(Poller.boottime())
+                if left > pause { Poller.sleep(pause) }
+            }
+        }
+    }
+
+    private func unknown(_ error: TickgateError, after last: TickgateError?) -> TickgateError {
+        TickgateError(.storeUnknown,
+            "\(last?.message ?? error.message); the request may have reached the server, which refuses it once past its deadline: read the key to learn what holds",
+            store: error.storeFailure)
+    }
+
+    /// Closes every idle connection (the notice link went silent or was
+    /// lost: they may be dead without knowing it); the next calls connect.
+    func dropIdle() {
+        lock.withLock {
+            open -= idle.count
+            idle.removeAll()
+        }
+        lock.broadcast()
+    }
+
+    /// Closes every idle connection; later calls fail.
+    func close() {
+        lock.withLock {
+            closed = true
+            open -= idle.count
+            idle.removeAll()
+        }
+        lock.broadcast()
+    }
+}

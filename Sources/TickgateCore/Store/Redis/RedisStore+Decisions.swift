@@ -1,0 +1,213 @@
+// The Redis store's decisions: each one run of Scripts/decide.lua, which
+// decides on what the store holds (the key, its scope's policy, the
+// budgets); the engine applies its answer, deciding nothing again.
+
+extension RedisStore {
+    func decide(_ decision: KeyDecision, budgets named: [BudgetRow], for key: CountdownKey)
+        throws(TickgateError) -> DecisionResult {
+        if case .read = decision { return try read(key) }
+        let call = clock.begin()
+        var op = ""
+        var tick = Span.zero
+        var a: [UInt8] = [], b: [UInt8] = [], c: [UInt8] = []
+        switch decision {
+        case .read:
+            break
+        case let .start(duration, tickInterval, restart):
+            op = "start"
+            tick = tickInterval
+            a = RedisClock.micros(duration)
+            b = restart ? [UInt8(ascii: "1")] : [UInt8(ascii: "0")]
+        case .cancel:
+            op = "cancel"
+        case let .sendBegin(_, tickInterval, ticket):
+            op = "begin"
+            tick = tickInterval
+            c = ticketName(ticket)
+        case let .sendEnd(ticket, _, outcome, retry, _, tickInterval, _):
+            op = "end"
+            tick = tickInterval
+            a = Array((outcome == .succeeded ? "ok" : "fail").utf8)
+            b = RedisClock.micros(retry)
+            c = ticketName(ticket)
+        case .verified:
+            op = "verified"
+        case .verifyFailed:
+            op = "failed"
+        }
+        let tag = keys.tag(key)
+        var names = [keys.hash(tag: tag), keys.settings, keys.answers(tag: tag)]
+        var arguments: [[UInt8]] = [
+            Array(op.utf8), call.now, call.notAfter, Array(String(slackMilliseconds).utf8),
+            keys.channel, keys.keyNotice(tag: tag), RedisClock.micros(tick), Self.defaultPolicy,
+            Array(key.scope.value.utf8), a, b, c, nextDecision(), keys.engine,
+            Array(String(options.timeout.millisecondsRoundedUp + 1_000).utf8),
+        ]
+        for row in named {
+            names.append(keys.budget(row.key))
+            arguments.append(Array(row.key.budget.value.utf8))
+        }
+        let reply = try run("decide", keys: names, arguments: arguments, by: call.deadline)
+        let fields = try ReplyReader(reply, key: names[0], server: address.description)
+        let code = try fields.text(0)
+        if code == "corrupt" { throw fields.corrupt() }
+        let now = try fields.integer(1, 0...Int64(1) << 53)
+        let real = try fields.integer(2, 0...Int64(1) << 53)
+        let offset = clock.finish(call, now: now, real: real)
+        if code == "late" { throw late("the decision on \(key.description)") }
+        guard code == "ok" || code == "refused" else { throw fields.corrupt("code \(code.prefix(40))") }
+        let moment = RedisClock.instant(now, offset)
+        let before = try RedisRows.keyRows(try fields.element(3), for: key, name: names[0], now: now, offset: offset)
+        let why = try fields.text(5)
+        let first = try fields.integer(6, -1...Int64(1) << 53)
+        let second = try fields.integer(7, -1...Int64(Budget.maximumKeysPerSend))
+        guard code == "refused" else {
+            let after = try RedisRows.keyRows(try fields.element(4), for: key, name: names[0], now: now, offset: offset)
+            var result = DecisionResult(before: before, after: after, now: moment, refusal: nil)
+            if case .verifyFailed = decision {
+                guard first >= 0, first <= Int64(SendPolicy.maximumWrongCodesLimit) else { throw fields.corrupt("cap") }
+                result.maximumWrongCodes = Int(first)
+            }
+            return result
+        }
+        let refusal: Refusal
+        switch why {
+        case "busy": refusal = .busy
+        case "window" where first >= 0: refusal = .window(RedisClock.instant(first, offset))
+        case "budget" where first >= 0 && second >= 0 && second < named.count:
+            refusal = .budget(RedisClock.instant(first, offset), index: Int(second))
+        case "nobudget" where second >= 0 && second < named.count: refusal = .noBudget(index: Int(second))
+        case "none": refusal = .none
+        case "expired": refusal = .expired
+        case "ticket": refusal = .ticket
+        case "dead": refusal = .dead
+        case "unsent": refusal = .unsent
+        default: throw fields.corrupt("refusal \(why.prefix(40))")
+        }
+        let error: TickgateError
+        switch refusal {
+        case .busy:
+            error = before.countdown.map { Engine.busyError($0, at: moment) } ?? refusal.error(key, at: moment)
+        case let .budget(_, index):
+            error = refusal.error(named[index].key.description, at: moment)
+        case let .noBudget(index):
+            error = refusal.error("\"\(named[index].key.budget.value)\"", at: moment)
+        default:
+            error = refusal.error(key, at: moment)
+        }
+        return DecisionResult(before: before, after: before, now: moment, refusal: error)
+    }
+
+    /// A query: TIME and HGETALL pipelined (one round trip, no script:
+    /// a read needs no atomic write), checked as the script checks them.
+    private func read(_ key: CountdownKey) throws(TickgateError) -> DecisionResult {
+        let call = clock.begin()
+        let name = keys.hash(key)
+        let replies = try read([[Array("TIME".utf8)], [Array("HGETALL".utf8), name]], by: call.deadline)
+        let (now, offset) = clock.moment(call, real: try RedisClock.serverTime(replies[0], address.description))
+        let rows = try RedisRows.keyRows(replies[1], for: key, name: name, now: now, offset: offset)
+        return DecisionResult(before: rows, after: rows, now: RedisClock.instant(now, offset), refusal: nil)
+    }
+
+    /// A call the server refused because it came past its deadline: it
+    /// changed nothing.
+    func late(_ what: String) -> TickgateError {
+        TickgateError(.storeIO,
+            "the Redis server \(address.description) did not answer within the store timeout (\(what) was not made)",
+            store: .timeout)
+    }
+
+    /// A send ticket's name in the store: this engine's and its number.
+    private func ticketName(_ ticket: UInt64) -> [UInt8] { Array("\(engineName):\(ticket)".utf8) }
+
+    /// How long a key outlives what it still decides (engine time moves
+    /// by itself in tests, so it gets more).
+    var slackMilliseconds: Int64 { options.time == .engine ? 600_000 : 1_000 }
+
+    /// The policy of a scope that has none in the store.
+    static let defaultPolicy = encode(SendPolicy())
+
+    static func encode(_ policy: SendPolicy) -> [UInt8] {
+        let steps = policy.cooldowns.map { String($0.nanoseconds / 1_000) }.joined(separator: ",")
+        let rest = [Int64(policy.windowMaximumSends), policy.window.nanoseconds / 1_000,
+                    policy.quietReset.nanoseconds / 1_000, policy.ticketTimeout.nanoseconds / 1_000,
+                    Int64(policy.maximumWrongCodes)].map(String.init)
+        return Array(([steps] + rest).joined(separator: "|").utf8)
+    }
+
+    // MARK: Scope-wide cancel
+
+    func cancelAll(scope: KeyName?) throws(TickgateError) {
+        let pattern = keys.hashPattern(scope: scope)
+        var cursor = "0"
+        repeat {
+            let call = clock.begin()
+            let reply = try read([[Array("SCAN".utf8), Array(cursor.utf8), Array("MATCH".utf8), pattern,
+                                   Array("COUNT".utf8), Array("1000".utf8)]], by: call.deadline)[0]
+            guard case let .array(parts) = reply, parts.count == 2, let next = parts[0].text,
+                  case let .array(found) = parts[1] else {
+                throw TickgateError(.storeCorrupt, "the Redis server \(address.description) sent a bad SCAN reply",
+                                    store: .corrupt)
+            }
+            cursor = next
+            var names: [[UInt8]] = []
+            for entry in found { if case let .string(bytes) = entry { names.append(bytes) } }
+            var start = 0
+            while start < names.count {
+                let batch = Array(names[start..<min(start + 100, names.count)])
+                start += batch.count
+                let call = clock.begin()
+                var arguments: [[UInt8]] = [call.now, keys.channel, call.notAfter]
+                for name in batch { arguments.append(keys.keyNotice(hashName: name)) }
+                if case .integer(-1) = try run("cancelKeys", keys: batch, arguments: arguments, by: call.deadline) {
+                    throw late("the cancel of \(batch.count) keys")
+                }
+            }
+        } while cursor != "0"
+    }
+}
+
+extension RedisStore {
+    // MARK: Fail open, then reconcile
+
+    func merge(_ rows: KeyRows, for key: CountdownKey, charges: [BudgetKey: [Instant]]) throws(TickgateError) {
+        let call = clock.begin()
+        func micros(_ instant: Instant?) throws(TickgateError) -> [UInt8] {
+            guard let instant else { return Array("-1".utf8) }
+            guard let value = clock.micros(of: instant) else {
+                throw TickgateError(.storeIO, "the Redis server \(address.description) has not told its time yet",
+                                    store: .unreachable)
+            }
+            return Array(String(max(value, 0)).utf8)
+        }
+        let tag = keys.tag(key)
+        let countdown = rows.countdown
+        let record = rows.record
+        let budgetKeys = charges.keys.sorted { $0.description < $1.description }
+        var arguments: [[UInt8]] = [
+            call.now, call.notAfter, Array(String(slackMilliseconds).utf8), keys.channel, keys.keyNotice(tag: tag),
+            Self.defaultPolicy, Array(key.scope.value.utf8), try micros(countdown?.deadline),
+            Array(String(countdown?.phase.rawValue ?? 0).utf8), RedisClock.micros(countdown?.duration ?? .zero),
+            RedisClock.micros(countdown?.tickInterval ?? .zero),
+            record == nil ? Array("-1".utf8) : try micros(record?.lastSend ?? Instant(nanoseconds: 0)),
+            Array(String(record?.consecutive ?? 0).utf8),
+        ]
+        var sends: [String] = []
+        for send in record?.sends ?? [] { sends.append(String(decoding: try micros(send), as: UTF8.self)) }
+        arguments.append(Array(sends.joined(separator: ",").utf8))
+        for budgetKey in budgetKeys {
+            var times: [String] = []
+            for charge in charges[budgetKey] ?? [] { times.append(String(decoding: try micros(charge), as: UTF8.self)) }
+            arguments.append(Array(times.joined(separator: ",").utf8))
+        }
+        arguments.append(keys.engine)
+        let names = [keys.hash(tag: tag), keys.settings] + budgetKeys.map { keys.budget($0) }
+        let reply = try run("merge", keys: names, arguments: arguments, by: call.deadline)
+        let fields = try ReplyReader(reply, key: names[0], server: address.description)
+        switch try fields.text(0) {
+        case "ok": return
+        case "late": throw late("the write-back of \(key.description)")
+        default: throw fields.corrupt()
+        }
+    }
+}

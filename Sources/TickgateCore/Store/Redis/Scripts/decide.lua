@@ -1,0 +1,277 @@
+-- One decision on one key (KeyDecision's rules, on the server's clock):
+-- reads the key, its scope's policy and its budgets from the store, decides,
+-- writes, publishes a notice and answers. The engine applies the answer.
+--
+-- KEYS: 1 the key's hash, 2 the settings hash, 3 the key's answers hash
+-- (one field per engine: its last decision's id and answer), 4... the
+-- budget keys' sorted sets.
+-- ARGV: 1 op (start cancel begin end verified failed), 2 now ('' = TIME),
+-- 3 not after (server µs: past it the decision is refused as late), 4 slack
+-- ms, 5 channel, 6 notice, 7 tick µs, 8 the default policy, 9 the scope,
+-- 10-12 the op's own (start: duration, restart; begin: -, -, ticket; end:
+-- outcome, retry, ticket), 13 the decision's id, 14 the engine's name,
+-- 15 how long an answer is kept (ms), 16... the budgets' names (one per
+-- budget key).
+--
+-- Answers {code, now, real, before, after, why, a, b}: code 'ok' or
+-- 'refused'; before and after the key's hash as HGETALL reads it (after
+-- only for 'ok'); why the refusal ('busy', 'window' a = frees at, 'budget'
+-- a = frees at b = index, 'nobudget' b = index, 'none', 'expired',
+-- 'ticket', 'dead', 'unsent'; for 'ok' a = the cap of wrong codes). {'late', now, real}: past its deadline,
+-- nothing changed. {'corrupt', key, why}. A repeated id answers the first
+-- answer again and changes nothing.
+local K, S, R = KEYS[1], KEYS[2], KEYS[3]
+local op = ARGV[1]
+if not hash_or_none(R) then return {'corrupt', R, 'is not a hash'} end
+local seen = redis.call('HGET', R, ARGV[14])
+if seen then
+  local bar = string.find(seen, '|', 1, true)
+  if bar and string.sub(seen, 1, bar - 1) == ARGV[13] then
+    return cmsgpack.unpack(string.sub(seen, bar + 1))
+  end
+end
+local now, real = clock(ARGV[2])
+if ARGV[3] ~= '' and real > tonumber(ARGV[3]) then return {'late', now, real} end
+local slack = tonumber(ARGV[4])
+if not hash_or_none(K) then return {'corrupt', K, 'is not a hash'} end
+if not hash_or_none(S) then return {'corrupt', S, 'is not a hash'} end
+local raw = redis.call('HGETALL', K)
+local h = {}
+for j = 1, #raw, 2 do h[raw[j]] = raw[j + 1] end
+local DAY = 86400000000
+local YEAR = 365 * DAY
+local function bad(f) return {'corrupt', K, 'field ' .. f .. ' holds "' .. string.sub(tostring(h[f]), 1, 40) .. '"'} end
+-- A key's hash holds all twelve fields (-1 or '': absent), or none; a hash
+-- of format 1 has the first eleven (no ticket).
+local n_fields = 0
+for f, _ in pairs(h) do
+  n_fields = n_fields + 1
+  if #f ~= 1 or not string.find('dplichnswxtk', f, 1, true) then
+    return {'corrupt', K, 'unknown field "' .. string.sub(f, 1, 40) .. '"'}
+  end
+end
+if n_fields == 11 and h.k == nil then h.k = '' n_fields = 12 end
+if n_fields ~= 0 and n_fields ~= 12 then return {'corrupt', K, 'holds ' .. n_fields .. ' of its 12 fields'} end
+local cd, rec = nil, nil
+if n_fields == 12 then
+  local d, p, l, i, c = int(h.d, -1, MAXT), int(h.p, -1, 2), int(h.l, -1, YEAR), int(h.i, -1, DAY), int(h.c, -1, MAXT)
+  if not d then return bad('d') end
+  if not p then return bad('p') end
+  if not l then return bad('l') end
+  if not i then return bad('i') end
+  if not c then return bad('c') end
+  if #h.k > 64 then return bad('k') end
+  if d >= 0 then
+    if p < 0 then return bad('p') end
+    if l < 1 then return bad('l') end
+    if i < 10000 then return bad('i') end
+    if d > now then cd = {d = d, p = p, l = l, i = i, c = c, k = h.k} end
+  end
+  local hs, n, w, x, s = int(h.h, -1, 1), int(h.n, -1, 2147483647), int(h.w, -1, 1001), int(h.x, -1, 1), int(h.s, -1, MAXT)
+  if not hs then return bad('h') end
+  if not n then return bad('n') end
+  if not w then return bad('w') end
+  if not x then return bad('x') end
+  if not s then return bad('s') end
+  if hs >= 0 then
+    if n < 0 then return bad('n') end
+    if w < 0 then return bad('w') end
+    if x < 0 then return bad('x') end
+    local sends = {}
+    if h.t ~= '' then
+      if #h.t > 18000000 then return bad('t') end
+      local last = -1
+      for part in string.gmatch(h.t, '[^,]+') do
+        local v = int(part, 0, MAXT)
+        if not v or v < last then return bad('t') end
+        sends[#sends + 1] = v
+        last = v
+      end
+      local _, commas = string.gsub(h.t, ',', ',')
+      if commas + 1 ~= #sends then return bad('t') end
+    end
+    rec = {h = hs, n = n, w = w, x = x, s = s, sends = sends}
+  end
+end
+local function refused(why, a, b)
+  return {'refused', now, real, raw, {}, why, a or -1, b or -1}
+end
+
+-- The scope's policy, as the store holds it (the default if none is set).
+local pol = policy(ARGV[8])
+local stored = redis.call('HGET', S, 'p:' .. ARGV[9])
+if stored then
+  pol = policy(stored)
+  if not pol then return {'corrupt', S, 'field "p:' .. string.sub(ARGV[9], 1, 40) .. '" is not a policy'} end
+end
+if not pol then return {'corrupt', S, 'the default policy is malformed'} end
+local tick = tonumber(ARGV[7])
+local function prune(r)
+  if pol.wmax == 0 then r.sends = {} return end
+  local horizon = now - pol.window
+  local keep = {}
+  for _, v in ipairs(r.sends) do if v > horizon then keep[#keep + 1] = v end end
+  r.sends = keep
+end
+local function frees(r)
+  local cap = pol.wmax
+  if cap == 0 or #r.sends < cap then return nil end
+  local free = r.sends[#r.sends - cap + 1] + pol.window
+  if free > now then return free end
+  return nil
+end
+-- The budgets, as the store holds them.
+local budgets = {}
+for j = 4, #KEYS do
+  local name = ARGV[12 + j]
+  local text = redis.call('HGET', S, 'g:' .. name)
+  if not text then return refused('nobudget', -1, j - 4) end
+  local b = budget(text)
+  if not b then return {'corrupt', S, 'field "g:' .. string.sub(name, 1, 40) .. '" is not a budget'} end
+  b.key = KEYS[j]
+  local t = redis.call('TYPE', b.key).ok
+  if t ~= 'zset' and t ~= 'none' then return {'corrupt', b.key, 'is not a sorted set'} end
+  budgets[#budgets + 1] = b
+end
+
+local ticket = ''
+if op == 'start' then
+  if ARGV[11] ~= '1' and cd then return refused('busy') end
+  local dur = tonumber(ARGV[10])
+  cd = {d = now + dur, p = 1, l = dur, i = tick, c = -1, k = ''}
+elseif op == 'cancel' then
+  if not cd then return refused('none') end
+  cd = nil
+elseif op == 'begin' then
+  if cd then return refused('busy') end
+  if rec then
+    local r = {sends = rec.sends}
+    prune(r)
+    local free = frees(r)
+    if free then return refused('window', free) end
+  end
+  -- Every budget key has room, or nothing is charged: the refusal names
+  -- the one that frees last.
+  local latest, index = nil, -1
+  for j, b in ipairs(budgets) do
+    redis.call('ZREMRANGEBYSCORE', b.key, '-inf', fmt(now - b.horizon))
+    -- The newest charge is a time not after now, or the key is not ours.
+    local top = redis.call('ZREVRANGE', b.key, 0, 0, 'WITHSCORES')
+    if #top == 2 and (not int(top[2], 0, MAXT) or int(top[2], 0, MAXT) > now) then
+      return {'corrupt', b.key, 'a charge has the score ' .. string.sub(tostring(top[2]), 1, 40)}
+    end
+    for _, w in ipairs(b.windows) do
+      local got = redis.call('ZREVRANGE', b.key, w.cap - 1, w.cap - 1, 'WITHSCORES')
+      if #got == 2 then
+        local at = int(got[2], 0, MAXT)
+        if not at or at > now then
+          return {'corrupt', b.key, 'a charge has the score ' .. string.sub(tostring(got[2]), 1, 40)}
+        end
+        local free = at + w.len
+        if free > now and (not latest or free > latest) then latest, index = free, j - 1 end
+      end
+    end
+  end
+  if latest then return refused('budget', latest, index) end
+  for _, b in ipairs(budgets) do
+    local member = fmt(now)
+    local k = 0
+    while redis.call('ZSCORE', b.key, member) do
+      k = k + 1
+      member = fmt(now) .. '-' .. k
+    end
+    redis.call('ZADD', b.key, fmt(now), member)
+    expire(b.key, now + b.horizon, now, slack)
+  end
+  cd = {d = now + pol.ticket, p = 0, l = pol.ticket, i = tick, c = now, k = ARGV[12]}
+elseif op == 'end' then
+  if not cd or cd.p ~= 0 or cd.k ~= ARGV[12] or ARGV[12] == '' then
+    -- The ticket's run ended: by its timeout, or cancelled or replaced.
+    if h.k == ARGV[12] and int(h.d, -1, MAXT) and int(h.d, -1, MAXT) >= 0 then return refused('expired') end
+    return refused('ticket')
+  end
+  if ARGV[10] ~= 'ok' then
+    -- A failed send: its charges go back.
+    if cd.c >= 0 then
+      for _, b in ipairs(budgets) do
+        local got = redis.call('ZRANGEBYSCORE', b.key, fmt(cd.c), fmt(cd.c), 'LIMIT', 0, 1)
+        if #got == 1 then redis.call('ZREM', b.key, got[1]) end
+      end
+    end
+    cd = nil
+  else
+    local r = rec or {h = 0, n = 0, w = 0, x = 0, s = -1, sends = {}}
+    if r.s >= 0 and pol.quiet > 0 and now - r.s >= pol.quiet then r.n = 0 end
+    prune(r)
+    r.n = math.min(r.n, 2147483646) + 1
+    r.s = now
+    r.h = 1
+    r.w = 0
+    r.x = 0
+    if pol.wmax > 0 then r.sends[#r.sends + 1] = now end
+    local step = pol.cooldowns[math.min(math.max(r.n, 1), #pol.cooldowns)]
+    local retry = tonumber(ARGV[11])
+    if retry > step then step = retry end
+    local untl = now + step
+    local phase = 1
+    local free = frees(r)
+    if free and free > untl then
+      untl = free
+      phase = 2
+    end
+    rec = r
+    cd = {d = untl, p = phase, l = untl - now, i = tick, c = -1, k = ''}
+  end
+elseif op == 'verified' then
+  if rec and rec.x == 1 then return refused('dead') end
+  if cd and cd.p == 1 then cd = nil end
+  if rec then
+    prune(rec)
+    rec.n = 0
+    rec.h = 0
+    rec.s = -1
+    rec.w = 0
+    if #rec.sends == 0 then rec = nil end
+  end
+elseif op == 'failed' then
+  if not rec or rec.h == 0 then return refused('unsent') end
+  if rec.x == 1 then return refused('dead') end
+  rec.w = math.min(rec.w, 1000) + 1
+  if pol.wrong > 0 and rec.w >= pol.wrong then rec.x = 1 end
+else
+  return {'corrupt', K, 'unknown decision ' .. string.sub(op, 1, 40)}
+end
+
+-- The key lives while its countdown runs and while its record still
+-- decides something: the quiet reset of the last send (a year with none)
+-- and the window of its newest send.
+local after = {}
+local life = -1
+if cd then life = cd.d end
+if rec then
+  if rec.s >= 0 then
+    local quiet = pol.quiet > 0 and pol.quiet or YEAR
+    if quiet < DAY then quiet = DAY end
+    life = math.max(life, rec.s + quiet)
+  end
+  if #rec.sends > 0 then life = math.max(life, rec.sends[#rec.sends] + pol.window) end
+  if life < now then life = now end
+end
+if life < 0 then
+  redis.call('DEL', K)
+else
+  local t = {}
+  if rec then for j, v in ipairs(rec.sends) do t[j] = fmt(v) end end
+  after = {'d', cd and fmt(cd.d) or '-1', 'p', cd and tostring(cd.p) or '-1', 'l', cd and fmt(cd.l) or '-1',
+           'i', cd and fmt(cd.i) or '-1', 'c', cd and fmt(cd.c) or '-1', 'k', cd and cd.k or '',
+           'h', rec and tostring(rec.h) or '-1', 'n', rec and fmt(rec.n) or '-1',
+           'w', rec and tostring(rec.w) or '-1', 'x', rec and tostring(rec.x) or '-1',
+           's', rec and fmt(rec.s) or '-1', 't', table.concat(t, ',')}
+  redis.call('HSET', K, unpack(after))
+  expire(K, life, now, slack)
+end
+if ARGV[5] ~= '' then redis.call('PUBLISH', ARGV[5], ARGV[6]) end
+local answer = {'ok', now, real, raw, after, '', pol.wrong, -1}
+redis.call('HSET', R, ARGV[14], ARGV[13] .. '|' .. cmsgpack.pack(answer))
+redis.call('PEXPIRE', R, ARGV[15])
+return answer

@@ -1,0 +1,65 @@
+-- Shared by every script: integer checks, formatting, the clock, expiry.
+local MAXT = 9007199254740991
+local function fmt(x) return string.format('%.0f', x) end
+local function int(v, lo, hi)
+  if type(v) ~= 'string' or #v > 17 or not string.match(v, '^%-?%d+$') then return nil end
+  local n = tonumber(v)
+  if n < lo or n > hi then return nil end
+  return n
+end
+-- now: the decision's time (ARGV's, or the server's), real: the server's.
+local function clock(a)
+  local t = redis.call('TIME')
+  local real = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  if a == '' then return real, real end
+  return tonumber(a), real
+end
+-- True past the call's deadline (server µs; '' = none).
+local function late(not_after)
+  if not_after == '' then return false end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2]) > tonumber(not_after)
+end
+local function expire(key, life_us, now, slack_ms)
+  local ms = math.ceil((life_us - now) / 1000) + slack_ms
+  if ms < 1 then ms = 1 end
+  redis.call('PEXPIRE', key, fmt(ms))
+end
+-- A hash's type must be hash (or absent): anything else is not Tickgate's.
+local function hash_or_none(key)
+  local t = redis.call('TYPE', key).ok
+  return t == 'hash' or t == 'none'
+end
+-- A send policy "c1,c2|max|window|quiet|ticket|wrong" (spans in µs).
+local function policy(text)
+  if type(text) ~= 'string' or #text > 1024 then return nil end
+  local steps, wmax, window, quiet, ticket, wrong =
+    string.match(text, '^([%d,]+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)$')
+  if not steps then return nil end
+  local cooldowns = {}
+  for part in string.gmatch(steps, '[^,]+') do
+    local v = int(part, 1, 31536000000000)
+    if not v then return nil end
+    cooldowns[#cooldowns + 1] = v
+  end
+  if #cooldowns == 0 or #cooldowns > 8 then return nil end
+  local p = {cooldowns = cooldowns, wmax = int(wmax, 0, 1000000), window = int(window, 0, 31536000000000),
+             quiet = int(quiet, 0, 31536000000000), ticket = int(ticket, 1, 31536000000000),
+             wrong = int(wrong, 0, 1000)}
+  if not p.wmax or not p.window or not p.quiet or not p.ticket or not p.wrong then return nil end
+  return p
+end
+-- A budget "SENDS/MS,..." -> its windows (lengths in µs) and horizon.
+local function budget(text)
+  if type(text) ~= 'string' or #text > 256 then return nil end
+  local b = {windows = {}, horizon = 0}
+  for part in string.gmatch(text, '[^,]+') do
+    local cap, ms = string.match(part, '^(%d+)/(%d+)$')
+    cap, ms = int(cap, 1, 100000), int(ms, 1, 31536000000)
+    if not cap or not ms then return nil end
+    b.windows[#b.windows + 1] = {cap = cap, len = ms * 1000}
+    if ms * 1000 > b.horizon then b.horizon = ms * 1000 end
+  end
+  if #b.windows == 0 or #b.windows > 4 then return nil end
+  return b
+end

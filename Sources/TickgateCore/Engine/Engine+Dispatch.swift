@@ -165,7 +165,7 @@ extension Engine {
                                    _ observer: inout Observer?, _ call: inout Call?) -> Bool {
         state.dispatch.runningSubscription = 0
         state.dispatch.runningEvent = nil
-        state.gates.runningRequest = 0
+        state.gates.delivered()
         held.broadcast()
         return claimNext(state, batch, &item, &observer, &call)
     }
@@ -249,14 +249,10 @@ extension Engine {
             state.dispatch.runningSubscription = event.subscription
             return .gate(subscription.observer)
         case .run(let id):
-            guard let request = state.gates.requests[id], request.phase == .ready else { return nil }
-            state.gates.requests.removeValue(forKey: id)
-            state.gates.runningRequest = id
+            guard let request = state.gates.deliver(id, .ready) else { return nil }
             return .run(request, id)
         case .cancel(let id, let reason):
-            guard let request = state.gates.requests[id], request.phase == .cancelling else { return nil }
-            state.gates.requests.removeValue(forKey: id)
-            state.gates.runningRequest = id
+            guard let request = state.gates.deliver(id, .cancelling) else { return nil }
             return .cancel(request, id, reason)
         }
     }

@@ -22,29 +22,21 @@ extension Engine {
             try state.checkOpen()
             let now = state.now()
             let wasEmpty = state.dispatch.pending.isEmpty
-            var gate = state.gates.realms[realm] ?? Gate()
-            if let key = coalesceKey?.value, needsLogin, !gate.isLive(at: now),
-               let existing = gate.queue.first(where: { state.gates.requests[$0]?.coalesceKey == key }) {
+            let live = state.gates.realms[realm]?.isLive(at: now) ?? false
+            if let key = coalesceKey?.value, needsLogin, !live,
+               let existing = state.gates.queued(realm, coalesceKey: key) {
                 return (existing, .coalesced)
             }
-            state.gates.nextRequest &+= 1
-            let id = state.gates.nextRequest
+            let id: UInt64
             let result: RequireResult
-            if !needsLogin || gate.isLive(at: now) {
-                state.gates.requests[id] = GateRequest(realm: realm, needsLogin: needsLogin,
-                                                       coalesceKey: coalesceKey?.value, handlers: handlers,
-                                                       phase: .ready)
+            if !needsLogin || live {
+                id = state.gates.runNow(realm: realm, needsLogin: needsLogin, coalesceKey: coalesceKey?.value,
+                                        handlers)
                 state.dispatch.pending.append(PendingEvent(.run(id)))
                 result = .runsNow
             } else {
-                let timer = state.gates.scheduleTimer(.request(id), at: now.advanced(by: gate.requestTimeout))
-                state.gates.requests[id] = GateRequest(realm: realm, needsLogin: true,
-                                                       coalesceKey: coalesceKey?.value, handlers: handlers,
-                                                       phase: .queued, timeoutTimer: timer)
-                gate.queue.append(id)
-                let present = !gate.presenting
-                gate.presenting = true
-                state.gates.realms[realm] = gate
+                let present: Bool
+                (id, present) = state.gates.enqueue(realm: realm, coalesceKey: coalesceKey?.value, handlers, at: now)
                 if present { state.emitGate(.loginRequired, realm, at: now) }
                 state.emitGate(.queueChanged, realm, at: now)
                 state.armIfEarlier()
@@ -63,15 +55,12 @@ extension Engine {
         let me = tgshim_thread_self()
         let request = try locked.withLockWaiting { (state, held) throws(TickgateError) -> GateRequest in
             try state.checkOpen()
-            guard let request = state.gates.requests.removeValue(forKey: id) else {
+            guard let request = state.gates.withdraw(id) else {
                 // It may be running on another thread: return once it is done.
                 while id != 0 && state.gates.runningRequest == id && state.dispatch.dispatcher != me { held.wait() }
                 throw TickgateError(.notFound, "request \(id) already ran, was cancelled, or is unknown")
             }
-            state.gates.cancelTimer(request.timeoutTimer)
-            if request.phase == .queued, var gate = state.gates.realms[request.realm] {
-                gate.queue.removeAll { $0 == id }
-                state.gates.realms[request.realm] = gate
+            if request.phase == .queued {
                 let wasEmpty = state.dispatch.pending.isEmpty
                 state.emitGate(.queueChanged, request.realm, at: state.now())
                 if wasEmpty && !state.dispatch.pending.isEmpty { poller.wake() }
@@ -108,7 +97,7 @@ extension Engine {
                 try state.checkOpen()
                 let wasEmpty = state.dispatch.pending.isEmpty
                 state.adopt(session, realm: realm, at: state.now())
-                state.forgetIfIdle(realm)
+                state.gates.forgetIfIdle(realm)
                 state.armIfEarlier()
                 if wasEmpty && !state.dispatch.pending.isEmpty { poller.wake() }
             }
@@ -118,20 +107,10 @@ extension Engine {
     /// The user abandoned the login screen; see `tg_gate_login_cancelled`.
     public func loginCancelled(realm: KeyName) throws(TickgateError) {
         try changeGate(nil, nil) { (state, now) throws(TickgateError) in
-            guard var gate = state.gates.realms[realm] else { return }
-            gate.presenting = false
-            let queued = gate.queue
-            gate.queue.removeAll()
-            state.gates.realms[realm] = gate
-            for id in queued {
-                guard var request = state.gates.requests[id] else { continue }
-                state.gates.cancelTimer(request.timeoutTimer)
-                request.timeoutTimer = nil
-                request.phase = .cancelling
-                state.gates.requests[id] = request
-                state.dispatch.pending.append(PendingEvent(.cancel(id, .loginCancelled)))
-            }
+            let queued = state.gates.releaseQueue(realm, to: .cancelling)
+            for id in queued { state.dispatch.pending.append(PendingEvent(.cancel(id, .loginCancelled))) }
             if !queued.isEmpty { state.emitGate(.queueChanged, realm, at: now) }
+            state.gates.forgetIfIdle(realm)
         }
     }
 
@@ -162,7 +141,7 @@ extension Engine {
         }
         try locked.withLock { (state) throws(TickgateError) in
             try state.checkOpen()
-            state.gates.realms[realm, default: Gate()].requestTimeout = timeout
+            state.gates.setRequestTimeout(realm, timeout)
         }
     }
 

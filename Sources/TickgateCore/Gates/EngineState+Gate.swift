@@ -8,24 +8,13 @@ extension EngineState {
             gates.cancelTimer(entry.slot)
             switch timer {
             case .session(let realm)?:
-                guard var gate = gates.realms[realm], gate.loggedIn else { continue }
-                gate.expiryTimer = nil
-                gates.realms[realm] = gate
+                guard gates.sessionTimerFired(realm) else { continue }
                 endSession(realm, kind: .expired, at: now)
             case .request(let id)?:
-                guard var request = gates.requests[id], request.phase == .queued else { continue }
-                request.timeoutTimer = nil
-                request.phase = .cancelling
-                gates.requests[id] = request
-                if var gate = gates.realms[request.realm] {
-                    gate.queue.removeAll { $0 == id }
-                    // Nobody answered the login screen: the next request
-                    // that queues asks for it again.
-                    if gate.queue.isEmpty { gate.presenting = false }
-                    gates.realms[request.realm] = gate
-                }
+                guard gates.timeOut(id), let realm = gates.requests[id]?.realm else { continue }
                 dispatch.pending.append(PendingEvent(.cancel(id, .timedOut)))
-                emitGate(.queueChanged, request.realm, at: now)
+                emitGate(.queueChanged, realm, at: now)
+                gates.forgetIfIdle(realm)
             case nil:
                 continue
             }
@@ -37,53 +26,20 @@ extension EngineState {
     /// Logs a realm out (by logout or expiry): requests that need login and
     /// have not run are cancelled with `.loggedOut`.
     func endSession(_ realm: KeyName, kind: GateEventKind, at now: Instant) {
-        var gate = gates.realms[realm] ?? Gate()
-        let wasLoggedIn = gate.loggedIn
-        gate.loggedIn = false
-        gate.expiry = nil
-        gates.cancelTimer(gate.expiryTimer)
-        gate.expiryTimer = nil
-        let hadQueue = !gate.queue.isEmpty
-        gate.queue.removeAll()
-        gate.presenting = false
-        gates.realms[realm] = gate
-        let doomed = gates.requests.filter {
-            $0.value.realm == realm && $0.value.needsLogin && $0.value.phase != .cancelling
-        }.keys.sorted()
-        for id in doomed {
-            guard var request = gates.requests[id] else { continue }
-            gates.cancelTimer(request.timeoutTimer)
-            request.timeoutTimer = nil
-            request.phase = .cancelling
-            gates.requests[id] = request
-            dispatch.pending.append(PendingEvent(.cancel(id, .loggedOut)))
-        }
-        if wasLoggedIn { emitGate(kind, realm, at: now) }
-        if hadQueue { emitGate(.queueChanged, realm, at: now) }
-        forgetIfIdle(realm)
+        let ended = gates.logOut(realm)
+        for id in ended.doomed { dispatch.pending.append(PendingEvent(.cancel(id, .loggedOut))) }
+        if ended.wasLoggedIn { emitGate(kind, realm, at: now) }
+        if ended.hadQueue { emitGate(.queueChanged, realm, at: now) }
+        gates.forgetIfIdle(realm)
     }
 
     /// Logs a realm in until `expiry` (nil: no expiry): its queued requests
     /// run.
     func startSession(_ realm: KeyName, expiry: Instant?, at now: Instant) {
-        var gate = gates.realms[realm] ?? Gate()
-        gate.loggedIn = true
-        gates.cancelTimer(gate.expiryTimer)
-        gate.expiry = expiry
-        gate.expiryTimer = expiry.map { gates.scheduleTimer(.session(realm), at: $0) }
-        gate.presenting = false
-        let queued = gate.queue
-        gate.queue.removeAll()
-        gates.realms[realm] = gate
+        gates.logIn(realm, expiry: expiry)
+        let queued = gates.releaseQueue(realm, to: .ready)
         emitGate(.loggedIn, realm, at: now)
-        for id in queued {
-            guard var request = gates.requests[id] else { continue }
-            gates.cancelTimer(request.timeoutTimer)
-            request.timeoutTimer = nil
-            request.phase = .ready
-            gates.requests[id] = request
-            dispatch.pending.append(PendingEvent(.run(id)))
-        }
+        for id in queued { dispatch.pending.append(PendingEvent(.run(id))) }
         if !queued.isEmpty { emitGate(.queueChanged, realm, at: now) }
     }
 
@@ -97,14 +53,6 @@ extension EngineState {
         } else if live {
             endSession(realm, kind: .loggedOut, at: now)
         }
-    }
-
-    /// Drops a realm that holds nothing (no session, nothing queued, no
-    /// setting of its own), so ended sessions leave no memory behind.
-    func forgetIfIdle(_ realm: KeyName) {
-        guard let gate = gates.realms[realm], !gate.loggedIn, gate.queue.isEmpty, !gate.presenting,
-              gate.requestTimeout == Gate().requestTimeout else { return }
-        gates.realms.removeValue(forKey: realm)
     }
 
     /// Queues a gate event for every observer of the realm.

@@ -219,15 +219,7 @@ extension EngineState {
         for (scope, policy) in snapshot.policies { sends.policies[scope] = policy }
         for (scope, titles) in snapshot.titles { setTitles(titles, scope: scope) }
         for (name, budget) in snapshot.budgets { budgets.budgets[name] = budget }
-        for session in snapshot.sessions {
-            var gate = Gate()
-            if let end = session.expiry {
-                gate.expiry = end
-                gate.expiryTimer = gates.scheduleTimer(.session(session.realm), at: end)
-            }
-            gate.loggedIn = true
-            gates.realms[session.realm] = gate
-        }
+        for session in snapshot.sessions { gates.logIn(session.realm, expiry: session.expiry) }
         armIfEarlier()
     }
 }

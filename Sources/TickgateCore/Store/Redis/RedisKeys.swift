@@ -3,14 +3,14 @@
 ///
 ///     P format                  string: the data's format (`RedisKeys.format`)
 ///     P settings                hash: policies (p:SCOPE), titles (t:SCOPE), budgets (g:NAME)
-///     P k{SCOPE-NAME SUBJECT}   hash: a key's countdown and send record (Scripts/decide.lua)
-///     P r{SCOPE-NAME SUBJECT}   hash: each engine's last decision on the key and its answer
+///     P k{SCOPE-NAME SUBJECT}   hash: a key's countdown, send ticket and send record, and
+///                               each engine's last answer on it (Scripts/decide.lua)
 ///     P b{BUDGET-NAME KEY}      sorted set: a budget key's charges
 ///     P s{REALM}                string: a realm's session, expiring with it
 ///     P events                  pub/sub channel of change notices
 ///
-/// A key's hash and its answers share one hash tag, so one key's decision
-/// touches one Redis Cluster slot (its budgets and the settings aside).
+/// One key's decision touches its one hash (one Redis Cluster slot), its
+/// budgets and the settings.
 /// Notices are "ENGINE k{TAG}" (a key), "ENGINE g" (the settings) and
 /// "ENGINE s{REALM}" (a session), ENGINE naming the engine that made the
 /// change so it can skip its own.
@@ -42,7 +42,6 @@ struct RedisKeys: Sendable {
 
     func hash(tag: [UInt8]) -> [UInt8] { tagged("k", tag) }
     func hash(_ key: CountdownKey) -> [UInt8] { hash(tag: tag(key)) }
-    func answers(tag: [UInt8]) -> [UInt8] { tagged("r", tag) }
 
     func budget(_ key: BudgetKey) -> [UInt8] {
         var tag: [UInt8] = []

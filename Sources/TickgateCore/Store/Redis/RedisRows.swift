@@ -60,13 +60,16 @@ enum RedisRows {
         var fields: [UInt8: [UInt8]] = [:]
         var index = 0
         while index < entries.count {
-            guard case let .string(field) = entries[index], case let .string(value) = entries[index + 1],
-                  field.count == 1, "dplichnswxtk".utf8.contains(field[0]) else {
+            guard case let .string(field) = entries[index], case let .string(value) = entries[index + 1] else {
                 throw bad("an unknown field")
             }
-            fields[field[0]] = value
             index += 2
+            // An engine's last answer on the key, kept for its retry.
+            if field.count > 1 && field[0] == UInt8(ascii: "q") { continue }
+            guard field.count == 1, "dplichnswxtk".utf8.contains(field[0]) else { throw bad("an unknown field") }
+            fields[field[0]] = value
         }
+        if fields.isEmpty { return KeyRows() }
         // Format 1 had no ticket field.
         if fields.count == 11 && fields[UInt8(ascii: "k")] == nil { fields[UInt8(ascii: "k")] = [] }
         guard fields.count == 12 else { throw bad("holds \(fields.count) of its 12 fields") }

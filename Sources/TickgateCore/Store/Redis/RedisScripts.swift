@@ -84,42 +84,55 @@ enum RedisScripts {
     -- reads the key, its scope's policy and its budgets from the store, decides,
     -- writes, publishes a notice and answers. The engine applies the answer.
     --
-    -- KEYS: 1 the key's hash, 2 the settings hash, 3 the key's answers hash
-    -- (one field per engine: its last decision's id and answer), 4... the
-    -- budget keys' sorted sets.
+    -- KEYS: 1 the key's hash, 2 the settings hash, 3... the budget keys'
+    -- sorted sets. Beside its twelve fields the key's hash keeps each engine's
+    -- last answer on it, for a retry: field 'q' .. engine = "id|until|answer"
+    -- (until: the server's µs past which it is dropped).
     -- ARGV: 1 op (start cancel begin end verified failed), 2 now ('' = TIME),
     -- 3 not after (server µs: past it the decision is refused as late), 4 slack
     -- ms, 5 channel, 6 notice, 7 tick µs, 8 the default policy, 9 the scope,
     -- 10-12 the op's own (start: duration, restart; begin: -, -, ticket; end:
     -- outcome, retry, ticket), 13 the decision's id, 14 the engine's name,
-    -- 15 how long an answer is kept (ms), 16... the budgets' names (one per
+    -- 15 how long an answer is kept (µs), 16... the budgets' names (one per
     -- budget key).
     --
     -- Answers {code, now, real, before, after, why, a, b}: code 'ok' or
     -- 'refused'; before and after the key's hash as HGETALL reads it (after
     -- only for 'ok'); why the refusal ('busy', 'window' a = frees at, 'budget'
     -- a = frees at b = index, 'nobudget' b = index, 'none', 'expired',
-    -- 'ticket', 'dead', 'unsent'; for 'ok' a = the cap of wrong codes). {'late', now, real}: past its deadline,
-    -- nothing changed. {'corrupt', key, why}. A repeated id answers the first
-    -- answer again and changes nothing.
-    local K, S, R = KEYS[1], KEYS[2], KEYS[3]
+    -- 'ticket', 'dead', 'unsent'; for 'ok' a = the cap of wrong codes).
+    -- {'late', now, real}: past its deadline, nothing changed.
+    -- {'corrupt', key, why}. A repeated id answers the first answer again and
+    -- changes nothing.
+    local K, S = KEYS[1], KEYS[2]
     local op = ARGV[1]
-    if not hash_or_none(R) then return {'corrupt', R, 'is not a hash'} end
-    local seen = redis.call('HGET', R, ARGV[14])
-    if seen then
-      local bar = string.find(seen, '|', 1, true)
-      if bar and string.sub(seen, 1, bar - 1) == ARGV[13] then
-        return cmsgpack.unpack(string.sub(seen, bar + 1))
+    local mine = 'q' .. ARGV[14]
+    -- Keys of another type are refused by the calls themselves (pcall): no
+    -- TYPE call of its own on the way of every decision.
+    local all = redis.pcall('HGETALL', K)
+    if all.err then return {'corrupt', K, 'is not a hash'} end
+    local now, real = clock(ARGV[2])
+    -- The key's fields (raw: as the engine reads them), and the answers kept.
+    local h, raw, stale = {}, {}, {}
+    for j = 1, #all, 2 do
+      local f, v = all[j], all[j + 1]
+      if #f > 1 and string.sub(f, 1, 1) == 'q' then
+        local bar = string.find(v, '|', 1, true)
+        local bar2 = bar and string.find(v, '|', bar + 1, true)
+        if f == mine and bar2 and string.sub(v, 1, bar - 1) == ARGV[13] then
+          return cmsgpack.unpack(string.sub(v, bar2 + 1))
+        end
+        if f ~= mine and (not bar2 or (tonumber(string.sub(v, bar + 1, bar2 - 1)) or 0) < real) then
+          stale[#stale + 1] = f
+        end
+      else
+        h[f] = v
+        raw[#raw + 1] = f
+        raw[#raw + 1] = v
       end
     end
-    local now, real = clock(ARGV[2])
     if ARGV[3] ~= '' and real > tonumber(ARGV[3]) then return {'late', now, real} end
     local slack = tonumber(ARGV[4])
-    if not hash_or_none(K) then return {'corrupt', K, 'is not a hash'} end
-    if not hash_or_none(S) then return {'corrupt', S, 'is not a hash'} end
-    local raw = redis.call('HGETALL', K)
-    local h = {}
-    for j = 1, #raw, 2 do h[raw[j]] = raw[j + 1] end
     local DAY = 86400000000
     local YEAR = 365 * DAY
     local function bad(f) return {'corrupt', K, 'field ' .. f .. ' holds "' .. string.sub(tostring(h[f]), 1, 40) .. '"'} end
@@ -179,12 +192,16 @@ enum RedisScripts {
       return {'refused', now, real, raw, {}, why, a or -1, b or -1}
     end
 
-    -- The scope's policy, as the store holds it (the default if none is set).
+    -- The scope's policy, as the store holds it (the default if none is set);
+    -- a bare countdown (start, cancel) needs none.
     local pol = policy(ARGV[8])
-    local stored = redis.call('HGET', S, 'p:' .. ARGV[9])
-    if stored then
-      pol = policy(stored)
-      if not pol then return {'corrupt', S, 'field "p:' .. string.sub(ARGV[9], 1, 40) .. '" is not a policy'} end
+    if op ~= 'start' and op ~= 'cancel' then
+      local stored = redis.pcall('HGET', S, 'p:' .. ARGV[9])
+      if type(stored) == 'table' and stored.err then return {'corrupt', S, 'is not a hash'} end
+      if stored then
+        pol = policy(stored)
+        if not pol then return {'corrupt', S, 'field "p:' .. string.sub(ARGV[9], 1, 40) .. '" is not a policy'} end
+      end
     end
     if not pol then return {'corrupt', S, 'the default policy is malformed'} end
     local tick = tonumber(ARGV[7])
@@ -204,15 +221,14 @@ enum RedisScripts {
     end
     -- The budgets, as the store holds them.
     local budgets = {}
-    for j = 4, #KEYS do
-      local name = ARGV[12 + j]
-      local text = redis.call('HGET', S, 'g:' .. name)
-      if not text then return refused('nobudget', -1, j - 4) end
+    for j = 3, #KEYS do
+      local name = ARGV[13 + j]
+      local text = redis.pcall('HGET', S, 'g:' .. name)
+      if type(text) == 'table' and text.err then return {'corrupt', S, 'is not a hash'} end
+      if not text then return refused('nobudget', -1, j - 3) end
       local b = budget(text)
       if not b then return {'corrupt', S, 'field "g:' .. string.sub(name, 1, 40) .. '" is not a budget'} end
       b.key = KEYS[j]
-      local t = redis.call('TYPE', b.key).ok
-      if t ~= 'zset' and t ~= 'none' then return {'corrupt', b.key, 'is not a sorted set'} end
       budgets[#budgets + 1] = b
     end
 
@@ -236,7 +252,8 @@ enum RedisScripts {
       -- the one that frees last.
       local latest, index = nil, -1
       for j, b in ipairs(budgets) do
-        redis.call('ZREMRANGEBYSCORE', b.key, '-inf', fmt(now - b.horizon))
+        local gone = redis.pcall('ZREMRANGEBYSCORE', b.key, '-inf', fmt(now - b.horizon))
+        if type(gone) == 'table' and gone.err then return {'corrupt', b.key, 'is not a sorted set'} end
         -- The newest charge is a time not after now, or the key is not ours.
         local top = redis.call('ZREVRANGE', b.key, 0, 0, 'WITHSCORES')
         if #top == 2 and (not int(top[2], 0, MAXT) or int(top[2], 0, MAXT) > now) then
@@ -276,7 +293,8 @@ enum RedisScripts {
         -- A failed send: its charges go back.
         if cd.c >= 0 then
           for _, b in ipairs(budgets) do
-            local got = redis.call('ZRANGEBYSCORE', b.key, fmt(cd.c), fmt(cd.c), 'LIMIT', 0, 1)
+            local got = redis.pcall('ZRANGEBYSCORE', b.key, fmt(cd.c), fmt(cd.c), 'LIMIT', 0, 1)
+            if got.err then return {'corrupt', b.key, 'is not a sorted set'} end
             if #got == 1 then redis.call('ZREM', b.key, got[1]) end
           end
         end
@@ -339,8 +357,15 @@ enum RedisScripts {
       if #rec.sends > 0 then life = math.max(life, rec.sends[#rec.sends] + pol.window) end
       if life < now then life = now end
     end
+    -- This engine's answer stays beside the key's fields for a retry (kept
+    -- `keep` µs of the server's clock); answers past theirs are dropped.
+    local keep = tonumber(ARGV[15])
+    local answer = {'ok', now, real, raw, {}, '', pol.wrong, -1}
     if life < 0 then
-      redis.call('DEL', K)
+      -- Nothing left to decide: the hash holds its fields, all absent, and the
+      -- answers, briefly.
+      after = {'d', '-1', 'p', '-1', 'l', '-1', 'i', '-1', 'c', '-1', 'k', '', 'h', '-1', 'n', '-1', 'w', '-1',
+               'x', '-1', 's', '-1', 't', ''}
     else
       local t = {}
       if rec then for j, v in ipairs(rec.sends) do t[j] = fmt(v) end end
@@ -349,13 +374,17 @@ enum RedisScripts {
                'h', rec and tostring(rec.h) or '-1', 'n', rec and fmt(rec.n) or '-1',
                'w', rec and tostring(rec.w) or '-1', 'x', rec and tostring(rec.x) or '-1',
                's', rec and fmt(rec.s) or '-1', 't', table.concat(t, ',')}
-      redis.call('HSET', K, unpack(after))
-      expire(K, life, now, slack)
+      answer[5] = after
+    end
+    if #stale > 0 then redis.call('HDEL', K, unpack(stale)) end
+    local packed = ARGV[13] .. '|' .. fmt(real + keep) .. '|' .. cmsgpack.pack(answer)
+    redis.call('HSET', K, mine, packed, unpack(after))
+    if life < 0 then
+      redis.call('PEXPIRE', K, fmt(math.ceil(keep / 1000)))
+    else
+      expire(K, math.max(life, now + keep), now, slack)
     end
     if ARGV[5] ~= '' then redis.call('PUBLISH', ARGV[5], ARGV[6]) end
-    local answer = {'ok', now, real, raw, after, '', pol.wrong, -1}
-    redis.call('HSET', R, ARGV[14], ARGV[13] .. '|' .. cmsgpack.pack(answer))
-    redis.call('PEXPIRE', R, ARGV[15])
     return answer
     """#
 

@@ -36,12 +36,13 @@ extension RedisStore {
             op = "failed"
         }
         let tag = keys.tag(key)
-        var names = [keys.hash(tag: tag), keys.settings, keys.answers(tag: tag)]
+        var names = [keys.hash(tag: tag), keys.settings]
         var arguments: [[UInt8]] = [
             Array(op.utf8), call.now, call.notAfter, Array(String(slackMilliseconds).utf8),
             keys.channel, keys.keyNotice(tag: tag), RedisClock.micros(tick), Self.defaultPolicy,
             Array(key.scope.value.utf8), a, b, c, nextDecision(), keys.engine,
-            Array(String(options.timeout.millisecondsRoundedUp + 1_000).utf8),
+            // An answer is kept for a retry as long as its call may last.
+            Array(String(options.timeout.nanoseconds / 1_000 + 1_000_000).utf8),
         ]
         for row in named {
             names.append(keys.budget(row.key))

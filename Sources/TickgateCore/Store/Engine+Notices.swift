@@ -7,9 +7,14 @@ extension Engine {
     /// a change notice, whatever the store).
     func refresh(_ key: CountdownKey, always: Bool = false) throws(TickgateError) {
         guard let store, always || store.readsThrough else { return }
-        if hasLocalGrants { writeBackLocalGrants() }
+        // What was granted alone during an outage goes back first (one
+        // look under the lock the read takes anyway).
+        let local = try locked.withLock { (state) throws(TickgateError) -> Bool in
+            try state.checkOpen()
+            return !state.sends.localKeys.isEmpty
+        }
+        if local { writeBackLocalGrants() }
         try lanes.with(.key(key)) { () throws(TickgateError) in
-            try locked.withLock { (state) throws(TickgateError) in try state.checkOpen() }
             let result = try store.decide(.read, budgets: [], for: key)
             try locked.withLock { (state) throws(TickgateError) in
                 try state.checkOpen()

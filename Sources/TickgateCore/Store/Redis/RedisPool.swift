@@ -13,7 +13,6 @@ final class RedisPool: @unchecked Sendable {
     private var idle: [RedisConnection] = []
     private var open = 0
     private var closed = false
-    private var peak = 0
 
     init(address: RedisAddress, timeout: Span, capacity: Int, first: RedisConnection) {
         self.address = address
@@ -21,11 +20,7 @@ final class RedisPool: @unchecked Sendable {
         self.capacity = capacity
         idle = [first]
         open = 1
-        peak = 1
     }
-
-    /// The most connections that were open at once.
-    var peakConnections: Int { lock.withLock { peak } }
 
     /// A connection, by `deadline` (a boot-clock instant): an idle one, a new
     /// one (`fresh`), or the first one checked in while all are in use.
@@ -48,7 +43,6 @@ final class RedisPool: @unchecked Sendable {
             }
             if open < capacity {
                 open += 1
-                peak = max(peak, open)
                 lock.unlock()
                 do throws(TickgateError) {
                     return (try RedisConnection(address, timeout: min(timeout, max(deadline.since(Poller.boottime()),

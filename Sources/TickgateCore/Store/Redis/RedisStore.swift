@@ -214,7 +214,4 @@ final class RedisStore: Store {
         guard let started else { return }
         if !started.start() { watcher.withLock { $0 = nil } }
     }
-
-    /// The most connections this engine's calls held open at once.
-    var peakConnections: Int { pool.peakConnections }
 }

@@ -1,8 +1,27 @@
 /// The budgets an engine knows and, with no store, their charges (with a
-/// store the charges live in the store, shared by every engine).
+/// store the charges live in the store, shared by every engine, and this
+/// book holds only charges made alone while the store was out of reach).
+/// Every way it changes is a method here.
 struct BudgetBook {
-    var budgets: [KeyName: Budget] = [:]
-    var charges: [BudgetKey: [Instant]] = [:]
+    private(set) var budgets: [KeyName: Budget] = [:]
+    private(set) var charges: [BudgetKey: [Instant]] = [:]
+
+    mutating func set(_ budget: Budget, name: KeyName) { budgets[name] = budget }
+
+    /// Takes `budgets` as the whole set (what a store holds).
+    mutating func replaceBudgets(_ budgets: [KeyName: Budget]) { self.budgets = budgets }
+
+    /// Drops every charge of `key`.
+    mutating func reset(_ key: BudgetKey) { charges.removeValue(forKey: key) }
+
+    /// Drops the charges that were written to the store.
+    mutating func wroteBack(_ written: [BudgetKey: [Instant]]) {
+        for (key, moments) in written {
+            guard var left = charges[key] else { continue }
+            left.removeAll { moments.contains($0) }
+            charges[key] = left.isEmpty ? nil : left
+        }
+    }
 
     /// The rows of `keys` for a decision, with no charges: each key's
     /// budget must be known.

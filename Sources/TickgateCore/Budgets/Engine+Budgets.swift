@@ -3,7 +3,7 @@ extension Engine {
     public func setBudget(_ budget: Budget, name: KeyName) throws(TickgateError) {
         let budget = try budget.validated()
         try write(.budget(name), { (store) throws(TickgateError) in try store.save(budget: budget, name: name) }) { state, _ in
-            state.budgets.budgets[name] = budget
+            state.budgets.set(budget, name: name)
         }
     }
 
@@ -51,7 +51,7 @@ extension Engine {
             _ = try state.budgets.rows([key])
         }
         try write(nil, { (store) throws(TickgateError) in try store.resetBudget(key) }) { state, _ in
-            _ = state.budgets.charges.removeValue(forKey: key)
+            state.budgets.reset(key)
         }
     }
 }

@@ -9,7 +9,7 @@ extension Engine {
     public func setPolicy(_ policy: SendPolicy, scope: KeyName) throws(TickgateError) {
         let policy = try policy.validated()
         try write(.scope(scope), { (store) throws(TickgateError) in try store.save(policy: policy, scope: scope) }) { state, _ in
-            state.sends.policies[scope] = policy
+            state.sends.setPolicy(policy, scope: scope)
         }
     }
 
@@ -43,13 +43,10 @@ extension Engine {
     /// is charged to all of them (a refusal by a budget carries its index
     /// in `budgets`).
     public func sendBegin(_ key: CountdownKey, budgets: [BudgetKey] = []) throws(TickgateError) -> UInt64 {
-        // The ticket's number is taken before the decision: a store keeps
-        // it with the ticket (a refusal leaves a gap in the numbers).
         var ticket: UInt64 = 0
         let rulesInStore = store?.holdsRules ?? false
         return try decide(key, { (state) throws(TickgateError) in
-            state.sends.nextTicket &+= 1
-            ticket = state.sends.nextTicket
+            ticket = state.sends.takeTicketNumber()
             return .sendBegin(policy: state.policy(of: key.scope), tickInterval: defaultTickInterval, ticket: ticket)
         }, budgets: { (state) throws(TickgateError) in
             budgets.isEmpty ? [] : try state.budgets.checked(budgets, definedHere: !rulesInStore)
@@ -58,8 +55,7 @@ extension Engine {
             guard var countdown = result.after.countdown else {
                 throw TickgateError(.storeCorrupt, "the store granted a send for \(key.description) without a ticket")
             }
-            state.sends.tickets[ticket] = key
-            if !budgets.isEmpty { state.sends.charges[ticket] = (budgets, result.now) }
+            state.sends.open(ticket, key: key, charged: budgets, at: result.now, local: result.localOnly)
             state.nextInstance &+= 1
             countdown.instance = state.nextInstance
             countdown.ticket = ticket
@@ -69,11 +65,7 @@ extension Engine {
                           duration: .zero, state: .sending) {
                 poller.wake()
             }
-            if result.localOnly {
-                state.sends.localTickets.insert(ticket)
-                state.sends.localKeys.insert(key)
-                state.dispatch.pending.markLocalOnly(from: queued)
-            }
+            if result.localOnly { state.dispatch.pending.markLocalOnly(from: queued) }
             return ticket
         }
     }
@@ -139,8 +131,8 @@ extension Engine {
                 return .zero
             }
             state.sends.recordEnd(of: ticket, .ended)
-            state.sends.records[key] = result.after.record
-            if result.localOnly { state.sends.localKeys.insert(key) }
+            state.sends.setRecord(result.after.record, for: key)
+            if result.localOnly { state.sends.decidedAlone(key) }
             state.nextInstance &+= 1
             countdown.instance = state.nextInstance
             state.begin(countdown, at: result.now, known: result.knownSlot)
@@ -161,7 +153,7 @@ extension Engine {
             guard let record = result.after.record else {
                 throw TickgateError(.storeCorrupt, "the store counted a wrong code for \(key.description) without a record")
             }
-            state.sends.records[key] = record
+            state.sends.setRecord(record, for: key)
             let maximum = result.maximumWrongCodes ?? state.policy(of: key.scope).maximumWrongCodes
             if record.codeDead {
                 let now = result.now
@@ -190,7 +182,7 @@ extension Engine {
                 state.remove(slot: slot)
                 cancelled.insert(key)
             }
-            state.sends.records[key] = result.after.record
+            state.sends.setRecord(result.after.record, for: key)
             let now = result.now
             let button = state.button(key, at: now)
             if state.emit(.reset, key, instance: 0, remaining: button.remaining,

@@ -4,28 +4,71 @@ enum TicketEnd {
 }
 
 /// The resend flow's state: each key's send history, each scope's policy
-/// and titles, and the send tickets, open and recently ended.
+/// and titles, and the send tickets, open and recently ended. Every way
+/// this state changes is a method below; the engine's send code reads the
+/// fields and calls these.
 struct SendBook {
-    var records: [CountdownKey: SendRecord] = [:]
-    var policies: [KeyName: SendPolicy] = [:]
+    private(set) var records: [CountdownKey: SendRecord] = [:]
+    /// Local copies of the scopes' policies (on a store that holds the
+    /// rules, decisions read the store's; these serve `tg_policy_get`).
+    private(set) var policies: [KeyName: SendPolicy] = [:]
     /// Set through `EngineState.setTitles` (the title cache follows them).
     fileprivate(set) var titles: [KeyName: TitleSet] = [:]
     /// Open tickets and their keys.
-    var tickets: [UInt64: CountdownKey] = [:]
-    var nextTicket: UInt64 = 0
+    private(set) var tickets: [UInt64: CountdownKey] = [:]
+    private var nextTicket: UInt64 = 0
     /// Open tickets that charged budgets: which, and when (a failed send
     /// returns the charge).
-    var charges: [UInt64: (budgets: [BudgetKey], at: Instant)] = [:]
+    private(set) var charges: [UInt64: (budgets: [BudgetKey], at: Instant)] = [:]
     /// Tickets granted "fail open" (the store unreachable): they end in
     /// memory, where they began.
-    var localTickets: Set<UInt64> = []
+    private(set) var localTickets: Set<UInt64> = []
     /// Keys whose state this engine decided alone (fail open): written back
     /// to the store when it is reached again (`Engine.writeBackLocalGrants`).
-    var localKeys: Set<CountdownKey> = []
+    private(set) var localKeys: Set<CountdownKey> = []
     /// How recent tickets ended, the oldest evicted first.
     private(set) var endedTickets: [UInt64: TicketEnd] = [:]
     private var endedOrder: [UInt64] = []
     static let endedTicketsKept = 4096
+
+    // MARK: Records and policies
+
+    /// Sets a key's send history (nil: it has none).
+    mutating func setRecord(_ record: SendRecord?, for key: CountdownKey) {
+        if let record {
+            records[key] = record
+        } else if !records.isEmpty {
+            records.removeValue(forKey: key)
+        }
+    }
+
+    mutating func setPolicy(_ policy: SendPolicy, scope: KeyName) { policies[scope] = policy }
+
+    /// Takes `policies` as the whole set (what a store holds).
+    mutating func replacePolicies(_ policies: [KeyName: SendPolicy]) { self.policies = policies }
+
+    mutating func setTitles(_ titles: TitleSet?, scope: KeyName) { self.titles[scope] = titles }
+
+    // MARK: Tickets
+
+    /// The number of the next ticket (taken before the decision: a store
+    /// keeps it with the ticket, and a refusal leaves a gap).
+    mutating func takeTicketNumber() -> UInt64 {
+        nextTicket &+= 1
+        return nextTicket
+    }
+
+    /// Opens a granted ticket: its key, the budgets it charged at `at`, and
+    /// whether it was granted by this engine alone (fail open).
+    mutating func open(_ ticket: UInt64, key: CountdownKey, charged budgets: [BudgetKey], at: Instant,
+                       local: Bool) {
+        tickets[ticket] = key
+        if !budgets.isEmpty { charges[ticket] = (budgets, at) }
+        if local {
+            localTickets.insert(ticket)
+            localKeys.insert(key)
+        }
+    }
 
     /// Closes a ticket and remembers how it ended.
     mutating func recordEnd(of ticket: UInt64, _ end: TicketEnd) {
@@ -42,5 +85,11 @@ struct SendBook {
         }
     }
 
-    mutating func setTitles(_ titles: TitleSet?, scope: KeyName) { self.titles[scope] = titles }
+    // MARK: Fail open
+
+    /// `key` was decided by this engine alone: it waits to be written back.
+    mutating func decidedAlone(_ key: CountdownKey) { localKeys.insert(key) }
+
+    /// `key` was written back: the store holds it again.
+    mutating func wroteBack(_ key: CountdownKey) { localKeys.remove(key) }
 }

@@ -27,12 +27,8 @@ extension Engine {
                 return
             }
             locked.withLock { state in
-                state.sends.localKeys.remove(key)
-                for (budgetKey, written) in charges {
-                    guard var left = state.budgets.charges[budgetKey] else { continue }
-                    left.removeAll { written.contains($0) }
-                    state.budgets.charges[budgetKey] = left.isEmpty ? nil : left
-                }
+                state.sends.wroteBack(key)
+                state.budgets.wroteBack(charges)
             }
         }
     }

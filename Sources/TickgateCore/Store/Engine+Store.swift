@@ -185,11 +185,7 @@ extension EngineState {
         default:
             break
         }
-        if let record = rows.record {
-            sends.records[key] = record
-        } else if !sends.records.isEmpty {
-            sends.records.removeValue(forKey: key)
-        }
+        sends.setRecord(rows.record, for: key)
     }
 
     // MARK: Restore
@@ -198,11 +194,11 @@ extension EngineState {
     /// `tg_policy_get`, button titles), dropping what the store no longer
     /// holds.
     func adoptSettings(_ settings: StoreSnapshot) {
-        sends.policies = Dictionary(settings.policies, uniquingKeysWith: { $1 })
+        sends.replacePolicies(Dictionary(settings.policies, uniquingKeysWith: { $1 }))
         let titles = Dictionary(settings.titles, uniquingKeysWith: { $1 })
         for scope in sends.titles.keys where titles[scope] == nil { setTitles(nil, scope: scope) }
         for (scope, set) in titles where sends.titles[scope] != set { setTitles(set, scope: scope) }
-        budgets.budgets = Dictionary(settings.budgets, uniquingKeysWith: { $1 })
+        budgets.replaceBudgets(Dictionary(settings.budgets, uniquingKeysWith: { $1 }))
     }
 
     /// Loads everything the store holds into a new engine's state. Every
@@ -215,10 +211,10 @@ extension EngineState {
             countdown.instance = nextInstance
             insert(countdown, at: now)
         }
-        for (key, record) in snapshot.records { sends.records[key] = record }
-        for (scope, policy) in snapshot.policies { sends.policies[scope] = policy }
+        for (key, record) in snapshot.records { sends.setRecord(record, for: key) }
+        for (scope, policy) in snapshot.policies { sends.setPolicy(policy, scope: scope) }
         for (scope, titles) in snapshot.titles { setTitles(titles, scope: scope) }
-        for (name, budget) in snapshot.budgets { budgets.budgets[name] = budget }
+        for (name, budget) in snapshot.budgets { budgets.set(budget, name: name) }
         for session in snapshot.sessions { gates.logIn(session.realm, expiry: session.expiry) }
         armIfEarlier()
     }

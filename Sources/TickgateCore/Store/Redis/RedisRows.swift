@@ -50,10 +50,7 @@ enum RedisRows {
     /// it.
     static func keyRows(_ reply: RedisReply, for key: CountdownKey, name: [UInt8], now: Int64,
                         offset: Int64) throws(TickgateError) -> KeyRows {
-        let keyName = String(decoding: name, as: UTF8.self)
-        func bad(_ why: String) -> TickgateError {
-            TickgateError(.storeCorrupt, "the Redis key \(keyName.prefix(300)) is corrupt: \(why)")
-        }
+        let bad = corruption(name)
         if case let .error(text) = reply { throw bad(text) }
         guard case let .array(entries) = reply, entries.count % 2 == 0 else { throw bad("not a hash") }
         if entries.isEmpty { return KeyRows() }
@@ -69,11 +66,42 @@ enum RedisRows {
             guard field.count == 1, "dplichnswxtk".utf8.contains(field[0]) else { throw bad("an unknown field") }
             fields[field[0]] = value
         }
+        return try checkedRows(fields, for: key, now: now, offset: offset, bad)
+    }
+
+    /// The key's rows from a decision's answer: its twelve fields in the
+    /// order d p l i c k h n w x s t joined by "|" (nothing: no fields).
+    static func keyRows(packed reply: RedisReply, for key: CountdownKey, name: [UInt8], now: Int64,
+                        offset: Int64) throws(TickgateError) -> KeyRows {
+        let bad = corruption(name)
+        guard case let .string(text) = reply else { throw bad("an answer without its fields") }
+        if text.isEmpty { return KeyRows() }
+        let parts = text.split(separator: UInt8(ascii: "|"), omittingEmptySubsequences: false)
+        guard parts.count == 12 else { throw bad("an answer with \(parts.count) of its 12 fields") }
+        var fields: [UInt8: [UInt8]] = [:]
+        for (field, value) in zip("dplickhnwxst".utf8, parts) { fields[field] = Array(value) }
+        return try checkedRows(fields, for: key, now: now, offset: offset, bad)
+    }
+
+    private static func corruption(_ name: [UInt8]) -> (String) -> TickgateError {
+        { why in
+            TickgateError(.storeCorrupt,
+                          "the Redis key \(String(decoding: name, as: UTF8.self).prefix(300)) is corrupt: \(why)")
+        }
+    }
+
+    /// Checks a key's fields as the scripts do and makes its rows.
+    private static func checkedRows(_ fields: [UInt8: [UInt8]], for key: CountdownKey, now: Int64, offset: Int64,
+                                    _ bad: (String) -> TickgateError) throws(TickgateError) -> KeyRows {
+        var fields = fields
         if fields.isEmpty { return KeyRows() }
         // Format 1 had no ticket field.
         if fields.count == 11 && fields[UInt8(ascii: "k")] == nil { fields[UInt8(ascii: "k")] = [] }
         guard fields.count == 12 else { throw bad("holds \(fields.count) of its 12 fields") }
-        guard fields[UInt8(ascii: "k")]!.count <= 64 else { throw bad("field k is too long") }
+        let ticket = fields[UInt8(ascii: "k")]!
+        guard ticket.count <= 64, !ticket.contains(UInt8(ascii: "|")), !ticket.contains(UInt8(ascii: "~")) else {
+            throw bad("field k holds \"\(String(decoding: ticket.prefix(40), as: UTF8.self))\"")
+        }
         let most = Int64(1) << 53 - 1
         func int(_ field: Character, _ range: ClosedRange<Int64>) throws(TickgateError) -> Int64 {
             let bytes = fields[field.asciiValue!]!

@@ -58,12 +58,12 @@ extension RedisStore {
         if code == "late" { throw late("the decision on \(key.description)") }
         guard code == "ok" || code == "refused" else { throw fields.corrupt("code \(code.prefix(40))") }
         let moment = RedisClock.instant(now, offset)
-        let before = try RedisRows.keyRows(try fields.element(3), for: key, name: names[0], now: now, offset: offset)
+        let before = try RedisRows.keyRows(packed: try fields.element(3), for: key, name: names[0], now: now, offset: offset)
         let why = try fields.text(5)
         let first = try fields.integer(6, -1...Int64(1) << 53)
         let second = try fields.integer(7, -1...Int64(Budget.maximumKeysPerSend))
         guard code == "refused" else {
-            let after = try RedisRows.keyRows(try fields.element(4), for: key, name: names[0], now: now, offset: offset)
+            let after = try RedisRows.keyRows(packed: try fields.element(4), for: key, name: names[0], now: now, offset: offset)
             var result = DecisionResult(before: before, after: after, now: moment, refusal: nil)
             if case .verifyFailed = decision {
                 guard first >= 0, first <= Int64(SendPolicy.maximumWrongCodesLimit) else { throw fields.corrupt("cap") }

@@ -4,8 +4,9 @@
 --
 -- KEYS: 1 the key's hash, 2 the settings hash, 3... the budget keys'
 -- sorted sets. Beside its twelve fields the key's hash keeps each engine's
--- last answer on it, for a retry: field 'q' .. engine = "id|until|answer"
--- (until: the server's µs past which it is dropped).
+-- last answer on it, for a retry: field 'q' .. engine =
+-- "id|until|now|real|a|before~after" (until: the server's µs past which it
+-- is dropped; only 'ok' answers are kept: a refusal changed nothing).
 -- ARGV: 1 op (start cancel begin end verified failed), 2 now ('' = TIME),
 -- 3 not after (server µs: past it the decision is refused as late), 4 slack
 -- ms, 5 channel, 6 notice, 7 tick µs, 8 the default policy, 9 the scope,
@@ -15,14 +16,18 @@
 -- budget key).
 --
 -- Answers {code, now, real, before, after, why, a, b}: code 'ok' or
--- 'refused'; before and after the key's hash as HGETALL reads it (after
--- only for 'ok'); why the refusal ('busy', 'window' a = frees at, 'budget'
--- a = frees at b = index, 'nobudget' b = index, 'none', 'expired',
--- 'ticket', 'dead', 'unsent'; for 'ok' a = the cap of wrong codes).
+-- 'refused'; before and after the key's twelve fields in the order of
+-- FIELDS (d p l i c k h n w x s t) joined by '|' ('' for none; after only
+-- for 'ok'); why
+-- the refusal ('busy', 'window' a = frees at, 'budget' a = frees at b =
+-- index, 'nobudget' b = index, 'none', 'expired', 'ticket', 'dead',
+-- 'unsent'; for 'ok' a = the cap of wrong codes).
 -- {'late', now, real}: past its deadline, nothing changed.
 -- {'corrupt', key, why}. A repeated id answers the first answer again and
 -- changes nothing.
 local K, S = KEYS[1], KEYS[2]
+local FIELDS = {'d', 'p', 'l', 'i', 'c', 'k', 'h', 'n', 'w', 'x', 's', 't'}
+local KNOWN = {d = 1, p = 1, l = 1, i = 1, c = 1, k = 1, h = 1, n = 1, w = 1, x = 1, s = 1, t = 1}
 local op = ARGV[1]
 local mine = 'q' .. ARGV[14]
 -- Keys of another type are refused by the calls themselves (pcall): no
@@ -30,23 +35,27 @@ local mine = 'q' .. ARGV[14]
 local all = redis.pcall('HGETALL', K)
 if all.err then return {'corrupt', K, 'is not a hash'} end
 local now, real = clock(ARGV[2])
--- The key's fields (raw: as the engine reads them), and the answers kept.
-local h, raw, stale = {}, {}, {}
+-- The key's fields, and the answers kept.
+local h, stale, others = {}, {}, 0
 for j = 1, #all, 2 do
   local f, v = all[j], all[j + 1]
   if #f > 1 and string.sub(f, 1, 1) == 'q' then
     local bar = string.find(v, '|', 1, true)
     local bar2 = bar and string.find(v, '|', bar + 1, true)
     if f == mine and bar2 and string.sub(v, 1, bar - 1) == ARGV[13] then
-      return cmsgpack.unpack(string.sub(v, bar2 + 1))
+      local n, r, a, b4, af = string.match(v, '^[^|]*|[^|]*|(%d+)|(%d+)|(%d+)|([^~]*)~(.*)$')
+      if not n then return {'corrupt', K, 'field ' .. mine .. ' is not an answer'} end
+      return {'ok', tonumber(n), tonumber(r), b4, af, '', tonumber(a), -1}
     end
-    if f ~= mine and (not bar2 or (tonumber(string.sub(v, bar + 1, bar2 - 1)) or 0) < real) then
-      stale[#stale + 1] = f
+    if f ~= mine then
+      if not bar2 or (tonumber(string.sub(v, bar + 1, bar2 - 1)) or 0) < real then
+        stale[#stale + 1] = f
+      else
+        others = others + 1
+      end
     end
   else
     h[f] = v
-    raw[#raw + 1] = f
-    raw[#raw + 1] = v
   end
 end
 if ARGV[3] ~= '' and real > tonumber(ARGV[3]) then return {'late', now, real} end
@@ -59,11 +68,13 @@ local function bad(f) return {'corrupt', K, 'field ' .. f .. ' holds "' .. strin
 local n_fields = 0
 for f, _ in pairs(h) do
   n_fields = n_fields + 1
-  if #f ~= 1 or not string.find('dplichnswxtk', f, 1, true) then
+  if not KNOWN[f] then
     return {'corrupt', K, 'unknown field "' .. string.sub(f, 1, 40) .. '"'}
   end
 end
-if n_fields == 11 and h.k == nil then h.k = '' n_fields = 12 end
+-- (A hash of format 1 gets its ticket field at its first write.)
+local upgrade = n_fields == 11 and h.k == nil
+if upgrade then h.k = '' n_fields = 12 end
 if n_fields ~= 0 and n_fields ~= 12 then return {'corrupt', K, 'holds ' .. n_fields .. ' of its 12 fields'} end
 local cd, rec = nil, nil
 if n_fields == 12 then
@@ -73,7 +84,7 @@ if n_fields == 12 then
   if not l then return bad('l') end
   if not i then return bad('i') end
   if not c then return bad('c') end
-  if #h.k > 64 then return bad('k') end
+  if #h.k > 64 or find(h.k, '[|~]') then return bad('k') end
   if d >= 0 then
     if p < 0 then return bad('p') end
     if l < 1 then return bad('l') end
@@ -106,13 +117,17 @@ if n_fields == 12 then
     rec = {h = hs, n = n, w = w, x = x, s = s, sends = sends}
   end
 end
+local before = ''
+if n_fields == 12 then
+  before = table.concat({h.d, h.p, h.l, h.i, h.c, h.k, h.h, h.n, h.w, h.x, h.s, h.t}, '|')
+end
 local function refused(why, a, b)
-  return {'refused', now, real, raw, {}, why, a or -1, b or -1}
+  return {'refused', now, real, before, '', why, a or -1, b or -1}
 end
 
 -- The scope's policy, as the store holds it (the default if none is set);
 -- a bare countdown (start, cancel) needs none.
-local pol = policy(ARGV[8])
+local pol
 if op ~= 'start' and op ~= 'cancel' then
   local stored = redis.pcall('HGET', S, 'p:' .. ARGV[9])
   if type(stored) == 'table' and stored.err then return {'corrupt', S, 'is not a hash'} end
@@ -121,6 +136,7 @@ if op ~= 'start' and op ~= 'cancel' then
     if not pol then return {'corrupt', S, 'field "p:' .. string.sub(ARGV[9], 1, 40) .. '" is not a policy'} end
   end
 end
+if not pol then pol = policy(ARGV[8]) end
 if not pol then return {'corrupt', S, 'the default policy is malformed'} end
 local tick = tonumber(ARGV[7])
 local function prune(r)
@@ -263,7 +279,6 @@ end
 -- The key lives while its countdown runs and while its record still
 -- decides something: the quiet reset of the last send (a year with none)
 -- and the window of its newest send.
-local after = {}
 local life = -1
 if cd then life = cd.d end
 if rec then
@@ -278,29 +293,44 @@ end
 -- This engine's answer stays beside the key's fields for a retry (kept
 -- `keep` µs of the server's clock); answers past theirs are dropped.
 local keep = tonumber(ARGV[15])
-local answer = {'ok', now, real, raw, {}, '', pol.wrong, -1}
+local answer = ARGV[13] .. '|' .. fmt(real + keep) .. '|' .. fmt(now) .. '|' .. fmt(real) .. '|' .. pol.wrong ..
+  '|' .. before .. '~'
 if life < 0 then
-  -- Nothing left to decide: the hash holds its fields, all absent, and the
-  -- answers, briefly.
-  after = {'d', '-1', 'p', '-1', 'l', '-1', 'i', '-1', 'c', '-1', 'k', '', 'h', '-1', 'n', '-1', 'w', '-1',
-           'x', '-1', 's', '-1', 't', ''}
-else
-  local t = {}
-  if rec then for j, v in ipairs(rec.sends) do t[j] = fmt(v) end end
-  after = {'d', cd and fmt(cd.d) or '-1', 'p', cd and tostring(cd.p) or '-1', 'l', cd and fmt(cd.l) or '-1',
-           'i', cd and fmt(cd.i) or '-1', 'c', cd and fmt(cd.c) or '-1', 'k', cd and cd.k or '',
-           'h', rec and tostring(rec.h) or '-1', 'n', rec and fmt(rec.n) or '-1',
-           'w', rec and tostring(rec.w) or '-1', 'x', rec and tostring(rec.x) or '-1',
-           's', rec and fmt(rec.s) or '-1', 't', table.concat(t, ',')}
-  answer[5] = after
+  -- Nothing left to decide: the hash keeps the answers only, briefly (a
+  -- hash with none of the twelve fields is a key with nothing).
+  if others == 0 then
+    redis.call('DEL', K)
+  else
+    if #stale > 0 then redis.call('HDEL', K, unpack(stale)) end
+    if n_fields > 0 then redis.call('HDEL', K, unpack(FIELDS)) end
+  end
+  redis.call('HSET', K, mine, answer)
+  redis.call('PEXPIRE', K, fmt(math.ceil(keep / 1000)))
+  if ARGV[5] ~= '' then redis.call('PUBLISH', ARGV[5], ARGV[6]) end
+  return {'ok', now, real, before, '', '', pol.wrong, -1}
+end
+local t = ''
+if rec and #rec.sends > 0 then
+  local parts = {}
+  for j, x in ipairs(rec.sends) do parts[j] = fmt(x) end
+  t = table.concat(parts, ',')
+end
+local v = {cd and fmt(cd.d) or '-1', cd and tostring(cd.p) or '-1', cd and fmt(cd.l) or '-1',
+           cd and fmt(cd.i) or '-1', cd and fmt(cd.c) or '-1', cd and cd.k or '',
+           rec and tostring(rec.h) or '-1', rec and fmt(rec.n) or '-1', rec and tostring(rec.w) or '-1',
+           rec and tostring(rec.x) or '-1', rec and fmt(rec.s) or '-1', t}
+local after = table.concat(v, '|')
+-- Only the fields that changed are written (each costs the server).
+local set = {mine, answer .. after}
+for j = 1, 12 do
+  local f = FIELDS[j]
+  if h[f] ~= v[j] or (upgrade and j == 6) then
+    set[#set + 1] = f
+    set[#set + 1] = v[j]
+  end
 end
 if #stale > 0 then redis.call('HDEL', K, unpack(stale)) end
-local packed = ARGV[13] .. '|' .. fmt(real + keep) .. '|' .. cmsgpack.pack(answer)
-redis.call('HSET', K, mine, packed, unpack(after))
-if life < 0 then
-  redis.call('PEXPIRE', K, fmt(math.ceil(keep / 1000)))
-else
-  expire(K, math.max(life, now + keep), now, slack)
-end
+redis.call('HSET', K, unpack(set))
+expire(K, math.max(life, now + keep), now, slack)
 if ARGV[5] ~= '' then redis.call('PUBLISH', ARGV[5], ARGV[6]) end
-return answer
+return {'ok', now, real, before, after, '', pol.wrong, -1}

@@ -1,8 +1,19 @@
 -- Shared by every script: integer checks, formatting, the clock, expiry.
 local MAXT = 9007199254740991
-local function fmt(x) return string.format('%.0f', x) end
+-- Every number here is a whole number of at most 2^53 (µs, counts). Each
+-- call of a C function costs (Redis's Lua): checks are one find each.
+local find, tonumber = string.find, tonumber
+local function fmt(x) return string.format('%d', x) end
+-- A string of digits (a '-' first allowed) within lo..hi, or nil.
 local function int(v, lo, hi)
-  if type(v) ~= 'string' or #v > 17 or not string.match(v, '^%-?%d+$') then return nil end
+  if not v or #v > 17 or not find(v, '^%-?%d+$') then return nil end
+  local n = tonumber(v)
+  if n < lo or n > hi then return nil end
+  return n
+end
+-- digits: a string already matched as digits, within lo..hi, or nil.
+local function digits(v, lo, hi)
+  if #v > 17 then return nil end
   local n = tonumber(v)
   if n < lo or n > hi then return nil end
   return n
@@ -38,14 +49,14 @@ local function policy(text)
   if not steps then return nil end
   local cooldowns = {}
   for part in string.gmatch(steps, '[^,]+') do
-    local v = int(part, 1, 31536000000000)
+    local v = digits(part, 1, 31536000000000)
     if not v then return nil end
     cooldowns[#cooldowns + 1] = v
   end
   if #cooldowns == 0 or #cooldowns > 8 then return nil end
-  local p = {cooldowns = cooldowns, wmax = int(wmax, 0, 1000000), window = int(window, 0, 31536000000000),
-             quiet = int(quiet, 0, 31536000000000), ticket = int(ticket, 1, 31536000000000),
-             wrong = int(wrong, 0, 1000)}
+  local p = {cooldowns = cooldowns, wmax = digits(wmax, 0, 1000000), window = digits(window, 0, 31536000000000),
+             quiet = digits(quiet, 0, 31536000000000), ticket = digits(ticket, 1, 31536000000000),
+             wrong = digits(wrong, 0, 1000)}
   if not p.wmax or not p.window or not p.quiet or not p.ticket or not p.wrong then return nil end
   return p
 end

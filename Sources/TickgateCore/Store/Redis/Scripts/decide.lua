@@ -5,8 +5,9 @@
 -- KEYS: 1 the key's hash, 2 the settings hash, 3... the budget keys'
 -- sorted sets. Beside its twelve fields the key's hash keeps each engine's
 -- last answer on it, for a retry: field 'q' .. engine =
--- "id|until|now|real|a|before~after" (until: the server's µs past which it
--- is dropped; only 'ok' answers are kept: a refusal changed nothing).
+-- "id|real|keep|now|a|before~after" (kept until the server's clock passes
+-- real + keep µs; now '' when it is real; only 'ok' answers are kept: a
+-- refusal changed nothing).
 -- ARGV: 1 op (start cancel begin end verified failed), 2 now ('' = TIME),
 -- 3 not after (server µs: past it the decision is refused as late), 4 slack
 -- ms, 5 channel, 6 notice, 7 tick µs, 8 the default policy, 9 the scope,
@@ -40,15 +41,15 @@ local h, stale, others = {}, {}, 0
 for j = 1, #all, 2 do
   local f, v = all[j], all[j + 1]
   if #f > 1 and string.sub(f, 1, 1) == 'q' then
-    local bar = string.find(v, '|', 1, true)
-    local bar2 = bar and string.find(v, '|', bar + 1, true)
-    if f == mine and bar2 and string.sub(v, 1, bar - 1) == ARGV[13] then
-      local n, r, a, b4, af = string.match(v, '^[^|]*|[^|]*|(%d+)|(%d+)|(%d+)|([^~]*)~(.*)$')
-      if not n then return {'corrupt', K, 'field ' .. mine .. ' is not an answer'} end
-      return {'ok', tonumber(n), tonumber(r), b4, af, '', tonumber(a), -1}
+    local id, at, kept = string.match(v, '^([^|]*)|(%d+)|(%d+)|')
+    if f == mine and id == ARGV[13] then
+      local t, a, b4, af = string.match(v, '^[^|]*|%d+|%d+|(%d*)|(%-?%d+)|([^~]*)~(.*)$')
+      if not t then return {'corrupt', K, 'field ' .. mine .. ' is not an answer'} end
+      local r = tonumber(at)
+      return {'ok', t == '' and r or tonumber(t), r, b4, af, '', tonumber(a), -1}
     end
     if f ~= mine then
-      if not bar2 or (tonumber(string.sub(v, bar + 1, bar2 - 1)) or 0) < real then
+      if not id or #at > 17 or #kept > 17 or tonumber(at) + tonumber(kept) < real then
         stale[#stale + 1] = f
       else
         others = others + 1
@@ -136,8 +137,12 @@ if op ~= 'start' and op ~= 'cancel' then
     if not pol then return {'corrupt', S, 'field "p:' .. string.sub(ARGV[9], 1, 40) .. '" is not a policy'} end
   end
 end
-if not pol then pol = policy(ARGV[8]) end
-if not pol then return {'corrupt', S, 'the default policy is malformed'} end
+-- (A bare countdown on a key with no send record needs no policy at all.)
+if not pol and (rec or (op ~= 'start' and op ~= 'cancel')) then
+  pol = policy(ARGV[8])
+  if not pol then return {'corrupt', S, 'the default policy is malformed'} end
+end
+local wrong = pol and pol.wrong or -1
 local tick = tonumber(ARGV[7])
 local function prune(r)
   if pol.wmax == 0 then r.sends = {} return end
@@ -293,8 +298,8 @@ end
 -- This engine's answer stays beside the key's fields for a retry (kept
 -- `keep` µs of the server's clock); answers past theirs are dropped.
 local keep = tonumber(ARGV[15])
-local answer = ARGV[13] .. '|' .. fmt(real + keep) .. '|' .. fmt(now) .. '|' .. fmt(real) .. '|' .. pol.wrong ..
-  '|' .. before .. '~'
+local answer = ARGV[13] .. '|' .. fmt(real) .. '|' .. ARGV[15] .. '|' .. ARGV[2] .. '|' .. wrong .. '|' .. before ..
+  '~'
 if life < 0 then
   -- Nothing left to decide: the hash keeps the answers only, briefly (a
   -- hash with none of the twelve fields is a key with nothing).
@@ -307,7 +312,7 @@ if life < 0 then
   redis.call('HSET', K, mine, answer)
   redis.call('PEXPIRE', K, fmt(math.ceil(keep / 1000)))
   if ARGV[5] ~= '' then redis.call('PUBLISH', ARGV[5], ARGV[6]) end
-  return {'ok', now, real, before, '', '', pol.wrong, -1}
+  return {'ok', now, real, before, '', '', wrong, -1}
 end
 local t = ''
 if rec and #rec.sends > 0 then
@@ -333,4 +338,4 @@ if #stale > 0 then redis.call('HDEL', K, unpack(stale)) end
 redis.call('HSET', K, unpack(set))
 expire(K, math.max(life, now + keep), now, slack)
 if ARGV[5] ~= '' then redis.call('PUBLISH', ARGV[5], ARGV[6]) end
-return {'ok', now, real, before, after, '', pol.wrong, -1}
+return {'ok', now, real, before, after, '', wrong, -1}

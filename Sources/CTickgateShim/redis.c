@@ -103,6 +103,12 @@ redisReply *tgshim_redis_read(redisContext *context) {
     void *reply = NULL;
     int failed;
     int saved;
+    /* With nothing left to write, hiredis only reads: no SIGPIPE to guard
+     * against (the output buffer is an sds string, NUL-terminated, and a
+     * command never starts with NUL). */
+    if (context->obuf == NULL || context->obuf[0] == '\0') {
+        return redisGetReply(context, &reply) == REDIS_OK ? (redisReply *)reply : NULL;
+    }
     tgshim_guard_begin(&guard);
     failed = redisGetReply(context, &reply) != REDIS_OK;
     saved = errno;

@@ -45,84 +45,134 @@ struct ReplyReader {
 
 /// Settings and sessions as the Redis store writes them.
 enum RedisRows {
+    /// The key hash's twelve fields, in the order the scripts list them
+    /// (FIELDS in Scripts/decide.lua).
+    static let fieldOrder = Array("dplickhnwxst".utf8)
+
+    /// Where `field` sits in `fieldOrder`.
+    @inline(__always)
+    private static func slot(_ field: UInt8) -> Int? {
+        switch field {
+        case UInt8(ascii: "d"): 0
+        case UInt8(ascii: "p"): 1
+        case UInt8(ascii: "l"): 2
+        case UInt8(ascii: "i"): 3
+        case UInt8(ascii: "c"): 4
+        case UInt8(ascii: "k"): 5
+        case UInt8(ascii: "h"): 6
+        case UInt8(ascii: "n"): 7
+        case UInt8(ascii: "w"): 8
+        case UInt8(ascii: "x"): 9
+        case UInt8(ascii: "s"): 10
+        case UInt8(ascii: "t"): 11
+        default: nil
+        }
+    }
+
     /// A key's hash as HGETALL returns it (Scripts/decide.lua describes its
     /// fields), at server time `now`: checked as the decide script checks
     /// it.
     static func keyRows(_ reply: RedisReply, for key: CountdownKey, name: [UInt8], now: Int64,
                         offset: Int64) throws(TickgateError) -> KeyRows {
-        let bad = corruption(name)
-        if case let .error(text) = reply { throw bad(text) }
-        guard case let .array(entries) = reply, entries.count % 2 == 0 else { throw bad("not a hash") }
+        if case let .error(text) = reply { throw corrupt(name, text) }
+        guard case let .array(entries) = reply, entries.count % 2 == 0 else { throw corrupt(name, "not a hash") }
         if entries.isEmpty { return KeyRows() }
-        var fields: [UInt8: [UInt8]] = [:]
+        var fields = [ArraySlice<UInt8>?](repeating: nil, count: 12)
+        var count = 0
         var index = 0
         while index < entries.count {
             guard case let .string(field) = entries[index], case let .string(value) = entries[index + 1] else {
-                throw bad("an unknown field")
+                throw corrupt(name, "an unknown field")
             }
             index += 2
             // An engine's last answer on the key, kept for its retry.
             if field.count > 1 && field[0] == UInt8(ascii: "q") { continue }
-            guard field.count == 1, "dplichnswxtk".utf8.contains(field[0]) else { throw bad("an unknown field") }
-            fields[field[0]] = value
+            guard field.count == 1, let slot = slot(field[0]), fields[slot] == nil else {
+                throw corrupt(name, "an unknown field")
+            }
+            fields[slot] = value[...]
+            count += 1
         }
-        return try checkedRows(fields, for: key, now: now, offset: offset, bad)
+        if count == 0 { return KeyRows() }
+        // Format 1 had no ticket field.
+        if count == 11 && fields[5] == nil {
+            fields[5] = []
+            count = 12
+        }
+        guard count == 12 else { throw corrupt(name, "holds \(count) of its 12 fields") }
+        return try checkedRows(fields, for: key, name: name, now: now, offset: offset)
     }
 
     /// The key's rows from a decision's answer: its twelve fields in the
-    /// order d p l i c k h n w x s t joined by "|" (nothing: no fields).
+    /// order of `fieldOrder` joined by "|" (nothing: no fields).
     static func keyRows(packed reply: RedisReply, for key: CountdownKey, name: [UInt8], now: Int64,
                         offset: Int64) throws(TickgateError) -> KeyRows {
-        let bad = corruption(name)
-        guard case let .string(text) = reply else { throw bad("an answer without its fields") }
+        guard case let .string(text) = reply else { throw corrupt(name, "an answer without its fields") }
         if text.isEmpty { return KeyRows() }
-        let parts = text.split(separator: UInt8(ascii: "|"), omittingEmptySubsequences: false)
-        guard parts.count == 12 else { throw bad("an answer with \(parts.count) of its 12 fields") }
-        var fields: [UInt8: [UInt8]] = [:]
-        for (field, value) in zip("dplickhnwxst".utf8, parts) { fields[field] = Array(value) }
-        return try checkedRows(fields, for: key, now: now, offset: offset, bad)
-    }
-
-    private static func corruption(_ name: [UInt8]) -> (String) -> TickgateError {
-        { why in
-            TickgateError(.storeCorrupt,
-                          "the Redis key \(String(decoding: name, as: UTF8.self).prefix(300)) is corrupt: \(why)")
+        var fields = [ArraySlice<UInt8>?](repeating: nil, count: 12)
+        var count = 0
+        var start = 0
+        for index in 0...text.count where index == text.count || text[index] == UInt8(ascii: "|") {
+            guard count < 12 else { throw corrupt(name, "an answer with more than its 12 fields") }
+            fields[count] = text[start..<index]
+            count += 1
+            start = index + 1
         }
+        guard count == 12 else { throw corrupt(name, "an answer with \(count) of its 12 fields") }
+        return try checkedRows(fields, for: key, name: name, now: now, offset: offset)
     }
 
-    /// Checks a key's fields as the scripts do and makes its rows.
-    private static func checkedRows(_ fields: [UInt8: [UInt8]], for key: CountdownKey, now: Int64, offset: Int64,
-                                    _ bad: (String) -> TickgateError) throws(TickgateError) -> KeyRows {
-        var fields = fields
-        if fields.isEmpty { return KeyRows() }
-        // Format 1 had no ticket field.
-        if fields.count == 11 && fields[UInt8(ascii: "k")] == nil { fields[UInt8(ascii: "k")] = [] }
-        guard fields.count == 12 else { throw bad("holds \(fields.count) of its 12 fields") }
-        let ticket = fields[UInt8(ascii: "k")]!
+    private static func corrupt(_ name: [UInt8], _ why: String) -> TickgateError {
+        TickgateError(.storeCorrupt, "the Redis key \(String(decoding: name, as: UTF8.self).prefix(300)) is corrupt: \(why)")
+    }
+
+    /// Digits (a "-" first allowed), at most 17 of them, or nil.
+    @inline(__always)
+    private static func integer(_ bytes: ArraySlice<UInt8>) -> Int64? {
+        guard !bytes.isEmpty, bytes.count <= 17 else { return nil }
+        var index = bytes.startIndex
+        let negative = bytes[index] == UInt8(ascii: "-")
+        if negative {
+            index += 1
+            if index == bytes.endIndex { return nil }
+        }
+        var value: Int64 = 0
+        while index < bytes.endIndex {
+            let digit = bytes[index] &- UInt8(ascii: "0")
+            guard digit < 10 else { return nil }
+            value = value &* 10 &+ Int64(digit)
+            index += 1
+        }
+        return negative ? -value : value
+    }
+
+    /// Checks a key's twelve fields (in `fieldOrder`) as the scripts do and
+    /// makes its rows.
+    private static func checkedRows(_ fields: [ArraySlice<UInt8>?], for key: CountdownKey, name: [UInt8],
+                                    now: Int64, offset: Int64) throws(TickgateError) -> KeyRows {
+        let ticket = fields[5]!
         guard ticket.count <= 64, !ticket.contains(UInt8(ascii: "|")), !ticket.contains(UInt8(ascii: "~")) else {
-            throw bad("field k holds \"\(String(decoding: ticket.prefix(40), as: UTF8.self))\"")
+            throw corrupt(name, "field k holds \"\(String(decoding: ticket.prefix(40), as: UTF8.self))\"")
         }
         let most = Int64(1) << 53 - 1
-        func int(_ field: Character, _ range: ClosedRange<Int64>) throws(TickgateError) -> Int64 {
-            let bytes = fields[field.asciiValue!]!
-            guard bytes.count <= 17, !bytes.isEmpty,
-                  bytes.enumerated().allSatisfy({ $0.element >= 48 && $0.element <= 57 || ($0.offset == 0 && $0.element == 45) }),
-                  let value = Int64(String(decoding: bytes, as: UTF8.self)), range.contains(value) else {
-                throw bad("field \(field) holds \"\(String(decoding: bytes.prefix(40), as: UTF8.self))\"")
+        func int(_ slot: Int, _ range: ClosedRange<Int64>) throws(TickgateError) -> Int64 {
+            let bytes = fields[slot]!
+            guard let value = integer(bytes), range.contains(value) else {
+                throw corrupt(name, "field \(Character(UnicodeScalar(fieldOrder[slot]))) holds \"\(String(decoding: bytes.prefix(40), as: UTF8.self))\"")
             }
             return value
         }
         let year = Limits.maximumDuration.nanoseconds / 1_000
         let day = Limits.maximumTickInterval.nanoseconds / 1_000
         var rows = KeyRows()
-        let deadline = try int("d", -1...most)
-        let phase = try int("p", -1...2)
-        let duration = try int("l", -1...year)
-        let tick = try int("i", -1...day)
-        _ = try int("c", -1...most)
+        let deadline = try int(0, -1...most)
+        let phase = try int(1, -1...2)
+        let duration = try int(2, -1...year)
+        let tick = try int(3, -1...day)
+        _ = try int(4, -1...most)
         if deadline >= 0 {
             guard phase >= 0, let phase = Phase(rawValue: UInt8(phase)), duration >= 1, tick >= 10_000 else {
-                throw bad("a countdown field")
+                throw corrupt(name, "a countdown field")
             }
             if deadline > now {
                 rows.countdown = Countdown(key: key, phase: phase, instance: 0,
@@ -131,25 +181,26 @@ enum RedisRows {
                                            tickInterval: Span(nanoseconds: tick * 1_000))
             }
         }
-        let hasSent = try int("h", -1...1)
-        let consecutive = try int("n", -1...Int64(Limits.maximumConsecutiveSends))
-        let wrong = try int("w", -1...Int64(SendPolicy.maximumWrongCodesLimit + 1))
-        let dead = try int("x", -1...1)
-        let last = try int("s", -1...most)
+        let hasSent = try int(6, -1...1)
+        let consecutive = try int(7, -1...Int64(Limits.maximumConsecutiveSends))
+        let wrong = try int(8, -1...Int64(SendPolicy.maximumWrongCodesLimit + 1))
+        let dead = try int(9, -1...1)
+        let last = try int(10, -1...most)
         if hasSent >= 0 {
-            guard consecutive >= 0, wrong >= 0, dead >= 0 else { throw bad("a record field") }
+            guard consecutive >= 0, wrong >= 0, dead >= 0 else { throw corrupt(name, "a record field") }
             var sends: [Instant] = []
-            let list = fields[UInt8(ascii: "t")]!
+            let list = fields[11]!
             if !list.isEmpty {
                 var previous: Int64 = -1
-                for part in list.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: false) {
-                    guard !part.isEmpty, part.count <= 17, part.allSatisfy({ $0 >= 48 && $0 <= 57 }),
-                          let value = Int64(String(decoding: part, as: UTF8.self)), value <= most, value >= previous
-                    else { throw bad("field t") }
+                var start = list.startIndex
+                for index in list.startIndex...list.endIndex
+                where index == list.endIndex || list[index] == UInt8(ascii: ",") {
+                    guard let value = integer(list[start..<index]), value >= 0, value <= most, value >= previous,
+                          sends.count < Limits.maximumWindowSends else { throw corrupt(name, "field t") }
                     previous = value
                     sends.append(Instant(nanoseconds: value * 1_000 + offset))
+                    start = index + 1
                 }
-                guard sends.count <= Limits.maximumWindowSends else { throw bad("field t") }
             }
             rows.record = SendRecord(sends: sends, consecutive: Int(consecutive),
                                      lastSend: last >= 0 ? Instant(nanoseconds: last * 1_000 + offset) : nil,

@@ -913,6 +913,38 @@ def test_observers_hear_the_store_lost_and_back(own_redis: Callable[..., RedisSe
     assert seen.index("STORE_LOST") < seen.index("STORE_BACK"), seen
 
 
+def test_only_observing_engines_hear_every_decision(own_redis: Callable[..., RedisServer],
+                                                     peers: Callable[..., Peer]) -> None:
+    # Each decision publishes one key notice. Engines hear the settings' and
+    # sessions' channel from the start, the keys' channel only once they
+    # observe a key or scope, so a backend that observes nothing is not
+    # woken by every decision of every server.
+    server = own_redis()
+    prefix = unique_prefix("quiet")
+    a = peers("A", store_url=server.unix_url, store_prefix=prefix)
+    b = peers("B", store_url=server.unix_url, store_prefix=prefix)
+    client = server.client()
+
+    def listeners(channel: str) -> int:
+        reply = client("PUBSUB", "NUMSUB", prefix + channel)
+        return int(reply[1])
+
+    try:
+        assert listeners("events") == 2 and listeners("events:k") == 0
+        a.ok("start", scope="login", subject="+1777", duration_ms=60_000)
+        b.ok("subscribe", scope="login", subject="+1777")
+        # B's subscribe returned after the server confirmed its new channel.
+        assert listeners("events:k") == 1
+        a.ok("cancel", scope="login", subject="+1777")
+        assert wait_for(lambda: "CANCELLED" in [e["kind"] for e in b.ok("events")], 2.0), b.ok("events")
+        # The settings still reach A, which observes nothing.
+        b.ok("set_policy", scope="login", cooldowns_ms=[5_000])
+        assert wait_for(lambda: a.ok("policy", scope="login")["cooldowns_ms"] == [5_000], 2.0)
+        assert listeners("events:k") == 1
+    finally:
+        client.close()
+
+
 # -- 12. the same on SQLite, for processes sharing one file -----------------------------------
 
 

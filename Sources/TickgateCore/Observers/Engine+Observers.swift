@@ -5,9 +5,10 @@ extension Engine {
     /// (one STATE for a key; one per running countdown for a scope).
     public func subscribe(_ target: SubscriptionTarget,
                           _ observer: Observer) throws(TickgateError) -> SubscriptionID {
-        // Notices of other engines' changes start with the first observer
-        // (an engine that observes nothing needs none).
+        // Notices of other engines' changes of keys start with the first
+        // key or scope observer (an engine that observes none needs none).
         watchStore()
+        if case .realm = target {} else { store?.watchKeys() }
         // The key as the store holds it now, so its first event is right.
         if case let .key(key) = target { try refresh(key) }
         if case let .realm(realm) = target { try syncSession(realm) }

@@ -112,6 +112,10 @@ protocol Store: AnyObject, Sendable {
     /// Starts telling `changed` what other engines changed, on a thread of
     /// the store's. Stops at `close`.
     func watch(_ changed: @escaping @Sendable (StoreNotice) -> Void)
+
+    /// Tells the watch of `watch` to hear changes of keys too (it may hear
+    /// only settings and sessions until then), from when this returns.
+    func watchKeys()
 }
 
 /// A realm's session as a store holds it.
@@ -141,6 +145,7 @@ extension Store {
     var readsThrough: Bool { false }
     var holdsRules: Bool { false }
     func watch(_ changed: @escaping @Sendable (StoreNotice) -> Void) {}
+    func watchKeys() {}
     func session(realm: KeyName) throws(TickgateError) -> SessionState? { nil }
     func readSettings() throws(TickgateError) -> StoreSnapshot { StoreSnapshot() }
     func merge(_ rows: KeyRows, for key: CountdownKey, charges: [BudgetKey: [Instant]]) throws(TickgateError) {}

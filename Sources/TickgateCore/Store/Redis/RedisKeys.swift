@@ -7,13 +7,15 @@
 ///                               each engine's last answer on it (Scripts/decide.lua)
 ///     P b{BUDGET-NAME KEY}      sorted set: a budget key's charges
 ///     P s{REALM}                string: a realm's session, expiring with it
-///     P events                  pub/sub channel of change notices
+///     P events                  pub/sub channel of the settings' and sessions' notices
+///     P events:k                pub/sub channel of the keys' notices (heard only by
+///                               engines with observers: one per decision)
 ///
 /// One key's decision touches its one hash (one Redis Cluster slot), its
 /// budgets and the settings.
 /// Notices are "ENGINE k{TAG}" (a key), "ENGINE g" (the settings) and
 /// "ENGINE s{REALM}" (a session), ENGINE naming the engine that made the
-/// change so it can skip its own.
+/// change so it can skip its own ("ENGINE w" only wakes its own listener).
 struct RedisKeys: Sendable {
     /// The data's format: 1 had no format key and no tickets in key hashes
     /// (read as it is); 2 adds both. An engine refuses a higher one.
@@ -55,6 +57,7 @@ struct RedisKeys: Sendable {
     var settings: [UInt8] { prefix + Array("settings".utf8) }
     var formatKey: [UInt8] { prefix + Array("format".utf8) }
     var channel: [UInt8] { prefix + Array("events".utf8) }
+    var keyChannel: [UInt8] { prefix + Array("events:k".utf8) }
     /// The glob of every key hash (of one scope's if given).
     func hashPattern(scope: KeyName?) -> [UInt8] {
         var start = prefix + Array("k{".utf8)
@@ -73,6 +76,8 @@ struct RedisKeys: Sendable {
     /// The notice of a key hash's name ("P k{TAG}").
     func keyNotice(hashName: [UInt8]) -> [UInt8] { keyNotice(tag: hashName.dropFirst(prefix.count + 2).dropLast()) }
     var settingsNotice: [UInt8] { engine + Array(" g".utf8) }
+    /// Wakes this engine's own listener (to subscribe to the keys' notices).
+    var wakeNotice: [UInt8] { engine + Array(" w".utf8) }
     func sessionNotice(_ realm: KeyName) -> [UInt8] { engine + Array(" s{".utf8) + Array(realm.value.utf8) + [UInt8(ascii: "}")] }
 
     /// What a notice names, unless it is this engine's own or malformed.

@@ -39,7 +39,7 @@ extension RedisStore {
         var names = [keys.hash(tag: tag), keys.settings]
         var arguments: [[UInt8]] = [
             Array(op.utf8), call.now, call.notAfter, Array(String(slackMilliseconds).utf8),
-            keys.channel, keys.keyNotice(tag: tag), RedisClock.micros(tick), Self.defaultPolicy,
+            keys.keyChannel, keys.keyNotice(tag: tag), RedisClock.micros(tick), Self.defaultPolicy,
             Array(key.scope.value.utf8), a, b, c, nextDecision(), keys.engine,
             // An answer is kept for a retry as long as its call may last.
             Array(String(options.timeout.nanoseconds / 1_000 + 1_000_000).utf8),
@@ -158,7 +158,7 @@ extension RedisStore {
                 let batch = Array(names[start..<min(start + 100, names.count)])
                 start += batch.count
                 let call = clock.begin()
-                var arguments: [[UInt8]] = [call.now, keys.channel, call.notAfter]
+                var arguments: [[UInt8]] = [call.now, keys.keyChannel, call.notAfter]
                 for name in batch { arguments.append(keys.keyNotice(hashName: name)) }
                 if case .integer(-1) = try run("cancelKeys", keys: batch, arguments: arguments, by: call.deadline) {
                     throw late("the cancel of \(batch.count) keys")
@@ -186,7 +186,7 @@ extension RedisStore {
         let record = rows.record
         let budgetKeys = charges.keys.sorted { $0.description < $1.description }
         var arguments: [[UInt8]] = [
-            call.now, call.notAfter, Array(String(slackMilliseconds).utf8), keys.channel, keys.keyNotice(tag: tag),
+            call.now, call.notAfter, Array(String(slackMilliseconds).utf8), keys.keyChannel, keys.keyNotice(tag: tag),
             Self.defaultPolicy, Array(key.scope.value.utf8), try micros(countdown?.deadline),
             Array(String(countdown?.phase.rawValue ?? 0).utf8), RedisClock.micros(countdown?.duration ?? .zero),
             RedisClock.micros(countdown?.tickInterval ?? .zero),

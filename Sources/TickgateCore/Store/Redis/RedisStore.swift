@@ -214,4 +214,12 @@ final class RedisStore: Store {
         guard let started else { return }
         if !started.start() { watcher.withLock { $0 = nil } }
     }
+
+    func watchKeys() {
+        guard let current = watcher.withLock({ $0 }) else { return }
+        current.watchKeys { () -> Bool in
+            let call = clock.begin()
+            return (try? read([[Array("PUBLISH".utf8), keys.channel, keys.wakeNotice]], by: call.deadline)) != nil
+        }
+    }
 }

@@ -2,8 +2,12 @@ import CTickgateShim
 import Glibc
 
 /// The change notices of a Redis store: a thread of its own, subscribed to
-/// the prefix's channel on a connection of its own, tells the engine what
+/// the prefix's channels on a connection of its own, tells the engine what
 /// other engines changed (every script that writes publishes a notice).
+/// The settings' and sessions' channel is heard from the start; the keys'
+/// channel, one notice per decision, only once the engine has an observer
+/// (`watchKeys`): an engine that observes nothing is not woken by every
+/// decision of every server.
 ///
 /// The link is watched: when no message came for half the timeout it sends
 /// a `PING`, and if the answer does not come within the other half the
@@ -27,6 +31,9 @@ final class RedisWatcher: @unchecked Sendable {
         /// Connection attempts that failed (the first one ends it too: a
         /// server out of reach does not hold up the engine's caller).
         var failures = 0
+        /// The keys' notices are wanted, and heard on the current link.
+        var wantsKeys = false
+        var hearsKeys = false
     }
 
     private let state = LockedValue(State())
@@ -65,11 +72,33 @@ final class RedisWatcher: @unchecked Sendable {
 
     private var closed: Bool { state.withLock { $0.closed } }
 
+    /// Subscribes to the keys' notices too, and waits (at most the timeout)
+    /// until the server confirms it, so no key change after this returns
+    /// goes unheard. `wake` makes the listening thread look (it publishes
+    /// this engine's wake notice). With the link down it returns at once:
+    /// the link subscribes to both when it is back, and the engine re-reads
+    /// what it observes then.
+    func watchKeys(wake: () -> Bool) {
+        let waiting = state.withLock { state -> Bool in
+            state.wantsKeys = true
+            return state.descriptor != nil && !state.hearsKeys && !state.closed
+        }
+        guard waiting, wake() else { return }
+        let deadline = Poller.boottime().advanced(by: timeout)
+        while state.withLock({ $0.descriptor != nil && !$0.hearsKeys && !$0.closed })
+            && Poller.boottime() < deadline {
+            var delay = timespec(tv_sec: 0, tv_nsec: 200_000)
+            _ = nanosleep(&delay, nil)
+        }
+    }
+
     private func run() {
         var lost = false
         while !closed {
+            let withKeys = state.withLock { $0.wantsKeys }
             guard let connection = try? RedisConnection(address, timeout: timeout),
-                  case let .array(parts)? = try? connection.command([Array("SUBSCRIBE".utf8), keys.channel]),
+                  case let .array(parts)? = try? connection.command(
+                      [Array("SUBSCRIBE".utf8), keys.channel] + (withKeys ? [keys.keyChannel] : [])),
                   parts.first?.text == "subscribe" else {
                 state.withLock { $0.failures += 1 }
                 if !lost && state.withLock({ $0.subscriptions > 0 }) {
@@ -93,8 +122,11 @@ final class RedisWatcher: @unchecked Sendable {
                 lost = false
                 changed(.back)
             }
-            listen(connection)
-            state.withLock { $0.descriptor = nil }
+            listen(connection, keysAsked: withKeys)
+            state.withLock { state in
+                state.descriptor = nil
+                state.hearsKeys = false
+            }
             if !closed && !lost {
                 lost = true
                 changed(.lost)
@@ -103,10 +135,19 @@ final class RedisWatcher: @unchecked Sendable {
     }
 
     /// Reads notices until the link fails or goes silent.
-    private func listen(_ connection: RedisConnection) {
+    private func listen(_ connection: RedisConnection, keysAsked: Bool) {
         let half = Span(nanoseconds: max(timeout.nanoseconds / 2, 1_000_000))
         var awaitingPong = false
+        var keysAsked = keysAsked
         while !closed {
+            if !keysAsked && state.withLock({ $0.wantsKeys }) {
+                do throws(TickgateError) {
+                    try connection.send([Array("SUBSCRIBE".utf8), keys.keyChannel])
+                } catch {
+                    return
+                }
+                keysAsked = true
+            }
             let reply: RedisReply?
             do throws(TickgateError) {
                 reply = try connection.read(within: half)
@@ -128,6 +169,9 @@ final class RedisWatcher: @unchecked Sendable {
             guard case let .array(parts) = reply, let kind = parts.first?.text else { continue }
             if kind == "pong" {
                 awaitingPong = false
+            } else if kind == "subscribe", parts.count == 3, case let .string(channel) = parts[1],
+                      channel == keys.keyChannel {
+                state.withLock { $0.hearsKeys = true }
             } else if kind == "message", parts.count == 3, case let .string(payload) = parts[2],
                       let notice = keys.notice(payload) {
                 changed(notice)

@@ -61,7 +61,7 @@ def main() -> int:
 
         opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(CookieJar()))
         for (name, url), port in zip(urls, ports):
-            page = opener.open(url, timeout=10).read().decode()
+            page = opener.open(url + "?debug=1", timeout=10).read().decode()  # the name: debug only
             assert f"server {name} (port {port})" in page, page[:500]
         print("ok 2 - both servers serve the page")
 

@@ -99,6 +99,15 @@ class Cluster:
         self.redis.wait()
         self.redis = None
 
+    def pause_redis(self) -> None:
+        """Stops the redis-server (SIGSTOP): it holds its connections and answers nothing."""
+        assert self.redis is not None
+        self.redis.send_signal(signal.SIGSTOP)
+
+    def resume_redis(self) -> None:
+        assert self.redis is not None
+        self.redis.send_signal(signal.SIGCONT)
+
     def start_app(self, name: str, extra: Optional[list[str]] = None) -> subprocess.Popen:
         """Starts (or restarts) server NAME and waits until it listens."""
         if extra is not None:

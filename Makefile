@@ -66,20 +66,21 @@ demo-web: build
 	TICKGATE_LIBRARY=$(abspath $(BUILD_DIR))/libtickgate.so \
 	    $(BUILD_DIR)/web-venv/bin/python examples/web/cluster.py --ports $(WEB_PORTS) $(ARGS)
 
-# The browser test's browser: Debian's chromium and chromedriver, installed
-# with apt-get when missing and we may; otherwise the test reports SKIP and
-# says what to install.
+# The browser test's browser: Debian's chromium and chromedriver, and the
+# proxy test's nginx, installed with apt-get when missing and we may;
+# otherwise those tests report SKIP and say what to install.
 web-tools:
 	@missing=""; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	command -v chromedriver >/dev/null 2>&1 || missing="$$missing chromium-driver"; \
+	command -v nginx >/dev/null 2>&1 || test -x /usr/sbin/nginx || missing="$$missing nginx"; \
 	if [ -n "$$missing" ]; then \
 	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
-	    echo "Installing$$missing with apt-get (the web example's browser test)"; \
+	    echo "Installing$$missing with apt-get (the web example's browser and proxy tests)"; \
 	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; } || \
-	      echo "could not install$$missing: the browser test will report SKIP" >&2; \
+	      echo "could not install$$missing: the web tests that need it will report SKIP" >&2; \
 	  else \
-	    echo "the browser test needs$$missing (e.g. 'sudo apt-get install$$missing'); without it, it reports SKIP" >&2; \
+	    echo "the web tests need$$missing (e.g. 'sudo apt-get install$$missing'); without it, they report SKIP" >&2; \
 	  fi; \
 	fi
 

@@ -54,6 +54,7 @@ except ImportError:  # running from a clone: the bindings next to the example
 from tickgate.aio import AsyncEngine, open_engine_async
 
 from sms import FakeSms, SendFailed
+import proxies
 import text
 
 SCOPE = "login"
@@ -89,6 +90,13 @@ def budget(text: str) -> list[tuple[int, int]]:
     return windows
 
 
+def trusted_proxies(value: str) -> proxies.TrustedProxies:
+    try:
+        return proxies.TrustedProxies.parse(value)
+    except ValueError as bad:
+        raise argparse.ArgumentTypeError(str(bad)) from None
+
+
 def configure(engine: AsyncEngine, config: argparse.Namespace) -> None:
     """The scope's policy, titles and the two budgets (kept in Redis's settings)."""
     engine.set_policy(SCOPE, tickgate.Policy(cooldowns_ms=(config.cooldown * 1000,),
@@ -119,8 +127,10 @@ def realm_of(request: web.Request) -> Optional[str]:
 
 
 def client_address(request: web.Request) -> str:
-    # Behind a proxy, take the address the proxy vouches for instead.
-    return request.remote or "unknown"
+    """The socket's peer, or behind a trusted proxy (--trusted-proxies) the
+    address it vouches for (proxies.py): a forged header cannot change it."""
+    peer = request.remote or "unknown"
+    return request.app[CONFIG].trusted_proxies.client_address(peer, proxies.headers_of(request.headers))
 
 
 def language_of(request: web.Request) -> str:
@@ -460,6 +470,10 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     parser.add_argument("--cooldown", type=int, default=60, help="seconds between codes to one number")
     parser.add_argument("--max-wrong-codes", type=int, default=5, help="wrong codes that kill a code (0: no cap)")
     parser.add_argument("--address-budget", type=budget, default="5/600", help="codes per client address: N/SECONDS[,N/SECONDS]")
+    parser.add_argument("--trusted-proxies", type=trusted_proxies, default=proxies.TrustedProxies([]),
+                        metavar="ADDRESSES", help="reverse proxies whose X-Forwarded-For or Forwarded header "
+                        "tells the client's address: addresses or CIDR ranges, e.g. 127.0.0.1,10.0.0.0/8 "
+                        "(default: none, the socket's address counts)")
     parser.add_argument("--global-budget", type=budget, default="1000/3600", help="codes from all clients: N/SECONDS[,...]")
     return parser.parse_args(argv)
 

@@ -116,8 +116,9 @@ clean:
 
 # ---------------------------------------------------------------------------
 # make bench: the benchmark suite (benchmarks/README.md), Tickgate side by
-# side with libuv, libevent and keyed libuv timers (Abseil, uthash), and on
-# Redis beside redis-benchmark and Python's limits. Builds the library, installs the peers'
+# side with libuv, libevent and keyed libuv timers (Abseil, uthash), on
+# Redis beside redis-benchmark and Python's limits, and the web example under
+# load (ab and a threaded client, benchmarks/bench_web.py). Builds the library, installs the peers'
 # headers and gnuplot with apt-get when they are missing and we are root,
 # then benchmarks/run builds benchmarks/, runs them (about 4-5 minutes) and
 # writes build/bench.txt, build/bench.csv and build/bench.png.
@@ -133,6 +134,7 @@ bench-deps:
 	command -v g++ >/dev/null 2>&1 || missing="$$missing g++"; \
 	command -v gnuplot >/dev/null 2>&1 || missing="$$missing gnuplot-nox"; \
 	command -v redis-benchmark >/dev/null 2>&1 || missing="$$missing redis-server"; \
+	command -v ab >/dev/null 2>&1 || missing="$$missing apache2-utils"; \
 	if [ -n "$$missing" ]; then \
 	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
 	    echo "Installing$$missing with apt-get"; \

@@ -475,6 +475,8 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
                         "tells the client's address: addresses or CIDR ranges, e.g. 127.0.0.1,10.0.0.0/8 "
                         "(default: none, the socket's address counts)")
     parser.add_argument("--global-budget", type=budget, default="1000/3600", help="codes from all clients: N/SECONDS[,...]")
+    parser.add_argument("--access-log", action=argparse.BooleanOptionalAction, default=True,
+                        help="log every request (--no-access-log: only warnings and the start)")
     return parser.parse_args(argv)
 
 
@@ -482,7 +484,7 @@ def main() -> None:
     config = parse_args()
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {config.name} %(message)s")
     web.run_app(make_app(config), host="127.0.0.1", port=config.port, print=None,
-                shutdown_timeout=1)
+                shutdown_timeout=1, access_log=logging.getLogger("aiohttp.access") if config.access_log else None)
 
 
 if __name__ == "__main__":

@@ -60,6 +60,7 @@ test: build web-tools
 # The web example (examples/web): a redis-server and two app servers on
 # WEB_PORTS, sharing it; Ctrl-C stops all three. Its Python packages go into
 # BUILD_DIR/web-venv; ARGS go to the app servers (e.g. ARGS='--fail-rate 0').
+# A port in use or a server that cannot start: it says why and fails.
 WEB_PORTS ?= 8081,8082
 demo-web: build
 	sh examples/web/venv.sh $(BUILD_DIR)/web-venv examples/web/requirements.txt

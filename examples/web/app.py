@@ -78,13 +78,13 @@ PAGE = web.AppKey("page", str)
 # -- the engine ----------------------------------------------------------------
 
 
-def budget(text: str) -> list[tuple[int, int]]:
-    """'5/600' (5 sends per 600 s) or '5/600,20/86400' -> [(5, 600000), ...]."""
+def budget(value: str) -> list[tuple[int, float]]:
+    """'5/600' (5 sends per 600 s) or '5/600,20/86400' -> [(5, 600.0), ...]."""
     windows = []
-    for part in text.split(","):
+    for part in value.split(","):
         sends, _, seconds = part.partition("/")
         try:
-            windows.append((int(sends), round(float(seconds) * 1000)))
+            windows.append((int(sends), float(seconds)))
         except ValueError:
             raise argparse.ArgumentTypeError(f"{part!r} is not SENDS/SECONDS") from None
     return windows

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Sequence, Tuple, Union
 
+from . import _convert
+from ._convert import Seconds
 from ._enums import ButtonState, EventKind, GateEventKind
 
 __all__ = [
@@ -174,17 +176,33 @@ class Titles:
     code_dead: Optional[str] = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Budget:
-    """A budget (``tg_budget``): at most ``max_sends`` per ``window_ms`` in
-    each of its windows, for example ``Budget([(10, 3600000), (50, 86400000)])``
-    (10 per hour and 50 per day)."""
+    """A budget (``tg_budget``): at most N sends per window in each of its
+    windows, as (N, seconds) pairs, for example ``Budget([(10, 3600), (50, 86400)])``
+    (10 per hour and 50 per day), or in integer milliseconds with
+    ``Budget(windows_ms=[(10, 3600000)])``. Seconds are rounded half up to
+    the millisecond, as every duration of the package is."""
 
     #: (max_sends, window_ms) pairs, 1 to 4 of them.
-    windows: Tuple[Tuple[int, int], ...]
+    windows_ms: Tuple[Tuple[int, int], ...]
 
-    def __init__(self, windows: "Sequence[Tuple[int, int]]") -> None:
-        object.__setattr__(self, "windows", tuple((int(n), int(ms)) for n, ms in windows))
+    def __init__(
+        self,
+        windows: "Optional[Sequence[Tuple[int, Seconds]]]" = None,
+        *,
+        windows_ms: "Optional[Sequence[Tuple[int, int]]]" = None,
+    ) -> None:
+        if (windows is None) == (windows_ms is None):
+            raise TypeError("give windows (seconds) or windows_ms, not both")
+        if windows is not None:
+            windows_ms = [(n, _convert.to_ms(seconds, None, "window")) for n, seconds in windows]
+        object.__setattr__(self, "windows_ms", tuple((int(n), int(ms)) for n, ms in windows_ms or ()))
+
+    @property
+    def windows(self) -> Tuple[Tuple[int, float], ...]:
+        """(max_sends, seconds) pairs."""
+        return tuple((n, ms / 1000.0) for n, ms in self.windows_ms)
 
 
 @dataclass(frozen=True)
@@ -197,6 +215,11 @@ class BudgetUsage:
     window_ms: int
     #: 0 if a send may be charged now, else the wait.
     frees_in_ms: int
+
+    @property
+    def window(self) -> float:
+        """``window_ms`` in seconds."""
+        return self.window_ms / 1000.0
 
     @property
     def frees_in(self) -> float:

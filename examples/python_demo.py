@@ -97,8 +97,8 @@ class Demo:
     def open(self, configure: bool) -> AsyncEngine:
         engine = AsyncEngine(store_path=self.store)
         if configure:
-            engine.set_policy("login", Policy(cooldowns_ms=(5000,), ticket_timeout_ms=10000))
-            engine.set_policy("reset", Policy(cooldowns_ms=(6000,), ticket_timeout_ms=10000))
+            engine.set_policy("login", Policy(cooldowns=(5,), ticket_timeout=10))
+            engine.set_policy("reset", Policy(cooldowns=(6,), ticket_timeout=10))
             engine.set_titles("login", self.titles)
             engine.set_titles("reset", self.titles)
             # The client address's budget: 3 sign-in codes per 10 minutes,

@@ -99,8 +99,7 @@ def trusted_proxies(value: str) -> proxies.TrustedProxies:
 
 def configure(engine: AsyncEngine, config: argparse.Namespace) -> None:
     """The scope's policy, titles and the two budgets (kept in Redis's settings)."""
-    engine.set_policy(SCOPE, tickgate.Policy(cooldowns_ms=(config.cooldown * 1000,),
-                                             max_wrong_codes=config.max_wrong_codes))
+    engine.set_policy(SCOPE, tickgate.Policy(cooldowns=(config.cooldown,), max_wrong_codes=config.max_wrong_codes))
     engine.set_titles(SCOPE, idle="Get code", sending="Sending…", cooling="Resend ({s}s)",
                       ready_again="Resend code", locked="Try again in {m} min",
                       code_dead="Get a new code")

@@ -21,7 +21,9 @@ offline, until STORE_BACK.
 The server's parts:
   POST /send     the "Get code" tap: a send ticket charged to the key, the
                  client's address budget and the global budget; then the
-                 fake SMS sender (sms.py), then the ticket's end.
+                 fake SMS sender (sms.py), then the ticket's end. The
+                 client's address is the socket's, or behind a proxy named
+                 with --trusted-proxies the one it vouches for (proxies.py).
   POST /login    checks the code (kept in Redis for ten minutes), counts a
                  wrong one against the cap, and logs the browser's realm in.
   POST /orders   the "My orders" link, behind the login gate; three clicks

@@ -186,7 +186,9 @@ class Cluster:
     def sms_lines(self) -> list[str]:
         return self.sms_log.read_text(encoding="utf-8").splitlines()
 
-    def stop(self, keep_folder: bool = False) -> None:
+    def stop(self) -> None:
+        """Stops the app servers (SIGINT, then SIGKILL after 5 s) and Redis,
+        and removes the temporary folder."""
         for process in self.apps.values():
             process.send_signal(signal.SIGINT)
         for process in self.apps.values():
@@ -197,11 +199,11 @@ class Cluster:
                 process.wait()
         self.apps.clear()
         if self.redis is not None:
+            self.redis.send_signal(signal.SIGCONT)  # a stopped one (pause_redis) could not end
             self.redis.terminate()
             self.redis.wait()
             self.redis = None
-        if not keep_folder:
-            shutil.rmtree(self.folder, ignore_errors=True)
+        shutil.rmtree(self.folder, ignore_errors=True)
 
     def __enter__(self) -> "Cluster":
         return self.start()

@@ -60,26 +60,28 @@ test: build web-tools
 # The web example (examples/web): a redis-server and two app servers on
 # WEB_PORTS, sharing it; Ctrl-C stops all three. Its Python packages go into
 # BUILD_DIR/web-venv; ARGS go to the app servers (e.g. ARGS='--fail-rate 0').
+# A port in use or a server that cannot start: it says why and fails.
 WEB_PORTS ?= 8081,8082
 demo-web: build
 	sh examples/web/venv.sh $(BUILD_DIR)/web-venv examples/web/requirements.txt
 	TICKGATE_LIBRARY=$(abspath $(BUILD_DIR))/libtickgate.so \
 	    $(BUILD_DIR)/web-venv/bin/python examples/web/cluster.py --ports $(WEB_PORTS) $(ARGS)
 
-# The browser test's browser: Debian's chromium and chromedriver, installed
-# with apt-get when missing and we may; otherwise the test reports SKIP and
-# says what to install.
+# The browser test's browser: Debian's chromium and chromedriver, and the
+# proxy test's nginx, installed with apt-get when missing and we may;
+# otherwise those tests report SKIP and say what to install.
 web-tools:
 	@missing=""; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	command -v chromedriver >/dev/null 2>&1 || missing="$$missing chromium-driver"; \
+	command -v nginx >/dev/null 2>&1 || test -x /usr/sbin/nginx || missing="$$missing nginx"; \
 	if [ -n "$$missing" ]; then \
 	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
-	    echo "Installing$$missing with apt-get (the web example's browser test)"; \
+	    echo "Installing$$missing with apt-get (the web example's browser and proxy tests)"; \
 	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; } || \
-	      echo "could not install$$missing: the browser test will report SKIP" >&2; \
+	      echo "could not install$$missing: the web tests that need it will report SKIP" >&2; \
 	  else \
-	    echo "the browser test needs$$missing (e.g. 'sudo apt-get install$$missing'); without it, it reports SKIP" >&2; \
+	    echo "the web tests need$$missing (e.g. 'sudo apt-get install$$missing'); without it, they report SKIP" >&2; \
 	  fi; \
 	fi
 
@@ -115,8 +117,9 @@ clean:
 
 # ---------------------------------------------------------------------------
 # make bench: the benchmark suite (benchmarks/README.md), Tickgate side by
-# side with libuv, libevent and keyed libuv timers (Abseil, uthash), and on
-# Redis beside redis-benchmark and Python's limits. Builds the library, installs the peers'
+# side with libuv, libevent and keyed libuv timers (Abseil, uthash), on
+# Redis beside redis-benchmark and Python's limits, and the web example under
+# load (ab and a threaded client, benchmarks/bench_web.py). Builds the library, installs the peers'
 # headers and gnuplot with apt-get when they are missing and we are root,
 # then benchmarks/run builds benchmarks/, runs them (about 4-5 minutes) and
 # writes build/bench.txt, build/bench.csv and build/bench.png.
@@ -132,6 +135,7 @@ bench-deps:
 	command -v g++ >/dev/null 2>&1 || missing="$$missing g++"; \
 	command -v gnuplot >/dev/null 2>&1 || missing="$$missing gnuplot-nox"; \
 	command -v redis-benchmark >/dev/null 2>&1 || missing="$$missing redis-server"; \
+	command -v ab >/dev/null 2>&1 || missing="$$missing apache2-utils"; \
 	if [ -n "$$missing" ]; then \
 	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
 	    echo "Installing$$missing with apt-get"; \

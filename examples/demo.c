@@ -19,13 +19,14 @@
  * The fake SMS service takes 300-800 ms per request and fails now and then;
  * a failed send starts no cooldown. State lives in a store file
  * ($XDG_STATE_HOME/tickgate/demo.db, else ~/.local/state/tickgate/demo.db),
- * so quitting and running the demo again shows the countdown still running.
+ * so quitting and running the demo again shows the countdown still running;
+ * --reset deletes it first and starts over.
  *
  * When stdin or stdout is not a terminal (or with --script) it plays a
  * scripted session on its own, on a fresh temporary store, and exits 0.
  *
  * Usage: tickgate-demo [--lang zh|en] [--state FILE] [--phone NUMBER]
- *                      [--fast] [--script]
+ *                      [--fast] [--reset] [--script]
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -77,7 +78,7 @@ static const texts zh = {
     "已登录 (会话剩余 %lld:%02lld)", "已登录", "未登录", "%zu 个请求等待登录",
     "打开「账户设置」需要先登录。现在登录？(y/n)",
     "s 登录验证码   w 输错验证码   b 批量发送   r 重置密码验证码   l 账户设置   o 退出登录   q 退出",
-    "最近", "存储", "状态已保存在 %s ，再次运行可看到倒计时继续。\n",
+    "最近", "存储", "状态已保存在 %s ，再次运行可看到倒计时继续（--reset 从头开始）。\n",
     "「账户设置」已打开 (第 %d 次)", "「账户设置」未打开：%s",
     "已在等待登录，这次点击合并到同一个请求",
     "%s：短信已发送到 %s，冷却 %lld 秒", "%s：短信服务失败 (%s)，未开始冷却，可重试",
@@ -99,7 +100,7 @@ static const texts en = {
     "%zu request(s) waiting for login",
     "Opening \"Account settings\" needs a login. Log in now? (y/n)",
     "s sign-in code   w wrong code   b burst   r reset code   l account settings   o log out   q quit",
-    "Recent", "Store", "State kept in %s; run the demo again to see the countdown resume.\n",
+    "Recent", "Store", "State kept in %s; run the demo again to see the countdown resume (--reset starts over).\n",
     "\"Account settings\" opened (run #%d)",
     "\"Account settings\" not opened: %s",
     "already waiting for the login: this tap joined the same request",
@@ -1186,25 +1187,49 @@ static void remove_temp_dir(void) {
     D.temp_dir[0] = '\0';
 }
 
+/* --reset: the store file and SQLite's files beside it are deleted. */
+static int remove_store(const char *path) {
+    const char *suffixes[] = { "", "-wal", "-shm", "-journal" };
+    char file[PATH_MAX + 16];
+    for (int i = 0; i < 4; i++) {
+        snprintf(file, sizeof file, "%s%s", path, suffixes[i]);
+        if (unlink(file) != 0 && errno != ENOENT) {
+            fprintf(stderr, "tickgate-demo: cannot delete %s: %s\n", file, strerror(errno));
+            return 0;
+        }
+    }
+    fprintf(stderr, "tickgate-demo: --reset: starting over (%s deleted)\n", path);
+    return 1;
+}
+
 static void usage(FILE *out) {
     fputs("usage: tickgate-demo [--lang zh|en] [--state FILE] [--phone NUMBER] "
-          "[--fast] [--script]\n"
-          "  --lang zh|en   Chinese or English (default: Chinese when the locale,\n"
-          "                 LC_ALL, LC_MESSAGES or LANG, is Chinese; else English)\n"
+          "[--fast] [--reset] [--script]\n"
+          "  --lang zh|en   Chinese or English (default: the first of LC_ALL,\n"
+          "                 LC_MESSAGES and LANG that is set: Chinese if it starts\n"
+          "                 with \"zh\", else English, as for LANG=C.UTF-8)\n"
           "  --state FILE   the store file (default: $XDG_STATE_HOME/tickgate/demo.db,\n"
           "                 else ~/.local/state/tickgate/demo.db; the script uses a\n"
           "                 fresh temporary store unless --state is given)\n"
           "  --phone NUMBER the subject (default +8613800000000)\n"
-          "  --fast         10/15/20 s cooldowns, 3 sends per 2 min (else 60/90/120 s,\n"
-          "                 3 per 10 min)\n"
+          "  --fast         sign-in cooldowns 10, 15, then 20 s, and at most 3 sign-in\n"
+          "                 codes per 2 min; reset-password 10 s (else 60, 90, 120 s,\n"
+          "                 3 codes per 10 min, and 60 s). Either way the client\n"
+          "                 address's budget is 3 codes per 10 min (\"3/3 sends in\n"
+          "                 10 min\" on the screen), and a wrong-code cap of 5\n"
+          "  --reset        start over: delete the store file first (its countdowns,\n"
+          "                 sends, budgets and session), e.g. before --fast after a\n"
+          "                 normal run, whose lockout the store keeps\n"
           "  --script       play the scripted session even on a terminal\n"
-          "keys: s sign-in code, r reset-password code, l account settings (y/n to\n"
-          "      log in), o log out, q quit\n", out);
+          "keys: s sign-in code, w type a wrong sign-in code (the 5th kills the code),\n"
+          "      b a burst of codes to other numbers from this client address (until\n"
+          "      its budget refuses), r reset-password code, l account settings (then\n"
+          "      y or n to log in), o log out, q quit\n", out);
 }
 
 int main(int argc, char **argv) {
     const char *state = NULL;
-    int force_script = 0, status;
+    int force_script = 0, reset = 0, status;
 
     {
         /* The language of the locale, as LC_MESSAGES resolves it. */
@@ -1238,6 +1263,8 @@ int main(int argc, char **argv) {
             D.phone = argv[++i];
         } else if (strcmp(a, "--fast") == 0) {
             D.fast = 1;
+        } else if (strcmp(a, "--reset") == 0) {
+            reset = 1;
         } else if (strcmp(a, "--script") == 0) {
             force_script = 1;
         } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -1271,6 +1298,8 @@ int main(int argc, char **argv) {
                         "or pass --state FILE)\n");
         return 1;
     }
+
+    if (reset && !D.temp_dir[0] && !remove_store(D.store_path)) return 1;
 
     install_signals();
     status = D.script ? play_script() : play_interactive();

@@ -4,15 +4,20 @@
 Runs by itself, unattended, in about 10 seconds, and exits 0:
 
     TICKGATE_LIBRARY=build/libtickgate.so PYTHONPATH=bindings/python \\
-        python3 examples/python_demo.py [--lang en] [--state FILE]
+        python3 examples/python_demo.py [--lang zh|en] [--state FILE [--reset]]
 
-A sign-in "Get code" button whose title, enabled flag and state come only
-from the engine's events; a fake SMS service (400 ms per request, its first
-request fails, and a failed send starts no cooldown); the engine closed and
-reopened from its store with the countdown still running; a reset-password
-button (scope "reset") counting on its own; and a feature behind the login
-gate (realm "account"). The store is a fresh temporary file unless --state
-is given.
+The scripted session of the C demo (examples/demo.c, `make demo < /dev/null`),
+step for step: a sign-in "Get code" button whose title, enabled flag and
+state come only from the engine's events; a fake SMS service (400 ms per
+request, its first request fails, and a failed send starts no cooldown);
+the engine closed and reopened from its store with the countdown still
+running; a reset-password button (scope "reset") counting on its own; a
+feature behind the login gate (realm "account"); five wrong codes killing
+the code; and a burst of codes to other numbers from one client address
+until its budget "ip" (3 per 10 minutes) refuses. The store is a fresh
+temporary file unless --state is given. The language is the C demo's: the
+first of LC_ALL, LC_MESSAGES and LANG that is set, Chinese if it starts with
+"zh", else English (--lang to choose).
 """
 
 from __future__ import annotations
@@ -29,11 +34,22 @@ from tickgate import EventKind, GateEventKind, Policy, Titles
 from tickgate.aio import AsyncEngine
 
 PHONE = "+8613800000000"
+CLIENT = "203.0.113.7"  # the client address the sends are charged to
 SMS_DELAY = 0.4  # seconds the fake SMS request takes
 
 ZH_TITLES = Titles(idle="获取验证码", sending="发送中…", cooling="重新发送({s}s)",
-                   ready_again="重新获取", locked="请{m}分钟后再试")
+                   ready_again="重新获取", locked="请{m}分钟后再试", code_dead="错误次数过多，请重新获取")
 EN_TITLES = Titles()  # the library's English defaults: "Get code", "Resend (59s)", ...
+
+
+def locale_language() -> str:
+    """'zh' or 'en', as the C demo decides: the first of LC_ALL, LC_MESSAGES
+    and LANG that is set; Chinese if it starts with "zh" (LANG=C.UTF-8: English)."""
+    for name in ("LC_ALL", "LC_MESSAGES", "LANG"):
+        value = os.environ.get(name)
+        if value:
+            return "zh" if value.startswith("zh") else "en"
+    return "en"
 
 
 class SmsError(Exception):
@@ -54,12 +70,15 @@ class FakeSms:
 
 
 class Demo:
-    def __init__(self, store: str, titles: Titles) -> None:
+    def __init__(self, store: str, titles: Titles, account: str) -> None:
         self.store = store
         self.titles = titles
+        self.account = account  # the feature behind the login, by its name on screen
         self.sms = FakeSms()
         self.buttons: Dict[str, tickgate.Event] = {}
         self.feature_runs = 0
+        self.code_dead_seen = False
+        self.budget_refusals = 0
         self.engine: Optional[AsyncEngine] = None
         self.t0 = asyncio.get_running_loop().time()
 
@@ -78,10 +97,13 @@ class Demo:
     def open(self, configure: bool) -> AsyncEngine:
         engine = AsyncEngine(store_path=self.store)
         if configure:
-            engine.set_policy("login", Policy(cooldowns_ms=(5000,), ticket_timeout_ms=10000))
-            engine.set_policy("reset", Policy(cooldowns_ms=(6000,), ticket_timeout_ms=10000))
+            engine.set_policy("login", Policy(cooldowns=(5,), ticket_timeout=10))
+            engine.set_policy("reset", Policy(cooldowns=(6,), ticket_timeout=10))
             engine.set_titles("login", self.titles)
             engine.set_titles("reset", self.titles)
+            # The client address's budget: 3 sign-in codes per 10 minutes,
+            # whatever the numbers (against SMS pumping).
+            engine.set_budget("ip", [(3, 600)])
         for scope in ("login", "reset"):
             engine.subscribe(scope, PHONE, self.on_button)
         engine.gate("account").subscribe(self.on_gate)
@@ -91,6 +113,8 @@ class Demo:
     def on_button(self, event: tickgate.Event) -> None:
         # The only place the buttons' titles come from.
         self.buttons[event.scope] = event
+        if event.kind == EventKind.CODE_DEAD:
+            self.code_dead_seen = True
         kind = event.kind.name if isinstance(event.kind, EventKind) else str(event.kind)
         state = getattr(event.state, "name", event.state)
         self.say(f"  event {kind:<11} {event.scope:<5} button {event.title!r} "
@@ -115,8 +139,10 @@ class Demo:
 
     async def tap(self, scope: str) -> None:
         engine = self.engine
+        # Sign-in codes are charged to the client address's budget.
+        budgets = [("ip", CLIENT)] if scope == "login" else []
         try:
-            ticket = engine.send_begin(scope, PHONE)
+            ticket = engine.send_begin(scope, PHONE, budgets=budgets)
         except (tickgate.CoolingDown, tickgate.InFlight, tickgate.Locked) as refused:
             self.say(f"  -> refused by the engine: {type(refused).__name__}, "
                      f"{refused.remaining_ms} ms to wait")
@@ -139,6 +165,28 @@ class Demo:
         except tickgate.NotFound:
             self.say(f"  remaining({scope}) -> not counting down")
 
+    def wrong_code(self) -> None:
+        try:
+            left = self.engine.verify_failed("login", PHONE)
+            self.say(f"  verify_failed(login, {PHONE}) -> {left} attempt(s) left")
+        except (tickgate.CodeDead, tickgate.NotFound) as refused:
+            self.say(f"  verify_failed(login, {PHONE}) -> {type(refused).__name__}: {refused.message}")
+
+    def burst(self) -> None:
+        """Codes to other numbers from one client address, at once, until
+        the "ip" budget refuses."""
+        for n in range(1, 6):
+            number = f"+8613900000{n:03d}"
+            try:
+                self.engine.send_begin("login", number, budgets=[("ip", CLIENT)]).succeeded()
+            except tickgate.Locked as refused:
+                if refused.budget is not None:
+                    self.budget_refusals += 1
+                self.say(f"  send_begin(login, {number}, ip {CLIENT}) -> Locked by budget "
+                         f"{refused.budget!r}, wait {refused.remaining_ms} ms")
+                return
+            self.say(f"  send_begin(login, {number}, ip {CLIENT}) -> sent")
+
     def feature(self) -> None:
         self.feature_runs += 1
         self.say(f"  -> the account settings open (run #{self.feature_runs})")
@@ -146,7 +194,7 @@ class Demo:
     # -- the session ----------------------------------------------------------
 
     async def run(self, fresh: bool) -> int:
-        self.step("1. Open an AsyncEngine on the store and observe the buttons")
+        self.step("1. Open the engine (host-thread delivery) and observe the buttons")
         engine = self.open(configure=True)
         await self.settle()
         if not fresh:
@@ -156,11 +204,11 @@ class Demo:
             engine.gate("account").logout()
             await self.settle()
 
-        self.step(f"2. Tap {self.buttons['login'].title!r}: the SMS service fails, no cooldown")
+        self.step(f"2. Tap \"{self.buttons['login'].title}\": the SMS service fails, so no cooldown starts")
         await self.tap("login")
         self.remaining("login")
 
-        self.step(f"3. Tap {self.buttons['login'].title!r} again: the cooldown starts")
+        self.step(f"3. Tap \"{self.buttons['login'].title}\" again: the SMS goes out and the cooldown starts")
         await self.tap("login")
         self.say("  a second tap while it cools down:")
         await self.tap("login")
@@ -178,41 +226,62 @@ class Demo:
             print("the countdown did not resume", file=sys.stderr)
             return 1
 
-        self.step("6. Tap the reset-password button: scope 'reset' counts on its own")
+        self.step("6. Tap the reset-password button: scope \"reset\" counts on its own")
         await self.tap("reset")
         self.remaining("login")
         self.remaining("reset")
 
-        self.step("7. Open the account settings (realm 'account') while logged out")
+        self.step(f"7. Open \"{self.account}\" (realm \"account\") while logged out")
         gate = engine.gate("account")
         self.say("  await gate.require(feature)")
         await gate.require(self.feature)  # LOGIN_REQUIRED -> login -> the feature runs
         self.say("  again, now that the session is live:")
         await gate.require(self.feature)
 
-        self.step("8. Wait for both countdowns to finish")
+        self.step("8. Type five wrong sign-in codes: the fifth kills the code")
+        for _ in range(5):
+            self.wrong_code()
+        await self.settle()
+        self.say("  a sixth:")
+        self.wrong_code()
+
+        self.step(f"9. A burst from client {CLIENT} to other numbers: its \"ip\" budget "
+                  "(3 sends per 10 minutes) refuses")
+        self.burst()
+        await self.settle()
+
+        self.step("10. Wait for both countdowns to finish")
         await engine.wait_ready("login", PHONE)
         await engine.wait_ready("reset", PHONE)
         await self.settle()
 
         self.step("Done")
         login, reset = self.buttons["login"], self.buttons["reset"]
-        self.say(f"sign-in button {login.title!r}, reset button {reset.title!r}, "
-                 f"the feature ran {self.feature_runs} time(s)")
+        self.say(f"sign-in button {login.title!r} ({login.state.name}), reset button {reset.title!r}, "
+                 f"the feature ran {self.feature_runs} time(s), the budget refused "
+                 f"{self.budget_refusals} send(s)")
         engine.close()
-        ok = (self.feature_runs == 2
-              and login.state == tickgate.ButtonState.READY_AGAIN
+        ok = (self.feature_runs == 2 and self.code_dead_seen and self.budget_refusals == 1
+              and login.state == tickgate.ButtonState.CODE_DEAD
               and reset.state == tickgate.ButtonState.READY_AGAIN)
         return 0 if ok else 1
 
 
 async def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--lang", choices=("zh", "en"), default="zh")
+    parser.add_argument("--lang", choices=("zh", "en"), default=locale_language(),
+                        help="Chinese or English (default: as the C demo, from LC_ALL, LC_MESSAGES or LANG)")
     parser.add_argument("--state", metavar="FILE",
                         help="the store file (default: a fresh temporary one)")
+    parser.add_argument("--reset", action="store_true",
+                        help="start over: delete the --state file first (as the C demo's --reset)")
     args = parser.parse_args()
     titles = EN_TITLES if args.lang == "en" else ZH_TITLES
+    if args.reset and args.state and os.path.exists(args.state):
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            if os.path.exists(args.state + suffix):
+                os.remove(args.state + suffix)
+        print(f"--reset: starting over ({args.state} deleted)", file=sys.stderr)
 
     with tempfile.TemporaryDirectory(prefix="tickgate-pydemo-") as tmp:
         store = args.state or os.path.join(tmp, "demo.db")
@@ -220,7 +289,7 @@ async def main() -> int:
         print(f"store: {store}")
         print("policy: sign-in code 5 s cooldown, reset-password code 6 s; "
               f"the fake SMS service takes {int(SMS_DELAY * 1000)} ms and its first request fails")
-        demo = Demo(store, titles)
+        demo = Demo(store, titles, "Account settings" if args.lang == "en" else "账户设置")
         try:
             return await asyncio.wait_for(demo.run(fresh=args.state is None), timeout=20)
         finally:

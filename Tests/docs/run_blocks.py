@@ -1,172 +1,270 @@
 #!/usr/bin/env python3
-"""Every code block of the READMEs runs (CTest: docs.readme).
+"""Every code block of the READMEs runs as written (CTest: docs.readme).
 
-As Rust's doc-tests do, this extracts each fenced block of README.md and
-bindings/python/README.md and runs it, so that the first program a newcomer
-copies works:
+As Rust's doc-tests do, this reads each fenced block of README.md and
+bindings/python/README.md, so that the first program a newcomer copies works.
+A block is one of:
 
-- C: a block with main() is compiled against the build tree and run; a
-  fragment is compiled after Tests/docs/prelude.h (the host's names), its
-  functions at file scope and its statements inside a function that runs on a
-  host-thread engine with a manual clock.
-- Python: run with the bindings on PYTHONPATH and the built library; a
-  fragment sees the names of Tests/docs/prelude.py.
-- sh: each command runs in the clone (pip in a fresh virtual environment);
-  `make test`, the command that runs this test, and `make demo-web`, which
-  serves until Ctrl-C (web.demo runs it), are only dry-run (make -n).
+- complete: run exactly as written, durations and all, on the real clock
+  (the 60 s countdowns run for 60 s; the blocks run side by side).
+  C: compiled against the build tree and run. Python: run with the
+  bindings on PYTHONPATH and the built library. sh: run by bash in the
+  clone, with HOME a fresh folder (so `make install PREFIX=$HOME/.local`
+  stays in it) and a few stand-ins: `make test` (the command running this
+  test) and `make demo-web` (servers until Ctrl-C; web.demo runs it) are
+  dry runs (make -n), `pip` is a fresh virtual environment's, `python3`
+  this interpreter, and `redis-server` gets a free port of its own (and
+  is stopped after the block). A block that compiles `app.c` finds there
+  the README's first program, as its text says.
+- a fragment: the line before its fence is
+  `<!-- fragment of examples/readme/fragments.c -->` (or another file). The
+  named file must hold the fragment, line for line (indentation aside), and
+  is itself run as a complete program.
+- `text`: a picture, not code; nothing runs.
 
-Durations are shortened so that the whole runs in seconds: 60000 ms becomes
-2000 ms in C, and a 60 s start 2 s in Python. Every run must exit 0.
+Blocks that use Redis read TG_REDIS_URL, which names a redis-server this
+script starts for them (in its temporary folder, stopped at the end). They
+keep their keys apart (store_prefix) and end the flows they start, so they
+run again and again: each Python one runs twice on the same server.
 
     run_blocks.py SOURCE_DIR BUILD_DIR LIBRARY
 """
+from __future__ import annotations
+
+import concurrent.futures
 import os
 import re
-import shlex
+import shutil
+import socket
 import subprocess
 import sys
 import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
 
-source, build, library = (os.path.abspath(p) for p in sys.argv[1:4])
-here = os.path.join(source, "Tests", "docs")
+source, build, library = (Path(p).resolve() for p in sys.argv[1:4])
 files = ["README.md", "bindings/python/README.md"]
-work = tempfile.mkdtemp(prefix="tg-docs-")
-passed = failed = 0
+work = Path(tempfile.mkdtemp(prefix="tg-docs-"))
+FRAGMENT = re.compile(r"^<!-- fragment of (\S+) -->$")
+results: list[tuple[bool, str, str]] = []
 
 
-def report(ok, name, detail=""):
-    global passed, failed
-    if ok:
-        passed += 1
-        print(f"ok   {name}")
-    else:
-        failed += 1
-        print(f"FAIL {name}\n{detail}")
+@dataclass
+class Block:
+    name: str
+    lang: str
+    code: str
+    fragment_of: Optional[str]
 
 
-def blocks(path):
-    lines = open(os.path.join(source, path)).read().split("\n")
-    i = 0
+def blocks(path: str) -> list[Block]:
+    lines = (source / path).read_text(encoding="utf-8").split("\n")
+    found, i = [], 0
     while i < len(lines):
-        m = re.match(r"^```(\w+)\s*$", lines[i])
+        m = re.match(r"^( *)```(\w*)\s*$", lines[i])  # a fence, maybe indented in a list
         if m:
-            start = i + 1
-            j = start
-            while j < len(lines) and lines[j] != "```":
+            indent, j = len(m.group(1)), i + 1
+            while j < len(lines) and lines[j].strip() != "```":
                 j += 1
-            yield m.group(1), start, "\n".join(lines[start:j]) + "\n"
+            marker = FRAGMENT.match(lines[i - 1].strip()) if i > 0 else None
+            code = "\n".join(line[indent:] for line in lines[i + 1:j]) + "\n"
+            found.append(Block(f"{path}:{i + 2} ({m.group(2) or 'no language'})", m.group(2), code,
+                               marker.group(1) if marker else None))
             i = j
         i += 1
+    return found
 
 
-def run(cmd, **kw):
+def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
     kw.setdefault("timeout", 300)
     return subprocess.run(cmd, capture_output=True, text=True, **kw)
 
 
-def env_for(extra=None):
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("TICKGATE_LIBRARY", "PYTHONPATH", "LD_LIBRARY_PATH")}
-    env["XDG_STATE_HOME"] = os.path.join(work, "state")
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_redis(port: int, folder: Path) -> subprocess.Popen:
+    """A redis-server of the blocks' own; returns once it answers."""
+    folder.mkdir(parents=True, exist_ok=True)
+    server = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                               "--dir", str(folder)], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and server.poll() is None:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return server
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"redis-server did not start on port {port}")
+
+
+redis_port = free_port()
+redis = start_redis(redis_port, work / "redis")
+
+
+def env_for(extra: Optional[dict[str, str]] = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("TICKGATE_LIBRARY", "PYTHONPATH", "LD_LIBRARY_PATH")}
+    env["XDG_STATE_HOME"] = str(work / "state")
+    env["TG_REDIS_URL"] = f"redis://127.0.0.1:{redis_port}"
     env.update(extra or {})
     return env
 
 
-def c_block(name, code):
-    code = re.sub(r"\b60000\b", "2000", code)
-    if re.search(r"\bint main\s*\(", code):
-        program = code
-    else:
-        # functions (from a line opening at column 0 to its closing brace)
-        # at file scope; the rest are statements of run()
-        decls, stmts, lines, i = [], [], code.split("\n"), 0
-        while i < len(lines):
-            line = lines[i]
-            if re.match(r"^(static |void |int )", line):
-                while not (lines[i].startswith("}") or lines[i].rstrip().endswith("}")):
-                    decls.append(lines[i])
-                    i += 1
-                decls.append(lines[i])
-            else:
-                stmts.append("    " + line)
-            i += 1
-        program = ('#include "prelude.h"\n\n' + "\n".join(decls) +
-                   "\n\nstatic void run(tg_engine *engine)\n{\n" + "\n".join(stmts) + "\n}\n\n"
-                   "int main(void)\n{\n"
-                   "    tg_engine_options o = TG_ENGINE_OPTIONS_INIT;\n"
-                   "    tg_engine *engine = NULL;\n"
-                   "    int i;\n"
-                   "    o.delivery = TG_DELIVERY_HOST_THREAD;\n"
-                   "    o.clock = TG_CLOCK_MANUAL;\n"
-                   "    if (tg_engine_open(&o, &engine) != TG_OK) return 1;\n"
-                   "    run(engine);\n"
-                   "    for (i = 0; i < 400; i++) {\n"
-                   "        tg_engine_dispatch(engine, NULL);\n"
-                   "        tg_clock_advance(engine, 1000);\n"
-                   "    }\n"
-                   "    tg_engine_dispatch(engine, NULL);\n"
-                   "    return tg_engine_close(engine) == TG_OK ? 0 : 1;\n}\n")
-    src = os.path.join(work, "block.c")
-    exe = os.path.join(work, "block")
-    open(src, "w").write(program)
+def c_program(name: str, program: str, scratch: Path) -> tuple[bool, str, str]:
+    scratch.mkdir(parents=True, exist_ok=True)
+    src, exe = scratch / "program.c", scratch / "program"
+    src.write_text(program, encoding="utf-8")
     cc = run(["cc", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-Wno-unused", "-Wno-unused-parameter",
-              "-I", os.path.join(source, "include"), "-I", here, src, "-o", exe,
-              "-L", os.path.dirname(library), "-ltickgate", "-Wl,-rpath," + os.path.dirname(library)])
+              "-I", str(source / "include"), str(src), "-o", str(exe),
+              "-L", str(library.parent), "-ltickgate", f"-Wl,-rpath,{library.parent}"])
     if cc.returncode != 0:
-        return report(False, name, program + cc.stderr)
-    r = run([exe], timeout=60, env=env_for())
-    report(r.returncode == 0, name, r.stdout[-2000:] + r.stderr[-2000:])
+        return False, name, cc.stderr[-3000:]
+    r = run([str(exe)], timeout=120, env=env_for(), cwd=scratch)
+    return r.returncode == 0, name, r.stdout[-2000:] + r.stderr[-2000:]
 
 
-def python_block(name, code):
-    code = re.sub(r"(start\([^()]*), 60\)", r"\1, 2)", code)
-    prelude = open(os.path.join(here, "prelude.py")).read()
-    src = os.path.join(work, "block.py")
-    open(src, "w").write(prelude + "\n" + code)
-    r = run([sys.executable, src], timeout=60, cwd=work,
-            env=env_for({"PYTHONPATH": os.path.join(source, "bindings", "python"), "TICKGATE_LIBRARY": library}))
-    report(r.returncode == 0, name, r.stdout[-2000:] + r.stderr[-2000:])
+def python_program(name: str, program: str, scratch: Path) -> tuple[bool, str, str]:
+    """Runs the program; one that uses Redis twice, as a reader may, on the
+    same server: its second run must not trip over the first's keys."""
+    scratch.mkdir(parents=True, exist_ok=True)
+    src = scratch / "program.py"
+    src.write_text(program, encoding="utf-8")
+    env = env_for({"PYTHONPATH": str(source / "bindings" / "python"), "TICKGATE_LIBRARY": str(library)})
+    for attempt in range(2 if "TG_REDIS_URL" in program else 1):
+        r = run([sys.executable, str(src)], timeout=120, cwd=scratch, env=env)
+        if r.returncode != 0:
+            return False, name, f"run {attempt + 1}:\n" + r.stdout[-2000:] + r.stderr[-2000:]
+    return True, name + (" (twice, on one Redis)" if "TG_REDIS_URL" in program else ""), ""
 
 
-venv = None
+# The stand-ins of the sh blocks (see the docstring).
+SH_PRELUDE = r"""
+set -e
+make() {
+    case "${1:-}" in
+    test|demo-web) command make -n "$@" ;;
+    *) command make "$@" ;;
+    esac
+}
+pip() { "$TG_DOCS_VENV/bin/pip" "$@"; }
+python3() { "$TG_DOCS_PYTHON" "$@"; }
+redis-server() {
+    command redis-server "$@" --port "$TG_DOCS_OWN_REDIS_PORT" --dir "$TG_DOCS_WORK" \
+        --pidfile "$TG_DOCS_WORK/own-redis.pid" --logfile "$TG_DOCS_WORK/own-redis.log"
+}
+"""
 
 
-def sh_block(name, code):
-    global venv
-    commands = [c.split("#", 1)[0].strip() for c in code.replace("\\\n", " ").split("\n")]
-    for command in filter(None, commands):
-        words = shlex.split(command)
-        env = env_for({"BUILD_DIR": build})
-        while words and re.match(r"^\w+=", words[0]):  # VAR=value prefixes
-            key, value = words.pop(0).split("=", 1)
-            # paths in the README are relative to the clone; the library is
-            # the one under test
-            env[key] = library if key == "TICKGATE_LIBRARY" else os.path.join(source, value)
-        if words[:2] in (["make", "test"], ["make", "demo-web"]):
-            # the command running this test, and the servers that run until
-            # Ctrl-C (CTest's web.demo runs them): dry run only
-            words = ["make", "-n", *words[1:]]
-        if words[:1] == ["pip"]:
-            if venv is None:
-                venv = os.path.join(work, "venv")
-                run([sys.executable, "-m", "venv", venv])
-            words[0] = os.path.join(venv, "bin", "pip")
-        if words[:1] == ["python3"]:
-            words[0] = sys.executable
-        r = run(words, cwd=source, env=env, stdin=subprocess.DEVNULL, timeout=600)
-        report(r.returncode == 0, f"{name}: {command}", r.stdout[-2000:] + r.stderr[-2000:])
+def sh_block(block: Block, first_program: str) -> tuple[bool, str, str]:
+    venv = work / "venv"
+    if re.search(r"^\s*pip\b", block.code, re.M) and not venv.exists():
+        run([sys.executable, "-m", "venv", str(venv)])
+    home = work / "home"
+    home.mkdir(exist_ok=True)
+    own_redis = free_port()
+    env = env_for({"HOME": str(home), "BUILD_DIR": str(build), "TG_DOCS_VENV": str(venv),
+                   "TG_DOCS_PYTHON": sys.executable, "TG_DOCS_WORK": str(work),
+                   "TG_DOCS_OWN_REDIS_PORT": str(own_redis)})
+    made: list[Path] = []
+    if "app.c" in block.code:
+        app = source / "app.c"
+        if app.exists():
+            return False, block.name, f"{app} exists already: the block would compile it, not the README's program"
+        app.write_text(first_program, encoding="utf-8")
+        made += [app, source / "app"]
+    try:
+        r = run(["bash", "-c", SH_PRELUDE + block.code], cwd=source, env=env, stdin=subprocess.DEVNULL, timeout=900)
+        ok, detail = r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+        if ok and re.search(r"^\s*redis-server\b", block.code, re.M):
+            ok = answers(own_redis)
+            detail = "" if ok else f"the block's redis-server does not answer PING\n{detail}"
+        return ok, block.name, detail
+    finally:
+        pid_file = work / "own-redis.pid"
+        if pid_file.exists():
+            subprocess.run(["kill", pid_file.read_text().strip()], check=False)
+            pid_file.unlink(missing_ok=True)
+        for path in made:
+            path.unlink(missing_ok=True)
 
 
-for path in files:
-    for lang, line, code in blocks(path):
-        name = f"{path}:{line} ({lang})"
-        if lang == "c":
-            c_block(name, code)
-        elif lang == "python":
-            python_block(name, code)
-        elif lang == "sh":
-            sh_block(name, code)
+def answers(port: int) -> bool:
+    """A redis-server on PORT answers PING within 10 s (a daemon takes a moment)."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=2) as connection:
+                connection.sendall(b"PING\r\n")
+                if connection.recv(16).startswith(b"+PONG"):
+                    return True
+        except OSError:
+            pass
+        time.sleep(0.1)
+    return False
 
-subprocess.run(["rm", "-rf", work])
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed or not passed else 0)
+
+def fragment_check(block: Block) -> tuple[bool, str, str]:
+    """The named file holds the fragment, line for line, in order."""
+    named = source / block.fragment_of
+    if not named.exists():
+        return False, block.name, f"the fragment names {block.fragment_of}, which does not exist"
+    lines = iter(line.strip() for line in named.read_text(encoding="utf-8").split("\n"))
+    for wanted in (line.strip() for line in block.code.split("\n")):
+        if wanted and not any(line == wanted for line in lines):
+            return False, block.name, f"{block.fragment_of} lacks this line of the fragment (or has it out of order):\n{wanted}"
+    return True, f"{block.name}: a fragment of {block.fragment_of}", ""
+
+
+def report(result: tuple[bool, str, str]) -> None:
+    ok, name, detail = result
+    results.append(result)
+    print(f"ok   {name}" if ok else f"FAIL {name}\n{detail}", flush=True)
+
+
+def main() -> int:
+    all_blocks = [block for path in files for block in blocks(path)]
+    first_program = next(b.code for b in all_blocks if b.lang == "c" and b.fragment_of is None)
+    examples: list[str] = []
+    jobs = []
+    with concurrent.futures.ThreadPoolExecutor(max_workers=6) as pool:
+        for n, block in enumerate(all_blocks):
+            scratch = work / f"block{n}"
+            if block.fragment_of is not None:
+                report(fragment_check(block))
+                if block.fragment_of not in examples:
+                    examples.append(block.fragment_of)
+            elif block.lang == "c":
+                jobs.append(pool.submit(c_program, block.name, block.code, scratch))
+            elif block.lang == "python":
+                jobs.append(pool.submit(python_program, block.name, block.code, scratch))
+            elif block.lang in ("sh", "text"):
+                pass  # sh below, one at a time; text is a picture
+            else:
+                report((False, block.name, "a block of no known language: give it c, python, sh or text, "
+                                           "or mark it as a fragment"))
+        for n, example in enumerate(examples):
+            code = (source / example).read_text(encoding="utf-8")
+            runner = c_program if example.endswith(".c") else python_program
+            jobs.append(pool.submit(runner, f"{example} (the fragments' program)", code, work / f"example{n}"))
+        for block in all_blocks:
+            if block.lang == "sh" and block.fragment_of is None:
+                report(sh_block(block, first_program))
+        for job in jobs:
+            report(job.result())
+    passed = sum(1 for ok, _, _ in results if ok)
+    print(f"{passed} passed, {len(results) - passed} failed")
+    return 1 if passed != len(results) or not passed else 0
+
+
+try:
+    status = main()
+finally:
+    redis.terminate()
+    redis.wait()
+    shutil.rmtree(work, ignore_errors=True)
+sys.exit(status)

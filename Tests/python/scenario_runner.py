@@ -960,7 +960,7 @@ class Run:
                 raise self.fail(f"syntax: window cap out of range: {cap_text}")
             windows.append((cap, ms))
         engine = self.eng
-        status, _, exc = call(lambda: engine.set_budget(self.key(tok[1]), windows))  # type: ignore[arg-type]
+        status, _, exc = call(lambda: engine.set_budget(self.key(tok[1]), windows_ms=windows))  # type: ignore[arg-type]
         self.check_status("tg_budget_set", status, want, exc)
 
     def cmd_budget_read(self, tok: List[Token]) -> None:

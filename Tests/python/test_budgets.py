@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -14,8 +15,8 @@ from conftest import Collector
 
 
 def test_locked_names_the_budget_and_the_wait(host_engine: tickgate.Engine) -> None:
-    host_engine.set_budget("ip", [(2, 600000)])
-    host_engine.set_budget("global", tickgate.Budget([(1000, 3600000), (5000, 86400000)]))
+    host_engine.set_budget("ip", [(2, 600)])
+    host_engine.set_budget("global", tickgate.Budget([(1000, 3600), (5000, 86400)]))
     budgets = [("global", "sms"), ("ip", "203.0.113.7")]
     host_engine.send_begin("login", "+8613800000001", budgets=budgets).succeeded()
     host_engine.advance(ms=1000)
@@ -34,9 +35,24 @@ def test_locked_names_the_budget_and_the_wait(host_engine: tickgate.Engine) -> N
     assert host_engine.budget_usage("ip", "203.0.113.7").frees_in == 598.0
 
 
+def test_budget_windows_in_seconds_or_ms(host_engine: tickgate.Engine) -> None:
+    # Durations are seconds, as everywhere in the package; windows_ms is exact.
+    host_engine.set_budget("ip", [(10, 3600), (50, timedelta(days=1))])
+    assert tickgate.Budget([(10, 3600), (50, 86400)]) == tickgate.Budget(windows_ms=[(10, 3600000), (50, 86400000)])
+    assert tickgate.Budget([(1, 0.5)]).windows == ((1, 0.5),)
+    host_engine.set_budget("sms", windows_ms=[(1, 1500)])
+    host_engine.send_begin("login", "a", budgets=[("ip", "x"), ("sms", "all")]).succeeded()
+    assert host_engine.budget_usage("ip", "x").window_ms == 3600000
+    assert host_engine.budget_usage("sms", "all") == tickgate.BudgetUsage(1, 1, 1500, 1500)
+    with pytest.raises(TypeError):
+        host_engine.set_budget("ip", [(1, 60)], windows_ms=[(1, 60000)])
+    with pytest.raises(TypeError):
+        host_engine.set_budget("ip")
+
+
 def test_a_lock_of_the_key_names_no_budget(host_engine: tickgate.Engine) -> None:
     host_engine.set_policy("login", tickgate.Policy(window_max_sends=1, window_ms=600000))
-    host_engine.set_budget("ip", [(10, 600000)])
+    host_engine.set_budget("ip", [(10, 600)])
     host_engine.send_begin("login", "p", budgets=[("ip", "x")]).succeeded()
     host_engine.advance(ms=60000)
     with pytest.raises(tickgate.Locked) as info:
@@ -46,7 +62,7 @@ def test_a_lock_of_the_key_names_no_budget(host_engine: tickgate.Engine) -> None
 
 
 def test_failed_send_returns_its_charge(host_engine: tickgate.Engine) -> None:
-    host_engine.set_budget("ip", [(1, 600000)])
+    host_engine.set_budget("ip", [(1, 600)])
     with pytest.raises(RuntimeError):
         with host_engine.send_begin("login", "a", budgets=[("ip", "x")]):
             raise RuntimeError("the SMS gateway is down")
@@ -66,7 +82,7 @@ def test_failed_send_returns_its_charge(host_engine: tickgate.Engine) -> None:
     ([("ip", "x"), ("ip", "x")], tickgate.InvalidArgument),
 ])
 def test_bad_budget_keys_charge_nothing(host_engine: tickgate.Engine, budgets: list, error: type) -> None:
-    host_engine.set_budget("ip", [(5, 1000)])
+    host_engine.set_budget("ip", [(5, 1)])
     with pytest.raises(error):
         host_engine.send_begin("login", "a", budgets=budgets)
     assert host_engine.budget_usage("ip", "x").used == 0
@@ -75,12 +91,12 @@ def test_bad_budget_keys_charge_nothing(host_engine: tickgate.Engine, budgets: l
 
 @pytest.mark.parametrize("windows, error", [
     ([], tickgate.InvalidArgument),
-    ([(1, 1000)] * 5, tickgate.InvalidArgument),
-    ([(0, 1000)], tickgate.InvalidArgument),
-    ([(tickgate.BUDGET_MAX_SENDS + 1, 1000)], tickgate.InvalidArgument),
+    ([(1, 1)] * 5, tickgate.InvalidArgument),
+    ([(0, 1)], tickgate.InvalidArgument),
+    ([(tickgate.BUDGET_MAX_SENDS + 1, 1)], tickgate.InvalidArgument),
     ([(1, 0)], tickgate.InvalidDuration),
-    ([(1, tickgate.DURATION_MAX_MS + 1)], tickgate.InvalidDuration),
-    ([(-1, 1000)], tickgate.InvalidArgument),
+    ([(1, tickgate.DURATION_MAX_MS / 1000 + 1)], tickgate.InvalidDuration),
+    ([(-1, 1)], tickgate.InvalidArgument),
 ])
 def test_bad_budgets(host_engine: tickgate.Engine, windows: list, error: type) -> None:
     with pytest.raises(error):
@@ -119,7 +135,7 @@ def test_wrong_codes_kill_the_code(host_engine: tickgate.Engine, collector: Coll
 def test_budgets_and_counts_survive_a_reopen(tmp_path: Path) -> None:
     store = str(tmp_path / "store.db")
     with tickgate.Engine(store_path=store) as engine:
-        engine.set_budget("ip", [(3, 3600000)])
+        engine.set_budget("ip", [(3, 3600)])
         engine.send_begin("login", "a", budgets=[("ip", "x")]).succeeded()
         assert engine.verify_failed("login", "a") == 4
     with tickgate.Engine(store_path=store) as engine:
@@ -130,7 +146,7 @@ def test_budgets_and_counts_survive_a_reopen(tmp_path: Path) -> None:
 def test_async_engine_budgets() -> None:
     async def main() -> None:
         async with tickgate.aio.AsyncEngine(clock="manual") as engine:
-            engine.set_budget("ip", [(1, 60000)])
+            engine.set_budget("ip", [(1, 60)])
             engine.send_begin("login", "a", budgets=[("ip", "x")]).succeeded()
             with pytest.raises(tickgate.Locked) as info:
                 engine.send_begin("login", "b", budgets=[("ip", "x")])

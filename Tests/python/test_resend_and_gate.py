@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from datetime import timedelta
 from typing import List
 
 import pytest
@@ -19,6 +20,18 @@ def test_policy_round_trip(host_engine: tickgate.Engine) -> None:
     host_engine.set_policy("login", policy)
     assert host_engine.policy("login") == policy
     assert host_engine.policy("register") == tickgate.Policy()
+
+
+def test_policy_in_seconds(host_engine: tickgate.Engine) -> None:
+    # Durations are seconds, as everywhere in the package; the _ms fields are exact.
+    policy = tickgate.Policy(cooldowns=(60, 120, timedelta(minutes=5)), window_max_sends=5, window=3600,
+                             quiet_reset=0, ticket_timeout=10.0)
+    assert policy == tickgate.Policy(cooldowns_ms=(60000, 120000, 300000), window_max_sends=5, window_ms=3600000,
+                                     quiet_reset_ms=0, ticket_timeout_ms=10000)
+    host_engine.set_policy("login", policy)
+    assert host_engine.policy("login") == policy
+    with pytest.raises(TypeError):
+        tickgate.Policy(cooldowns=(60,), cooldowns_ms=(30000,))
 
 
 @pytest.mark.parametrize("bad, error", [

@@ -4,7 +4,11 @@ Runs `make demo-web` on two free ports, waits for the addresses it prints,
 loads the page from both servers, sends a code through A and reads the
 countdown from B's event stream, then presses Ctrl-C (SIGINT to the whole
 process group, as a terminal does) and checks that the servers, Redis and
-the temporary folder are gone. Standard library only.
+the temporary folder are gone. Then, as a user meets them, the two ways
+it cannot start: a port already in use (it names the port, exits non-zero
+and starts nothing) and an app server that exits at its start (it prints
+the server's error and exits non-zero); in both no temporary folder is
+left. Standard library only.
 
     test_demo_web.py SOURCE_DIR BUILD_DIR
 """
@@ -18,6 +22,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from http.cookiejar import CookieJar
@@ -34,6 +39,42 @@ def listening(port: int) -> bool:
             return True
     except OSError:
         return False
+
+
+def cluster_folders() -> set[str]:
+    return {name for name in os.listdir(tempfile.gettempdir()) if name.startswith("tickgate-web-")}
+
+
+def demo_web_fails(ports: list[int], args: str, expected: list[str]) -> str:
+    """Runs make demo-web that must not start; checks its exit status, that
+    its output says EXPECTED, and that it leaves no temporary folder."""
+    before = cluster_folders()
+    run = subprocess.run(
+        ["make", "--no-print-directory", "demo-web", f"BUILD_DIR={build}", f"WEB_PORTS={ports[0]},{ports[1]}",
+         f"ARGS={args}"],
+        cwd=source, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+    assert run.returncode != 0, f"make demo-web exited 0:\n{run.stdout}"
+    for text in expected:
+        assert text in run.stdout, f"{text!r} is not in what make demo-web printed:\n{run.stdout}"
+    assert "Ctrl-C stops everything" not in run.stdout, run.stdout
+    left = cluster_folders() - before
+    assert not left, f"make demo-web left {left} in {tempfile.gettempdir()}"
+    return next(line for line in run.stdout.splitlines() if expected[0] in line)
+
+
+def check_failures() -> None:
+    # 5. A port in use: named, exit non-zero, nothing started.
+    ports = [free_port(), free_port()]
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", ports[1]))
+        other.listen()
+        said = demo_web_fails(ports, "--fail-rate 0", [f"port {ports[1]} is in use by another program"])
+    assert not listening(ports[0]), "server A was started beside a busy port"
+    print(f"ok 5 - a port in use: {said.strip()!r}, exit non-zero, no folder left")
+    # 6. A server that cannot start: its own error is printed.
+    said = demo_web_fails([free_port(), free_port()], "--cooldown soon",
+                          ["exited with status 2 before it listened", "invalid int value: 'soon'"])
+    print(f"ok 6 - a server that cannot start: {said.strip()!r} with its error, exit non-zero, no folder left")
 
 
 def main() -> int:
@@ -61,7 +102,7 @@ def main() -> int:
 
         opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(CookieJar()))
         for (name, url), port in zip(urls, ports):
-            page = opener.open(url, timeout=10).read().decode()
+            page = opener.open(url + "?debug=1", timeout=10).read().decode()  # the name: debug only
             assert f"server {name} (port {port})" in page, page[:500]
         print("ok 2 - both servers serve the page")
 
@@ -85,6 +126,7 @@ def main() -> int:
         assert not any(listening(p) for p in (*ports, redis_port)), "a server still listens after Ctrl-C"
         assert not folder.exists(), f"{folder} is left behind"
         print("ok 4 - Ctrl-C stopped both servers and Redis and removed the folder")
+        check_failures()
         return 0
     finally:
         if make.poll() is None:

@@ -12,10 +12,18 @@ instances. The page keeps no countdown of its own: the button's title,
 enabled state and seconds arrive as the engine's events over server-sent
 events (/events/button), and the login gate's events over /events/gate.
 
+The page (static/) is in English or Chinese by the browser's language
+(text.py); with ?debug=1 it also shows the server's name and what the
+server told it. When the engine loses Redis (its observers get STORE_LOST),
+every page on this server is told over /events/gate and shows that it is
+offline, until STORE_BACK.
+
 The server's parts:
   POST /send     the "Get code" tap: a send ticket charged to the key, the
                  client's address budget and the global budget; then the
-                 fake SMS sender (sms.py), then the ticket's end.
+                 fake SMS sender (sms.py), then the ticket's end. The
+                 client's address is the socket's, or behind a proxy named
+                 with --trusted-proxies the one it vouches for (proxies.py).
   POST /login    checks the code (kept in Redis for ten minutes), counts a
                  wrong one against the cap, and logs the browser's realm in.
   POST /orders   the "My orders" link, behind the login gate; three clicks
@@ -27,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import html
 import json
 import logging
 import re
@@ -47,6 +56,8 @@ except ImportError:  # running from a clone: the bindings next to the example
 from tickgate.aio import AsyncEngine, open_engine_async
 
 from sms import FakeSms, SendFailed
+import proxies
+import text
 
 SCOPE = "login"
 PHONE = re.compile(r"^\+[1-9][0-9]{6,14}$")
@@ -60,6 +71,8 @@ REDIS = web.AppKey("redis", aioredis.Redis)
 SMS = web.AppKey("sms", FakeSms)
 CONFIG = web.AppKey("config", argparse.Namespace)
 STREAMS = web.AppKey("streams", dict)
+ALL_STREAMS = web.AppKey("all_streams", set)
+ONLINE = web.AppKey("online", list)
 TASKS = web.AppKey("tasks", set)
 PAGE = web.AppKey("page", str)
 
@@ -67,22 +80,28 @@ PAGE = web.AppKey("page", str)
 # -- the engine ----------------------------------------------------------------
 
 
-def budget(text: str) -> list[tuple[int, int]]:
-    """'5/600' (5 sends per 600 s) or '5/600,20/86400' -> [(5, 600000), ...]."""
+def budget(value: str) -> list[tuple[int, float]]:
+    """'5/600' (5 sends per 600 s) or '5/600,20/86400' -> [(5, 600.0), ...]."""
     windows = []
-    for part in text.split(","):
+    for part in value.split(","):
         sends, _, seconds = part.partition("/")
         try:
-            windows.append((int(sends), round(float(seconds) * 1000)))
+            windows.append((int(sends), float(seconds)))
         except ValueError:
             raise argparse.ArgumentTypeError(f"{part!r} is not SENDS/SECONDS") from None
     return windows
 
 
+def trusted_proxies(value: str) -> proxies.TrustedProxies:
+    try:
+        return proxies.TrustedProxies.parse(value)
+    except ValueError as bad:
+        raise argparse.ArgumentTypeError(str(bad)) from None
+
+
 def configure(engine: AsyncEngine, config: argparse.Namespace) -> None:
     """The scope's policy, titles and the two budgets (kept in Redis's settings)."""
-    engine.set_policy(SCOPE, tickgate.Policy(cooldowns_ms=(config.cooldown * 1000,),
-                                             max_wrong_codes=config.max_wrong_codes))
+    engine.set_policy(SCOPE, tickgate.Policy(cooldowns=(config.cooldown,), max_wrong_codes=config.max_wrong_codes))
     engine.set_titles(SCOPE, idle="Get code", sending="Sending…", cooling="Resend ({s}s)",
                       ready_again="Resend code", locked="Try again in {m} min",
                       code_dead="Get a new code")
@@ -109,11 +128,24 @@ def realm_of(request: web.Request) -> Optional[str]:
 
 
 def client_address(request: web.Request) -> str:
-    # Behind a proxy, take the address the proxy vouches for instead.
-    return request.remote or "unknown"
+    """The socket's peer, or behind a trusted proxy (--trusted-proxies) the
+    address it vouches for (proxies.py): a forged header cannot change it."""
+    peer = request.remote or "unknown"
+    return request.app[CONFIG].trusted_proxies.client_address(peer, proxies.headers_of(request.headers))
 
 
-def reply(status: int, message: str, **fields: Any) -> web.Response:
+def language_of(request: web.Request) -> str:
+    return text.language(request.headers.get("Accept-Language", ""))
+
+
+def say(request: web.Request, key: str, **fields: Any) -> str:
+    """The server's sentence KEY in the browser's language."""
+    return text.SERVER[language_of(request)][key].format(**fields)
+
+
+def reply(request: web.Request, status: int, key: str, message_fields: Optional[dict[str, Any]] = None,
+          **fields: Any) -> web.Response:
+    message = say(request, key, **(message_fields or {}))
     return web.json_response({"ok": status == 200, "message": message, **fields}, status=status)
 
 
@@ -132,8 +164,26 @@ def phone_of(body: dict[str, str]) -> Optional[str]:
     return phone if PHONE.match(phone) else None
 
 
+def render(request: web.Request) -> str:
+    """The page in the browser's language; the server's name and the activity
+    panel (between <!--debug--> marks) only with ?debug=1."""
+    config, lang = request.app[CONFIG], language_of(request)
+    page = request.app[PAGE]
+    if request.query.get("debug") == "1":
+        page = page.replace("<!--debug-->", "").replace("<!--/debug-->", "")
+    else:
+        page = re.sub(r"<!--debug-->.*?<!--/debug-->", "", page, flags=re.S)
+    words = dict(text.SERVER[lang], lang=lang, server=text.SERVER[lang]["server"].format(
+        name=config.name, port=config.port))
+    page = re.sub(r"\{\{(\w+)\}\}", lambda m: html.escape(words.get(m.group(1), m.group(0))), page)
+    # In a <script> element "</" would end it: JSON's "\u003c" is the same text.
+    return page.replace("[[page_text]]", json.dumps(text.PAGE[lang], ensure_ascii=False).replace("<", "\\u003c"))
+
+
 async def index(request: web.Request) -> web.StreamResponse:
-    response = web.Response(text=request.app[PAGE], content_type="text/html")
+    response = web.Response(text=render(request), content_type="text/html")
+    response.headers["Content-Language"] = language_of(request)
+    response.headers["Vary"] = "Accept-Language"
     if realm_of(request) is None:
         response.set_cookie("sid", secrets.token_urlsafe(24), httponly=True, samesite="Lax")
     return response
@@ -145,22 +195,20 @@ async def send(request: web.Request) -> web.Response:
     engine, config = app[ENGINE], app[CONFIG]
     phone = phone_of(await body_of(request))
     if phone is None:
-        return reply(400, "Enter a phone number as +<country><number>, e.g. +8613800000000.")
+        return reply(request, 400, "bad_phone")
     address = client_address(request)
     try:
         ticket = await engine.asend_begin(SCOPE, phone, budgets=[("address", address), ("all", "sms")])
     except tickgate.CoolingDown as busy:
-        return reply(409, f"A code was sent; wait {busy.display_seconds} s.")
+        return reply(request, 409, "cooling", {"seconds": busy.display_seconds})
     except tickgate.InFlight:
-        return reply(409, "A code is being sent.")
+        return reply(request, 409, "in_flight")
     except tickgate.Locked as refused:
         if refused.budget == "address":
-            return reply(429, "Too many codes from your address.", frees_in_ms=refused.remaining_ms,
-                         budget="address")
+            return reply(request, 429, "address_budget", frees_in_ms=refused.remaining_ms, budget="address")
         if refused.budget == "all":
-            return reply(503, "The service sends too many codes right now.",
-                         frees_in_ms=refused.remaining_ms, budget="all")
-        return reply(429, "Too many codes for this number.", frees_in_ms=refused.remaining_ms)
+            return reply(request, 503, "global_budget", frees_in_ms=refused.remaining_ms, budget="all")
+        return reply(request, 429, "number_budget", frees_in_ms=refused.remaining_ms)
     code = f"{secrets.randbelow(1_000_000):06d}"
     try:
         await app[REDIS].set(code_key(config, phone), code, ex=CODE_TTL_S)
@@ -168,7 +216,7 @@ async def send(request: web.Request) -> web.Response:
     except (SendFailed, aioredis.RedisError, OSError) as failure:
         log.warning("send to %s failed: %s", phone, failure)
         await engine.asend_end(ticket, tickgate.SendOutcome.FAILED)
-        return reply(502, "The code could not be sent. Try again.")
+        return reply(request, 502, "send_failed")
     except BaseException:
         await asyncio.shield(engine.asend_end(ticket, tickgate.SendOutcome.FAILED))
         raise
@@ -176,7 +224,7 @@ async def send(request: web.Request) -> web.Response:
         await engine.asend_end(ticket, tickgate.SendOutcome.SUCCEEDED)
     except tickgate.Expired:
         pass  # the ticket timed out before the gateway answered; the code is out anyway
-    return reply(200, "Code sent.")
+    return reply(request, 200, "code_sent")
 
 
 def code_key(config: argparse.Namespace, phone: str) -> str:
@@ -197,35 +245,36 @@ async def login(request: web.Request) -> web.Response:
     body = await body_of(request)
     phone, code = phone_of(body), body.get("code", "").strip()
     if realm is None:
-        return reply(400, "Reload the page (it sets the session cookie).")
+        return reply(request, 400, "reload")
     if phone is None:
-        return reply(400, "Enter your phone number.")
+        return reply(request, 400, "enter_phone")
     if not re.fullmatch(r"[0-9]{6}", code):
-        return reply(400, "The code has 6 digits.")
+        return reply(request, 400, "six_digits")
     expected = await r.get(code_key(config, phone))
     if expected is None:
-        return reply(403, "Get a code first.")
+        return reply(request, 403, "get_first")
     if not secrets.compare_digest(expected.decode(), code):
         try:
             left = await engine.averify_failed(SCOPE, phone)
         except tickgate.CodeDead:
             left = 0
         except tickgate.NotFound:  # the engine knows of no code sent since the last login
-            return reply(403, "Get a code first.")
+            return reply(request, 403, "get_first")
         if left is None:  # --max-wrong-codes 0: no cap
-            return reply(403, "Wrong code.")
+            return reply(request, 403, "wrong")
         if left == 0:  # the code stays stored: verified() refuses it from now on
-            return reply(403, "Too many wrong codes: get a new code.", dead=True)
-        return reply(403, f"Wrong code: {left} {'try' if left == 1 else 'tries'} left.", left=left)
+            return reply(request, 403, "dead", dead=True)
+        return reply(request, 403, "wrong_left_1" if left == 1 else "wrong_left", {"left": left}, left=left)
     try:
         await engine.averified(SCOPE, phone)
     except tickgate.CodeDead:
-        return reply(403, "Too many wrong codes: get a new code.", dead=True)
+        return reply(request, 403, "dead", dead=True)
     await r.delete(code_key(config, phone))
     await r.set(user_key(config, realm), phone, ex=SESSION_TTL_S)
     # The gate's calls write the session to Redis: off the loop.
     await asyncio.to_thread(engine.gate(realm).login_succeeded, SESSION_TTL_S)
-    return reply(200, f"Logged in as {phone}.")
+    publish(app, realm, "user", {"phone": phone})
+    return reply(request, 200, "logged_in", {"phone": phone}, phone=phone)
 
 
 async def orders(request: web.Request) -> web.Response:
@@ -234,7 +283,7 @@ async def orders(request: web.Request) -> web.Response:
     engine = app[ENGINE]
     realm = realm_of(request)
     if realm is None:
-        return reply(400, "Reload the page (it sets the session cookie).")
+        return reply(request, 400, "reload")
 
     def open_orders() -> None:  # on the loop's thread, once per request that runs
         task = asyncio.ensure_future(push_orders(app, realm))
@@ -247,7 +296,8 @@ async def orders(request: web.Request) -> web.Response:
     # The plain Gate's require answers at once (RUNS_NOW, QUEUED or COALESCED)
     # and reads nothing from the store; AsyncGate's would await the login.
     request_ = tickgate.Gate(engine, realm).require(open_orders, coalesce_key="orders", on_cancel=cancelled)
-    return reply(200, request_.result.name.lower().replace("_", " "), result=request_.result.name)
+    return web.json_response({"ok": True, "message": request_.result.name.lower().replace("_", " "),
+                              "result": request_.result.name})
 
 
 async def push_orders(app: web.Application, realm: str) -> None:
@@ -263,10 +313,10 @@ async def logout(request: web.Request) -> web.Response:
     app = request.app
     realm = realm_of(request)
     if realm is None:
-        return reply(400, "Reload the page (it sets the session cookie).")
+        return reply(request, 400, "reload")
     await asyncio.to_thread(app[ENGINE].gate(realm).logout)
     await app[REDIS].delete(user_key(app[CONFIG], realm))
-    return reply(200, "Logged out.")
+    return reply(request, 200, "logged_out")
 
 
 # -- server-sent events --------------------------------------------------------
@@ -276,6 +326,24 @@ def publish(app: web.Application, realm: str, kind: str, data: dict[str, Any]) -
     """Queues an event for every gate stream of the realm on this server."""
     for queue in app[STREAMS].get(realm, ()):
         queue.put_nowait((kind, data))
+
+
+def watch_store(app: web.Application, engine: AsyncEngine) -> tickgate.Subscription:
+    """Tells every page on this server when the engine loses Redis and when it
+    is back (STORE_LOST, STORE_BACK), through the pages' gate streams. The
+    scope "store-link" has no keys: its subscription hears only these two."""
+
+    def on_event(event: tickgate.Event) -> None:  # on the loop's thread (AsyncEngine)
+        if event.kind not in (tickgate.EventKind.STORE_LOST, tickgate.EventKind.STORE_BACK):
+            return
+        online = event.kind == tickgate.EventKind.STORE_BACK
+        app[ONLINE][0] = online
+        log.warning("the store is %s", "back" if online else "lost")
+        for queues in app[STREAMS].values():
+            for queue in queues:
+                queue.put_nowait(("store", {"online": online}))
+
+    return engine.subscribe_scope("store-link", on_event)
 
 
 async def event_stream(request: web.Request, queue: "asyncio.Queue[tuple[str, Any]]") -> web.StreamResponse:
@@ -323,6 +391,13 @@ async def gate_events(request: web.Request) -> web.StreamResponse:
         raise web.HTTPBadRequest(text="no session cookie: load / first")
     queue: "asyncio.Queue[tuple[str, Any]]" = asyncio.Queue()
     app[STREAMS].setdefault(realm, set()).add(queue)
+    queue.put_nowait(("store", {"online": app[ONLINE][0]}))
+    try:  # who is logged in, for a page loaded after the login
+        phone = await app[REDIS].get(user_key(app[CONFIG], realm))
+        if phone is not None:
+            queue.put_nowait(("user", {"phone": phone.decode()}))
+    except aioredis.RedisError:
+        pass  # the store's state says offline; the gate's own events follow
     gate = app[ENGINE].gate(realm)
     subscription = gate.subscribe(lambda event: queue.put_nowait(("gate", gate_json(event))))
     try:
@@ -346,7 +421,7 @@ async def unavailable(request: web.Request, handler: Any) -> web.StreamResponse:
         return await handler(request)
     except (tickgate.StoreIO, aioredis.RedisError) as failure:
         log.warning("%s %s: the store failed: %s", request.method, request.path, failure)
-        return reply(503, "The service is unavailable right now. Try again in a moment.")
+        return reply(request, 503, "unavailable")
 
 
 async def lifecycle(app: web.Application) -> Any:
@@ -354,12 +429,15 @@ async def lifecycle(app: web.Application) -> Any:
     engine = await open_engine_async(store_url=config.redis, store_prefix=config.prefix)
     await asyncio.to_thread(configure, engine, config)
     app[ENGINE] = engine
-    app[REDIS] = aioredis.Redis.from_url(config.redis)
+    app[REDIS] = aioredis.Redis.from_url(config.redis, socket_timeout=2, socket_connect_timeout=2)
     app[SMS] = FakeSms(config.name, config.sms_log, config.fail_rate, config.sms_delay)
     app[STREAMS] = {}
     app[TASKS] = set()
+    app[ONLINE] = [True]
+    store_link = watch_store(app, engine)
     log.info("server %s: http://127.0.0.1:%d/ on %s", config.name, config.port, config.redis)
     yield
+    store_link.close()
     engine.close()
     await app[REDIS].aclose()
 
@@ -368,7 +446,7 @@ def make_app(config: argparse.Namespace) -> web.Application:
     app = web.Application(middlewares=[unavailable])
     app[CONFIG] = config
     page = (HERE / "static" / "index.html").read_text(encoding="utf-8")
-    app[PAGE] = page.replace("{{server}}", f"{config.name} (port {config.port})")
+    app[PAGE] = page
     app.cleanup_ctx.append(lifecycle)
     app.router.add_get("/", index)
     app.router.add_post("/send", send)
@@ -393,7 +471,13 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     parser.add_argument("--cooldown", type=int, default=60, help="seconds between codes to one number")
     parser.add_argument("--max-wrong-codes", type=int, default=5, help="wrong codes that kill a code (0: no cap)")
     parser.add_argument("--address-budget", type=budget, default="5/600", help="codes per client address: N/SECONDS[,N/SECONDS]")
+    parser.add_argument("--trusted-proxies", type=trusted_proxies, default=proxies.TrustedProxies([]),
+                        metavar="ADDRESSES", help="reverse proxies whose X-Forwarded-For or Forwarded header "
+                        "tells the client's address: addresses or CIDR ranges, e.g. 127.0.0.1,10.0.0.0/8 "
+                        "(default: none, the socket's address counts)")
     parser.add_argument("--global-budget", type=budget, default="1000/3600", help="codes from all clients: N/SECONDS[,...]")
+    parser.add_argument("--access-log", action=argparse.BooleanOptionalAction, default=True,
+                        help="log every request (--no-access-log: only warnings and the start)")
     return parser.parse_args(argv)
 
 
@@ -401,7 +485,7 @@ def main() -> None:
     config = parse_args()
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {config.name} %(message)s")
     web.run_app(make_app(config), host="127.0.0.1", port=config.port, print=None,
-                shutdown_timeout=1)
+                shutdown_timeout=1, access_log=logging.getLogger("aiohttp.access") if config.access_log else None)
 
 
 if __name__ == "__main__":

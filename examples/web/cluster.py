@@ -4,7 +4,9 @@
 
 starts a redis-server in a temporary directory, then one instance of app.py
 per port (servers A, B, ...), prints their addresses and the SMS log's path,
-and stops everything on Ctrl-C (or SIGTERM). Options it does not know (--fail-rate 0,
+and stops everything on Ctrl-C (or SIGTERM). A port in use, a server that
+cannot start or one that exits: it says which and why, stops the rest,
+removes the temporary directory and exits 1. Options it does not know (--fail-rate 0,
 --cooldown 30, ...) go to every app instance. The browser test
 (Tests/web/test_web.py) drives the same class.
 """
@@ -27,6 +29,32 @@ from typing import Optional
 HERE = Path(__file__).resolve().parent
 
 
+class StartFailed(RuntimeError):
+    """A server of the cluster could not start (the message says which and why)."""
+
+
+def busy_ports(ports: list[int]) -> list[int]:
+    """The ports of the list that another program listens on (or holds)."""
+    busy = []
+    for port in ports:
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers bind
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                busy.append(port)
+    return busy
+
+
+def log_tail(path: Path, lines: int = 5) -> str:
+    """The last lines of a server's log, indented, for an error message."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:]
+    except OSError:
+        return ""
+    return "".join(f"\n    {line}" for line in text)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -43,13 +71,13 @@ def wait_for_port(port: int, process: subprocess.Popen, what: str, timeout: floa
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"{what} exited with status {process.returncode} before it listened")
+            raise StartFailed(f"{what} exited with status {process.returncode} before it listened")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.5):
                 return
         except OSError:
             time.sleep(0.1)
-    raise RuntimeError(f"{what} did not listen on port {port} within {timeout:.0f} s")
+    raise StartFailed(f"{what} did not listen on port {port} within {timeout:.0f} s")
 
 
 class Cluster:
@@ -76,6 +104,11 @@ class Cluster:
         return f"http://127.0.0.1:{self.ports[ord(name) - ord('A')]}/"
 
     def start(self) -> "Cluster":
+        """Starts Redis, then every app server; raises StartFailed, saying
+        which port is in use or why a server could not start."""
+        busy = busy_ports([*self.ports, self.redis_port])
+        if busy:
+            raise StartFailed(", ".join(f"port {port} is in use by another program" for port in busy))
         self.sms_log.touch()
         self.start_redis()
         for index in range(len(self.ports)):
@@ -90,7 +123,10 @@ class Cluster:
              "--save", "", "--appendonly", "yes", "--appendfsync", "always",
              "--logfile", str(self.folder / "redis.log")],
             stdout=subprocess.DEVNULL, preexec_fn=die_with_parent)
-        wait_for_port(self.redis_port, self.redis, "redis-server")
+        try:
+            wait_for_port(self.redis_port, self.redis, "redis-server")
+        except StartFailed as failure:
+            raise StartFailed(f"{failure}:{log_tail(self.folder / 'redis.log')}") from None
 
     def kill_redis(self) -> None:
         """Kills the redis-server at once (SIGKILL)."""
@@ -98,6 +134,15 @@ class Cluster:
         self.redis.kill()
         self.redis.wait()
         self.redis = None
+
+    def pause_redis(self) -> None:
+        """Stops the redis-server (SIGSTOP): it holds its connections and answers nothing."""
+        assert self.redis is not None
+        self.redis.send_signal(signal.SIGSTOP)
+
+    def resume_redis(self) -> None:
+        assert self.redis is not None
+        self.redis.send_signal(signal.SIGCONT)
 
     def start_app(self, name: str, extra: Optional[list[str]] = None) -> subprocess.Popen:
         """Starts (or restarts) server NAME and waits until it listens."""
@@ -119,7 +164,10 @@ class Cluster:
             stdout=log, stderr=subprocess.STDOUT, env=env, cwd=str(HERE), preexec_fn=die_with_parent)
         log.close()
         self.apps[name] = process
-        wait_for_port(port, process, f"app server {name} (log: {self.folder / f'app-{name}.log'})")
+        try:
+            wait_for_port(port, process, f"app server {name} (port {port})")
+        except StartFailed as failure:
+            raise StartFailed(f"{failure}:{log_tail(self.folder / f'app-{name}.log')}") from None
         return process
 
     def kill_app(self, name: str) -> None:
@@ -138,7 +186,9 @@ class Cluster:
     def sms_lines(self) -> list[str]:
         return self.sms_log.read_text(encoding="utf-8").splitlines()
 
-    def stop(self, keep_folder: bool = False) -> None:
+    def stop(self) -> None:
+        """Stops the app servers (SIGINT, then SIGKILL after 5 s) and Redis,
+        and removes the temporary folder."""
         for process in self.apps.values():
             process.send_signal(signal.SIGINT)
         for process in self.apps.values():
@@ -149,11 +199,11 @@ class Cluster:
                 process.wait()
         self.apps.clear()
         if self.redis is not None:
+            self.redis.send_signal(signal.SIGCONT)  # a stopped one (pause_redis) could not end
             self.redis.terminate()
             self.redis.wait()
             self.redis = None
-        if not keep_folder:
-            shutil.rmtree(self.folder, ignore_errors=True)
+        shutil.rmtree(self.folder, ignore_errors=True)
 
     def __enter__(self) -> "Cluster":
         return self.start()
@@ -166,36 +216,46 @@ def interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt  # SIGTERM stops the cluster as Ctrl-C does
 
 
-def main() -> None:
+def main() -> int:
     signal.signal(signal.SIGTERM, interrupt)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ports", default="8081,8082", help="one app server per port (A, B, ...)")
     parser.add_argument("--redis-port", type=int, default=None, help="default: a free port")
     options, app_args = parser.parse_known_args()
     ports = [int(p) for p in options.ports.split(",")]
-    cluster = Cluster(ports, options.redis_port, app_args)
+    try:
+        cluster = Cluster(ports, options.redis_port, app_args)
+    except RuntimeError as missing:
+        print(f"cluster.py: {missing}", file=sys.stderr)
+        return 1
+    # Every way out stops what started and removes the temporary folder.
     try:
         cluster.start()
-    except Exception:
-        cluster.stop(keep_folder=True)
-        raise
-    print(f"redis-server   {cluster.redis_url}   (in {cluster.folder})")
-    for index in range(len(ports)):
-        name = cluster.name(index)
-        print(f"server {name}       {cluster.url(name)}")
-    print(f"SMS codes      tail -f {cluster.sms_log}")
-    print("Open both servers in a browser; Ctrl-C stops everything.", flush=True)
-    crashed = False
-    try:
-        while all(p.poll() is None for p in cluster.apps.values()):
+        print(f"redis-server   {cluster.redis_url}   (in {cluster.folder})")
+        for index in range(len(ports)):
+            name = cluster.name(index)
+            print(f"server {name}       {cluster.url(name)}")
+        print(f"SMS codes      tail -f {cluster.sms_log}")
+        print("Open both servers in a browser; Ctrl-C stops everything.", flush=True)
+        while True:
+            for name, process in cluster.apps.items():
+                if process.poll() is not None:
+                    print(f"cluster.py: app server {name} exited with status {process.returncode}:"
+                          f"{log_tail(cluster.folder / f'app-{name}.log')}", file=sys.stderr)
+                    return 1
+            if cluster.redis is not None and cluster.redis.poll() is not None:
+                print(f"cluster.py: redis-server exited:{log_tail(cluster.folder / 'redis.log')}", file=sys.stderr)
+                return 1
             time.sleep(0.5)
-        crashed = True
-        print("an app server exited; stopping (its log is in the folder above)", file=sys.stderr)
+    except StartFailed as failure:
+        print(f"cluster.py: {failure}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("\nstopping")
+        return 0
     finally:
-        cluster.stop(keep_folder=crashed)
+        cluster.stop()
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -570,15 +570,25 @@ class Engine(Managed[int]):
 
     # -- budgets -------------------------------------------------------------
 
-    def set_budget(self, name: Key, budget: Union[Budget, Sequence[Tuple[int, int]]]) -> None:
+    def set_budget(
+        self,
+        name: Key,
+        budget: Union[Budget, Sequence[Tuple[int, Seconds]], None] = None,
+        *,
+        windows_ms: Optional[Sequence[Tuple[int, int]]] = None,
+    ) -> None:
         """Set (or replace) the budget ``name``: at most N sends per window,
-        for each (N, window_ms) of ``budget`` (1 to 4 windows)."""
+        for each (N, seconds) of ``budget`` (1 to 4 windows), e.g.
+        ``set_budget("ip", [(10, 3600), (50, 86400)])``, or for each
+        (N, milliseconds) of ``windows_ms``."""
         if not isinstance(budget, Budget):
-            budget = Budget(budget)
+            budget = Budget(budget, windows_ms=windows_ms)
+        elif windows_ms is not None:
+            raise TypeError("give a Budget or windows_ms, not both")
         raw = _ffi.tg_budget()
         self._lib.tg_budget_init(byref(raw), ctypes.sizeof(raw))
-        raw.window_count = min(len(budget.windows), 0xFFFFFFFF)  # the library checks 1 ... 4
-        for i, (sends, window_ms) in enumerate(budget.windows[: _ffi.TG_BUDGET_MAX_WINDOWS]):
+        raw.window_count = min(len(budget.windows_ms), 0xFFFFFFFF)  # the library checks 1 ... 4
+        for i, (sends, window_ms) in enumerate(budget.windows_ms[: _ffi.TG_BUDGET_MAX_WINDOWS]):
             if not 0 <= sends <= 0xFFFFFFFF:
                 raise InvalidArgument(f"window {i + 1} allows {sends} sends, out of range")
             raw.max_sends[i] = sends

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import InitVar, dataclass
 from typing import Optional, Sequence, Tuple, Union
 
+from . import _convert
+from ._convert import Seconds
 from ._enums import ButtonState, EventKind, GateEventKind
 
 __all__ = [
@@ -136,10 +138,14 @@ class Button:
 
 @dataclass(frozen=True)
 class Policy:
-    """The send policy of a scope (``tg_policy``); every time in integer milliseconds.
+    """The send policy of a scope (``tg_policy``), kept in integer milliseconds.
 
-    The defaults are the library's: a 60 s cooldown, no window cap,
-    escalation reset after an hour of quiet, a 30 s ticket timeout.
+    Give the times in seconds, as every duration of the package, with
+    ``cooldowns``, ``window``, ``quiet_reset`` and ``ticket_timeout``
+    (``Policy(cooldowns=(60, 90, 120), window_max_sends=3, window=600)``), or
+    exactly with the ``_ms`` fields. The defaults are the library's: a 60 s
+    cooldown, no window cap, escalation reset after an hour of quiet, a 30 s
+    ticket timeout.
     """
 
     #: The cooldown after the 1st, 2nd, ... consecutive send (1 to 8 steps;
@@ -156,6 +162,35 @@ class Policy:
     #: Wrong codes one sent code survives (:meth:`tickgate.Engine.verify_failed`);
     #: the last kills it until a new send. 0: no cap.
     max_wrong_codes: int = 5
+    #: The same times in seconds (rounded half up to the millisecond); each
+    #: replaces its ``_ms`` field, which must then be left at its default.
+    cooldowns: InitVar[Optional[Sequence[Seconds]]] = None
+    window: InitVar[Optional[Seconds]] = None
+    quiet_reset: InitVar[Optional[Seconds]] = None
+    ticket_timeout: InitVar[Optional[Seconds]] = None
+
+    def __post_init__(
+        self,
+        cooldowns: Optional[Sequence[Seconds]],
+        window: Optional[Seconds],
+        quiet_reset: Optional[Seconds],
+        ticket_timeout: Optional[Seconds],
+    ) -> None:
+        given = {"cooldowns": None if cooldowns is None else tuple(
+                     _convert.to_ms(step, None, "cooldown") for step in cooldowns),
+                 "window": _convert.to_ms(window, None, "window"),
+                 "quiet_reset": _convert.to_ms(quiet_reset, None, "quiet_reset"),
+                 "ticket_timeout": _convert.to_ms(ticket_timeout, None, "ticket_timeout")}
+        for name, ms in given.items():
+            if ms is None:
+                continue
+            field_name = f"{name}_ms"
+            if getattr(self, field_name) != _POLICY_DEFAULTS[field_name]:
+                raise TypeError(f"give {name} or {field_name}, not both")
+            object.__setattr__(self, field_name, ms)
+
+
+_POLICY_DEFAULTS = {"cooldowns_ms": (60000,), "window_ms": 0, "quiet_reset_ms": 3600000, "ticket_timeout_ms": 30000}
 
 
 @dataclass(frozen=True)
@@ -174,17 +209,33 @@ class Titles:
     code_dead: Optional[str] = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Budget:
-    """A budget (``tg_budget``): at most ``max_sends`` per ``window_ms`` in
-    each of its windows, for example ``Budget([(10, 3600000), (50, 86400000)])``
-    (10 per hour and 50 per day)."""
+    """A budget (``tg_budget``): at most N sends per window in each of its
+    windows, as (N, seconds) pairs, for example ``Budget([(10, 3600), (50, 86400)])``
+    (10 per hour and 50 per day), or in integer milliseconds with
+    ``Budget(windows_ms=[(10, 3600000)])``. Seconds are rounded half up to
+    the millisecond, as every duration of the package is."""
 
     #: (max_sends, window_ms) pairs, 1 to 4 of them.
-    windows: Tuple[Tuple[int, int], ...]
+    windows_ms: Tuple[Tuple[int, int], ...]
 
-    def __init__(self, windows: "Sequence[Tuple[int, int]]") -> None:
-        object.__setattr__(self, "windows", tuple((int(n), int(ms)) for n, ms in windows))
+    def __init__(
+        self,
+        windows: "Optional[Sequence[Tuple[int, Seconds]]]" = None,
+        *,
+        windows_ms: "Optional[Sequence[Tuple[int, int]]]" = None,
+    ) -> None:
+        if (windows is None) == (windows_ms is None):
+            raise TypeError("give windows (seconds) or windows_ms, not both")
+        if windows is not None:
+            windows_ms = [(n, _convert.to_ms(seconds, None, "window")) for n, seconds in windows]
+        object.__setattr__(self, "windows_ms", tuple((int(n), int(ms)) for n, ms in windows_ms or ()))
+
+    @property
+    def windows(self) -> Tuple[Tuple[int, float], ...]:
+        """(max_sends, seconds) pairs."""
+        return tuple((n, ms / 1000.0) for n, ms in self.windows_ms)
 
 
 @dataclass(frozen=True)
@@ -197,6 +248,11 @@ class BudgetUsage:
     window_ms: int
     #: 0 if a send may be charged now, else the wait.
     frees_in_ms: int
+
+    @property
+    def window(self) -> float:
+        """``window_ms`` in seconds."""
+        return self.window_ms / 1000.0
 
     @property
     def frees_in(self) -> float:

@@ -1,16 +1,27 @@
 // The page draws what the server tells it and keeps no countdown of its own:
-// the button's title, enabled state and seconds come from the engine's events
-// (/events/button), the login prompt and the orders from the gate's
-// (/events/gate). Both are server-sent events, which the browser reopens by
-// itself when a server goes away.
+// the button's state and seconds come from the engine's events
+// (/events/button), the login gate's, the orders and the store's state
+// (online or not) from /events/gate. Both are server-sent events, which the
+// browser reopens by itself when a server goes away.
+//
+// The number typed is kept in sessionStorage, so a reload shows it with its
+// running countdown. With ?debug=1 the server adds the activity panel (#log).
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const phoneField = $("phone"), codeField = $("code"), button = $("get-code");
-const PHONE = /^\+[1-9][0-9]{6,14}$/;
+const TEXT = JSON.parse($("text").textContent);
+const phoneField = $("phone"), codeField = $("code"), button = $("get-code"), loginButton = $("login");
+const PHONE = /^\+[1-9][0-9]{6,14}$/, CODE = /^[0-9]{6}$/;
 let buttonStream = null, gateStream = null, watchedPhone = null;
+// What the page knows: the key's last button event, the store's state, the session.
+let shown = null, storeOnline = true, loggedIn = false, busy = false;
+
+function format(template, fields) {
+  return template.replace(/\{(\w+)\}/g, (_, name) => String(fields[name]));
+}
 
 function note(kind, text) {
+  if (!$("log")) return;  // the activity panel is there with ?debug=1 only
   const item = document.createElement("li");
   item.dataset.kind = kind;
   item.textContent = `${new Date().toLocaleTimeString()} ${text}`;
@@ -22,126 +33,196 @@ function say(text, ok = false) {
   $("message").className = ok ? "ok" : "";
 }
 
-function showLink() {
-  const live = [buttonStream, gateStream].every((s) => s === null || s.readyState === EventSource.OPEN);
-  $("link").textContent = live ? "live" : "reconnecting…";
-  $("link").className = live ? "" : "offline";
+function phone() {
+  return phoneField.value.replace(/\s/g, "");
+}
+
+// -- what can act now ----------------------------------------------------------
+
+function open(source) {
+  return source !== null && source.readyState === EventSource.OPEN;
+}
+
+function drawControls() {
+  // A stream that failed and is being reopened: this server is out of reach.
+  const lost = [buttonStream, gateStream].some((s) => s !== null && s.failed);
+  const online = storeOnline && open(gateStream);
+  const ready = open(buttonStream) && shown !== null && shown.phone === phone();
+  button.disabled = !(online && ready && shown.enabled);
+  loginButton.disabled = busy || !(online && PHONE.test(phone()) && CODE.test(codeField.value.trim()));
+  $("orders-link").disabled = !online;
+  let offline = "";
+  if (!storeOnline) offline = TEXT.offline;
+  else if (lost) offline = TEXT.reconnecting;
+  $("offline").textContent = offline;
+  $("offline").hidden = offline === "";
+  document.body.classList.toggle("offline", offline !== "");
+  if ($("link")) $("link").textContent = online && !lost ? "live" : "offline";
+}
+
+function drawSession() {
+  $("signin").hidden = loggedIn;
+  $("account").hidden = !loggedIn;
+  if (!loggedIn) $("orders").hidden = true;
 }
 
 // An EventSource that reports its state; if the browser gives up on it
 // (readyState CLOSED), it is opened again a second later.
 function stream(url, handlers) {
   const source = new EventSource(url);
-  source.onopen = showLink;
+  source.failed = false;
+  source.onopen = () => { source.failed = false; drawControls(); };
   source.onerror = () => {
-    showLink();
+    source.failed = true;
+    drawControls();
     if (source.readyState === EventSource.CLOSED) {
       setTimeout(() => { if (handlers.current() === source) handlers.reopen(); }, 1000);
     }
   };
   for (const [name, fn] of Object.entries(handlers.events)) {
-    source.addEventListener(name, (message) => fn(JSON.parse(message.data)));
+    source.addEventListener(name, (message) => { fn(JSON.parse(message.data)); drawControls(); });
   }
   return source;
 }
 
 // -- the "Get code" button -----------------------------------------------------
 
-function drawButton(event) {
-  button.textContent = event.title;
-  button.disabled = !event.enabled;
+function drawButton(number, event) {
+  const minutes = Math.ceil(event.seconds / 60);
+  const before = shown;
+  shown = { ...event, phone: number };
+  button.textContent = format(TEXT[event.state] || TEXT.IDLE, { s: event.seconds, m: minutes });
   button.dataset.state = event.state;
-  if (event.kind !== "TICK") note("button", `${event.kind}: ${event.title}`);
+  // The live region: the countdown when it starts, every 10 s and when it ends.
+  let live = "";
+  if (event.state === "COOLING") {
+    const started = !before || before.state !== "COOLING" || before.phone !== number;
+    live = started || event.seconds % 10 === 0 ? format(TEXT.counting, { s: event.seconds }) : $("countdown").textContent;
+  } else if (event.state === "LOCKED") {
+    live = format(TEXT.locked, { m: minutes });
+  } else if (before && before.state === "COOLING" && before.phone === number) {
+    live = TEXT.ready;
+  }
+  $("countdown").textContent = live;
+  if (event.kind !== "TICK") note("button", `${event.kind}: ${button.textContent}`);
 }
 
 function watchPhone() {
-  const phone = phoneField.value.replace(/\s/g, "");
-  if (phone === watchedPhone) return;
+  const number = phone();
+  if (number === watchedPhone) return drawControls();
   if (buttonStream) buttonStream.close();
   buttonStream = null;
-  watchedPhone = phone;
-  if (!PHONE.test(phone)) {
-    button.textContent = "Get code";
-    button.disabled = true;
-    showLink();
-    return;
+  watchedPhone = number;
+  shown = null;
+  button.textContent = TEXT.IDLE;
+  $("countdown").textContent = "";
+  if (PHONE.test(number)) {
+    sessionStorage.setItem("phone", number);
+    // Until the key's first event the button stays disabled (nothing is known yet).
+    const open = () => {
+      buttonStream = stream(`/events/button?phone=${encodeURIComponent(number)}`, {
+        events: { button: (event) => drawButton(number, event) },
+        current: () => buttonStream,
+        reopen: open,
+      });
+    };
+    open();
   }
-  // Until the new key's first event: disabled (nothing is known of it yet).
-  button.textContent = "Get code";
-  button.disabled = true;
-  const open = () => {
-    buttonStream = stream(`/events/button?phone=${encodeURIComponent(phone)}`, {
-      events: { button: drawButton },
-      current: () => buttonStream,
-      reopen: open,
-    });
-  };
-  open();
+  drawControls();
 }
 
 let typing = null;
 phoneField.addEventListener("input", () => {
   clearTimeout(typing);
+  drawControls();
   typing = setTimeout(watchPhone, 250);
 });
+codeField.addEventListener("input", drawControls);
 
 async function post(path, body) {
-  const response = await fetch(path, {
-    method: "POST",
-    headers: { "Content-Type": "application/json" },
-    body: JSON.stringify(body || {}),
-  });
   try {
-    return await response.json();
+    const response = await fetch(path, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(body || {}),
+    });
+    try {
+      return await response.json();
+    } catch {
+      return { ok: false, message: format(TEXT.answered, { status: response.status }) };
+    }
   } catch {
-    return { ok: false, message: `The server answered ${response.status}.` };
+    return { ok: false, message: TEXT.reconnecting };
   }
 }
 
 function whenFree(ms) {
-  const at = new Date(Date.now() + ms).toLocaleTimeString();
-  const minutes = Math.ceil(ms / 60000);
-  return `The next one is free at ${at} (in ${minutes} min).`;
+  const at = new Date(Date.now() + ms).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+  return format(TEXT.frees, { at, m: Math.ceil(ms / 60000) });
 }
 
 button.addEventListener("click", async () => {
-  // No local disabling: a double click sends two requests, and the engine
-  // grants one of them.
-  const answer = await post("/send", { phone: phoneField.value });
+  // No local disabling beyond the engine's: a double click sends two
+  // requests, and the engine grants one of them.
+  const answer = await post("/send", { phone: phone() });
   const text = answer.frees_in_ms !== undefined ? `${answer.message} ${whenFree(answer.frees_in_ms)}` : answer.message;
   say(text, answer.ok);
   note(answer.ok ? "sent" : "refused", text);
+  if (answer.ok) codeField.focus();
 });
 
 // -- logging in and the orders behind the gate ---------------------------------
 
-$("login").addEventListener("click", async () => {
-  const answer = await post("/login", { phone: phoneField.value, code: codeField.value });
+$("signin-form").addEventListener("submit", async (submit) => {
+  submit.preventDefault();
+  if (loginButton.disabled) return;
+  busy = true;
+  loginButton.disabled = true;
+  const answer = await post("/login", { phone: phone(), code: codeField.value.trim() });
+  busy = false;
   say(answer.message, answer.ok);
-  if (!answer.ok) note(answer.dead ? "code-dead" : "wrong-code", answer.message);
+  if (answer.ok) {
+    codeField.value = "";
+    showUser({ phone: answer.phone });
+  } else {
+    note(answer.dead ? "code-dead" : "wrong-code", answer.message);
+  }
+  drawControls();
 });
 
-$("orders-link").addEventListener("click", async (click) => {
-  click.preventDefault();
+$("orders-link").addEventListener("click", async () => {
   const answer = await post("/orders");
   note("orders-request", `My orders: ${answer.message}`);
 });
 
-$("logout").addEventListener("click", () => post("/logout"));
+$("logout").addEventListener("click", async () => {
+  const answer = await post("/logout");
+  say(answer.message, answer.ok);
+});
+
+function showUser(data) {
+  if (data.phone) $("who").textContent = format(TEXT.signed_in_as, { phone: data.phone });
+}
 
 function drawGate(event) {
-  $("logout").hidden = !event.logged_in;
+  loggedIn = event.logged_in;
+  drawSession();
   if (event.kind === "LOGIN_REQUIRED") {
     $("prompt").hidden = false;
     phoneField.focus();
     note("login-required", "Login required: the login form is shown");
   } else if (event.kind === "LOGGED_IN") {
     $("prompt").hidden = true;
+    $("logout").focus();
     note("logged-in", "Logged in");
   } else if (event.kind === "LOGGED_OUT" || event.kind === "EXPIRED") {
-    $("orders").hidden = true;
     note("logged-out", event.kind === "EXPIRED" ? "Session expired" : "Logged out");
   }
+}
+
+function drawStore(data) {
+  if (data.online !== storeOnline) note(data.online ? "store-back" : "store-lost", data.online ? "Redis is back" : "Redis is lost");
+  storeOnline = data.online;
 }
 
 function drawCancelled(data) {
@@ -151,7 +232,7 @@ function drawCancelled(data) {
 
 function drawOrders(data) {
   $("orders").hidden = false;
-  $("orders-user").textContent = `Orders of ${data.user}`;
+  $("orders-user").textContent = format(TEXT.orders_of, { user: data.user });
   $("orders-list").replaceChildren(...data.orders.map((order) => {
     const item = document.createElement("li");
     item.textContent = `${order.id}: ${order.item}`;
@@ -162,11 +243,12 @@ function drawOrders(data) {
 
 function openGate() {
   gateStream = stream("/events/gate", {
-    events: { gate: drawGate, orders: drawOrders, cancelled: drawCancelled },
+    events: { gate: drawGate, orders: drawOrders, cancelled: drawCancelled, store: drawStore, user: showUser },
     current: () => gateStream,
     reopen: openGate,
   });
 }
 
+phoneField.value = sessionStorage.getItem("phone") || "";
 openGate();
 watchPhone();

@@ -1,0 +1,138 @@
+"""The page's words in English and Chinese, and how a request picks one.
+
+The server answers in the language of the browser (its Accept-Language
+header, which follows the browser's own language setting); the page gets the
+strings it needs for its own drawing (button titles, the offline banner)
+inside the HTML, so the two never disagree.
+"""
+
+from __future__ import annotations
+
+LANGUAGES = ("en", "zh")
+
+# Strings the server puts into the page or its answers. {name} fields are
+# filled by str.format.
+SERVER = {
+    "en": {
+        "title": "Sign in · Tickgate shop",
+        "brand": "Tickgate shop",
+        "orders": "My orders",
+        "logout": "Log out",
+        "heading": "Sign in",
+        "prompt": "Log in to open My orders.",
+        "phone": "Phone number",
+        "phone_hint": "With the country code, e.g. +8613800000000",
+        "code": "Code",
+        "code_hint": "The 6 digits of the text message",
+        "get_code": "Get code",
+        "login": "Log in",
+        "signed_in": "Signed in",
+        "orders_heading": "My orders",
+        "activity": "What the server told this page",
+        "server": "server {name} (port {port})",
+        "bad_phone": "Enter a phone number as +<country><number>, e.g. +8613800000000.",
+        "cooling": "A code was sent; wait {seconds} s.",
+        "in_flight": "A code is being sent.",
+        "address_budget": "Too many codes from your address.",
+        "global_budget": "The service sends too many codes right now.",
+        "number_budget": "Too many codes for this number.",
+        "send_failed": "The code could not be sent. Try again.",
+        "code_sent": "Code sent.",
+        "reload": "Reload the page (it sets the session cookie).",
+        "enter_phone": "Enter your phone number.",
+        "six_digits": "The code has 6 digits.",
+        "get_first": "Get a code first.",
+        "wrong": "Wrong code.",
+        "dead": "Too many wrong codes: get a new code.",
+        "wrong_left": "Wrong code: {left} tries left.",
+        "wrong_left_1": "Wrong code: 1 try left.",
+        "logged_in": "Logged in as {phone}.",
+        "logged_out": "Logged out.",
+        "unavailable": "The service is unavailable right now. Try again in a moment.",
+    },
+    "zh": {
+        "title": "登录 · Tickgate 商店",
+        "brand": "Tickgate 商店",
+        "orders": "我的订单",
+        "logout": "退出登录",
+        "heading": "登录",
+        "prompt": "登录后打开“我的订单”。",
+        "phone": "手机号",
+        "phone_hint": "带国家代码，例如 +8613800000000",
+        "code": "验证码",
+        "code_hint": "短信中的 6 位数字",
+        "get_code": "获取验证码",
+        "login": "登录",
+        "signed_in": "已登录",
+        "orders_heading": "我的订单",
+        "activity": "服务器告诉本页的事",
+        "server": "服务器 {name}（端口 {port}）",
+        "bad_phone": "请按 +<国家代码><号码> 输入手机号，例如 +8613800000000。",
+        "cooling": "验证码已发送，请等 {seconds} 秒。",
+        "in_flight": "验证码正在发送。",
+        "address_budget": "你的网络地址获取验证码的次数太多。",
+        "global_budget": "服务当前发送的验证码太多。",
+        "number_budget": "这个号码获取验证码的次数太多。",
+        "send_failed": "验证码未能发出，请重试。",
+        "code_sent": "验证码已发送。",
+        "reload": "请刷新页面（它会设置会话 cookie）。",
+        "enter_phone": "请输入手机号。",
+        "six_digits": "验证码是 6 位数字。",
+        "get_first": "请先获取验证码。",
+        "wrong": "验证码错误。",
+        "dead": "错误次数太多：请重新获取验证码。",
+        "wrong_left": "验证码错误：还可以再试 {left} 次。",
+        "wrong_left_1": "验证码错误：还可以再试 1 次。",
+        "logged_in": "已登录：{phone}。",
+        "logged_out": "已退出登录。",
+        "unavailable": "服务暂时不可用，请稍后再试。",
+    },
+}
+
+# Strings the page's script draws with ({s}: seconds, {m}: minutes, ...).
+PAGE = {
+    "en": {
+        "IDLE": "Get code", "SENDING": "Sending…", "COOLING": "Resend ({s}s)",
+        "READY_AGAIN": "Resend code", "LOCKED": "Try again in {m} min", "CODE_DEAD": "Get a new code",
+        "counting": "You can ask for another code in {s} seconds.",
+        "ready": "You can ask for a code now.",
+        "locked": "No more codes for this number for {m} min.",
+        "frees": "The next one is free at {at} (in {m} min).",
+        "offline": "Offline: the service cannot be reached. This page comes back by itself.",
+        "reconnecting": "Reconnecting to the server…",
+        "signed_in_as": "Signed in as {phone}.",
+        "orders_of": "Orders of {user}",
+        "answered": "The server answered {status}.",
+    },
+    "zh": {
+        "IDLE": "获取验证码", "SENDING": "发送中…", "COOLING": "重新发送({s}s)",
+        "READY_AGAIN": "重新获取", "LOCKED": "请{m}分钟后再试", "CODE_DEAD": "重新获取验证码",
+        "counting": "{s} 秒后可以再次获取验证码。",
+        "ready": "现在可以获取验证码。",
+        "locked": "这个号码 {m} 分钟内不能再获取验证码。",
+        "frees": "下一次可在 {at}（{m} 分钟后）获取。",
+        "offline": "离线：无法连接服务。恢复后本页会自动更新。",
+        "reconnecting": "正在重新连接服务器…",
+        "signed_in_as": "已登录：{phone}。",
+        "orders_of": "{user} 的订单",
+        "answered": "服务器返回 {status}。",
+    },
+}
+
+
+def language(accept_language: str) -> str:
+    """'zh' or 'en': the first of the two the browser lists, by its weights
+    (Accept-Language: zh-CN,zh;q=0.9,en;q=0.8 -> 'zh'); English by default."""
+    ranked = []
+    for position, part in enumerate(accept_language.split(",")):
+        tag, _, params = part.strip().partition(";")
+        weight = 1.0
+        if params.strip().startswith("q="):
+            try:
+                weight = float(params.strip()[2:])
+            except ValueError:
+                continue
+        primary = tag.strip().lower().split("-")[0]
+        if primary in LANGUAGES and weight > 0:
+            ranked.append((-weight, position, primary))
+    return min(ranked)[2] if ranked else "en"

@@ -106,7 +106,7 @@ class Peer:
                 "ticket_timeout_ms": p.ticket_timeout_ms, "max_wrong_codes": p.max_wrong_codes}
 
     def op_set_budget(self, name: str, windows: List[List[int]]) -> None:
-        self.engine.set_budget(name, [tuple(w) for w in windows])
+        self.engine.set_budget(name, windows_ms=[tuple(w) for w in windows])
 
     def op_budget_usage(self, name: str, key: str) -> Dict[str, Any]:
         u = self.engine.budget_usage(name, key)

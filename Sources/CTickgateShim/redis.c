@@ -4,6 +4,7 @@
 #include "tickgate_redis.h"
 
 #include <errno.h>
+#include <hiredis/sds.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -104,9 +105,8 @@ redisReply *tgshim_redis_read(redisContext *context) {
     int failed;
     int saved;
     /* With nothing left to write, hiredis only reads: no SIGPIPE to guard
-     * against (the output buffer is an sds string, NUL-terminated, and a
-     * command never starts with NUL). */
-    if (context->obuf == NULL || context->obuf[0] == '\0') {
+     * against. */
+    if (context->obuf == NULL || sdslen(context->obuf) == 0) {
         return redisGetReply(context, &reply) == REDIS_OK ? (redisReply *)reply : NULL;
     }
     tgshim_guard_begin(&guard);

@@ -114,7 +114,9 @@ protocol Store: AnyObject, Sendable {
     func watch(_ changed: @escaping @Sendable (StoreNotice) -> Void)
 
     /// Tells the watch of `watch` to hear changes of keys too (it may hear
-    /// only settings and sessions until then), from when this returns.
+    /// only settings and sessions until then): from when this returns, or,
+    /// if the store could not confirm it in time, from a re-read of what is
+    /// observed once it does.
     func watchKeys()
 }
 

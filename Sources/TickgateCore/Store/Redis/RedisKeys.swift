@@ -15,7 +15,8 @@
 /// budgets and the settings.
 /// Notices are "ENGINE k{TAG}" (a key), "ENGINE g" (the settings) and
 /// "ENGINE s{REALM}" (a session), ENGINE naming the engine that made the
-/// change so it can skip its own ("ENGINE w" only wakes its own listener).
+/// change so it can skip its own ("ENGINE w" wakes the engine's own
+/// listener; every other engine skips it).
 struct RedisKeys: Sendable {
     /// The data's format: 1 had no format key and no tickets in key hashes
     /// (read as it is); 2 adds both. An engine refuses a higher one.
@@ -76,7 +77,8 @@ struct RedisKeys: Sendable {
     /// The notice of a key hash's name ("P k{TAG}").
     func keyNotice(hashName: [UInt8]) -> [UInt8] { keyNotice(tag: hashName.dropFirst(prefix.count + 2).dropLast()) }
     var settingsNotice: [UInt8] { engine + Array(" g".utf8) }
-    /// Wakes this engine's own listener (to subscribe to the keys' notices).
+    /// Wakes this engine's own listener (to subscribe to the keys' notices);
+    /// other engines skip it.
     var wakeNotice: [UInt8] { engine + Array(" w".utf8) }
     func sessionNotice(_ realm: KeyName) -> [UInt8] { engine + Array(" s{".utf8) + Array(realm.value.utf8) + [UInt8(ascii: "}")] }
 

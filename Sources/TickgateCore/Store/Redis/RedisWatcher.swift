@@ -34,6 +34,9 @@ final class RedisWatcher: @unchecked Sendable {
         /// The keys' notices are wanted, and heard on the current link.
         var wantsKeys = false
         var hearsKeys = false
+        /// A caller of `watchKeys` went on before the server confirmed:
+        /// what is observed is read again when it does.
+        var owesReread = false
     }
 
     private let state = LockedValue(State())
@@ -75,20 +78,26 @@ final class RedisWatcher: @unchecked Sendable {
     /// Subscribes to the keys' notices too, and waits (at most the timeout)
     /// until the server confirms it, so no key change after this returns
     /// goes unheard. `wake` makes the listening thread look (it publishes
-    /// this engine's wake notice). With the link down it returns at once:
-    /// the link subscribes to both when it is back, and the engine re-reads
-    /// what it observes then.
+    /// this engine's wake notice). With the link down, or the wake not
+    /// sent, it returns at once; whenever it returns unconfirmed, the
+    /// confirmation, when it comes, makes the engine re-read what it
+    /// observes (`.anything`), so a change made meanwhile is not missed for
+    /// good.
     func watchKeys(wake: () -> Bool) {
         let waiting = state.withLock { state -> Bool in
             state.wantsKeys = true
             return state.descriptor != nil && !state.hearsKeys && !state.closed
         }
-        guard waiting, wake() else { return }
-        let deadline = Poller.boottime().advanced(by: timeout)
-        while state.withLock({ $0.descriptor != nil && !$0.hearsKeys && !$0.closed })
-            && Poller.boottime() < deadline {
-            var delay = timespec(tv_sec: 0, tv_nsec: 200_000)
-            _ = nanosleep(&delay, nil)
+        if waiting && wake() {
+            let deadline = Poller.boottime().advanced(by: timeout)
+            while state.withLock({ $0.descriptor != nil && !$0.hearsKeys && !$0.closed })
+                && Poller.boottime() < deadline {
+                var delay = timespec(tv_sec: 0, tv_nsec: 200_000)
+                _ = nanosleep(&delay, nil)
+            }
+        }
+        state.withLock { state in
+            if !state.hearsKeys { state.owesReread = true }
         }
     }
 
@@ -171,7 +180,15 @@ final class RedisWatcher: @unchecked Sendable {
                 awaitingPong = false
             } else if kind == "subscribe", parts.count == 3, case let .string(channel) = parts[1],
                       channel == keys.keyChannel {
-                state.withLock { $0.hearsKeys = true }
+                let owed = state.withLock { state -> Bool in
+                    state.hearsKeys = true
+                    defer { state.owesReread = false }
+                    return state.owesReread
+                }
+                // A caller went on unconfirmed (the link was being made,
+                // or the wait ran out): a key changed meanwhile went
+                // unheard, so what is observed is read again.
+                if owed { changed(.anything) }
             } else if kind == "message", parts.count == 3, case let .string(payload) = parts[2],
                       let notice = keys.notice(payload) {
                 changed(notice)

@@ -10,7 +10,9 @@ for j, K in ipairs(KEYS) do
     local d = int(redis.call('HGET', K, 'd'), 0, MAXT)
     if d and d > now then
       if redis.call('HGET', K, 'h') == '-1' then
-        redis.call('DEL', K)
+        -- Nothing left: the fields go (the key with them, unless engines'
+        -- answers kept for a retry are still there).
+        redis.call('HDEL', K, 'd', 'p', 'l', 'i', 'c', 'k', 'h', 'n', 'w', 'x', 's', 't')
       else
         redis.call('HSET', K, 'd', '-1', 'p', '-1', 'l', '-1', 'i', '-1', 'c', '-1', 'k', '')
       end

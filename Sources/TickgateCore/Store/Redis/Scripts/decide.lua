@@ -37,7 +37,8 @@ local all = redis.pcall('HGETALL', K)
 if all.err then return {'corrupt', K, 'is not a hash'} end
 local now, real = clock(ARGV[2])
 -- The key's fields, and the answers kept.
-local h, stale, others = {}, {}, 0
+-- others: fresh answers of other engines, kept until `kept_until` (server µs).
+local h, stale, others, kept_until = {}, {}, 0, 0
 for j = 1, #all, 2 do
   local f, v = all[j], all[j + 1]
   if #f > 1 and string.sub(f, 1, 1) == 'q' then
@@ -49,10 +50,12 @@ for j = 1, #all, 2 do
       return {'ok', t == '' and r or tonumber(t), r, b4, af, '', tonumber(a), -1}
     end
     if f ~= mine then
-      if not id or #at > 17 or #kept > 17 or tonumber(at) + tonumber(kept) < real then
+      local untl = id and #at <= 17 and #kept <= 17 and tonumber(at) + tonumber(kept)
+      if not untl or untl < real then
         stale[#stale + 1] = f
       else
         others = others + 1
+        if untl > kept_until then kept_until = untl end
       end
     end
   else
@@ -126,10 +129,11 @@ local function refused(why, a, b)
   return {'refused', now, real, before, '', why, a or -1, b or -1}
 end
 
--- The scope's policy, as the store holds it (the default if none is set);
--- a bare countdown (start, cancel) needs none.
+-- The scope's policy, as the store holds it (the default if none is set):
+-- a bare countdown (start, cancel) on a key with no send record needs none;
+-- with a record, the policy says how long the key must live.
 local pol
-if op ~= 'start' and op ~= 'cancel' then
+if rec or (op ~= 'start' and op ~= 'cancel') then
   local stored = redis.pcall('HGET', S, 'p:' .. ARGV[9])
   if type(stored) == 'table' and stored.err then return {'corrupt', S, 'is not a hash'} end
   if stored then
@@ -137,7 +141,6 @@ if op ~= 'start' and op ~= 'cancel' then
     if not pol then return {'corrupt', S, 'field "p:' .. string.sub(ARGV[9], 1, 40) .. '" is not a policy'} end
   end
 end
--- (A bare countdown on a key with no send record needs no policy at all.)
 if not pol and (rec or (op ~= 'start' and op ~= 'cancel')) then
   pol = policy(ARGV[8])
   if not pol then return {'corrupt', S, 'the default policy is malformed'} end
@@ -180,6 +183,7 @@ elseif op == 'cancel' then
   if not cd then return refused('none') end
   cd = nil
 elseif op == 'begin' then
+  if #ARGV[12] > 64 or find(ARGV[12], '[|~]') then return {'corrupt', K, 'a ticket name the key cannot hold'} end
   if cd then return refused('busy') end
   if rec then
     local r = {sends = rec.sends}
@@ -310,7 +314,8 @@ if life < 0 then
     if n_fields > 0 then redis.call('HDEL', K, unpack(FIELDS)) end
   end
   redis.call('HSET', K, mine, answer)
-  redis.call('PEXPIRE', K, fmt(math.ceil(keep / 1000)))
+  -- (Never before another engine's answer kept here may be asked for.)
+  redis.call('PEXPIRE', K, fmt(math.ceil(math.max(keep, kept_until - real) / 1000)))
   if ARGV[5] ~= '' then redis.call('PUBLISH', ARGV[5], ARGV[6]) end
   return {'ok', now, real, before, '', '', wrong, -1}
 end
@@ -336,6 +341,6 @@ for j = 1, 12 do
 end
 if #stale > 0 then redis.call('HDEL', K, unpack(stale)) end
 redis.call('HSET', K, unpack(set))
-expire(K, math.max(life, now + keep), now, slack)
+expire(K, math.max(life, now + keep, now + kept_until - real), now, slack)
 if ARGV[5] ~= '' then redis.call('PUBLISH', ARGV[5], ARGV[6]) end
 return {'ok', now, real, before, after, '', wrong, -1}

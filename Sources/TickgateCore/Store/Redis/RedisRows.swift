@@ -49,26 +49,6 @@ enum RedisRows {
     /// (FIELDS in Scripts/decide.lua).
     static let fieldOrder = Array("dplickhnwxst".utf8)
 
-    /// Where `field` sits in `fieldOrder`.
-    @inline(__always)
-    private static func slot(_ field: UInt8) -> Int? {
-        switch field {
-        case UInt8(ascii: "d"): 0
-        case UInt8(ascii: "p"): 1
-        case UInt8(ascii: "l"): 2
-        case UInt8(ascii: "i"): 3
-        case UInt8(ascii: "c"): 4
-        case UInt8(ascii: "k"): 5
-        case UInt8(ascii: "h"): 6
-        case UInt8(ascii: "n"): 7
-        case UInt8(ascii: "w"): 8
-        case UInt8(ascii: "x"): 9
-        case UInt8(ascii: "s"): 10
-        case UInt8(ascii: "t"): 11
-        default: nil
-        }
-    }
-
     /// A key's hash as HGETALL returns it (Scripts/decide.lua describes its
     /// fields), at server time `now`: checked as the decide script checks
     /// it.
@@ -87,7 +67,7 @@ enum RedisRows {
             index += 2
             // An engine's last answer on the key, kept for its retry.
             if field.count > 1 && field[0] == UInt8(ascii: "q") { continue }
-            guard field.count == 1, let slot = slot(field[0]), fields[slot] == nil else {
+            guard field.count == 1, let slot = fieldOrder.firstIndex(of: field[0]), fields[slot] == nil else {
                 throw corrupt(name, "an unknown field")
             }
             fields[slot] = value[...]

@@ -1,62 +1,142 @@
-/// Where a Redis store lives, parsed from its URL:
-///
-///     redis://[[user]:password@]host[:port][/db]
-///     redis+unix://[[user]:password@]/path/to/redis.sock[?db=N]
-///
-/// A host may be a name, an IPv4 address or a bracketed IPv6 address;
-/// user and password may be percent-encoded. `description` names the
-/// server in messages, without the password.
+/// One Redis server to connect to: where it is, how to log in, which
+/// database, and whether the link is TLS. `description` names the server
+/// in messages, without the password.
 struct RedisAddress: Equatable, Sendable {
     enum Endpoint: Equatable, Sendable {
         case tcp(host: String, port: Int)
         case unix(path: String)
+
+        /// "host:port" ("[::1]:6379"), or the socket's path.
+        var description: String {
+            switch self {
+            case let .tcp(host, port): (host.contains(":") ? "[\(host)]" : host) + ":\(port)"
+            case let .unix(path): path
+            }
+        }
+    }
+
+    /// TLS settings (`rediss://`): the certificates that vouch for the
+    /// server (a CA file, a folder of hashed CA certificates, or neither:
+    /// the system's), the client's own certificate and key if the server
+    /// asks for one, and the name the server's certificate must carry (by
+    /// default the host of the URL). The server is always verified.
+    struct TLS: Equatable, Sendable {
+        var caFile: String?
+        var caDirectory: String?
+        var certificateFile: String?
+        var keyFile: String?
+        var serverName: String?
     }
 
     var endpoint: Endpoint
     var user: String?
     var password: String?
     var database: Int
+    var tls: TLS?
 
     /// The server as messages name it ("redis://10.0.0.5:6379/2").
     var description: String {
         let login = user.map { "\($0)@" } ?? ""
         switch endpoint {
-        case let .tcp(host, port):
-            let shown = host.contains(":") ? "[\(host)]" : host
-            return "redis://\(login)\(shown):\(port)/\(database)"
+        case .tcp:
+            return (tls == nil ? "redis://" : "rediss://") + login + endpoint.description + "/\(database)"
         case let .unix(path):
             return "redis+unix://\(login)\(path)" + (database == 0 ? "" : "?db=\(database)")
         }
     }
 
-    static let maximumURLBytes = 4_096
-
-    init(endpoint: Endpoint, user: String? = nil, password: String? = nil, database: Int = 0) {
+    init(endpoint: Endpoint, user: String? = nil, password: String? = nil, database: Int = 0, tls: TLS? = nil) {
         self.endpoint = endpoint
         self.user = user
         self.password = password
         self.database = database
+        self.tls = tls
     }
+
+    /// The same login, database and TLS settings at another server (a
+    /// primary that Sentinel named).
+    func at(_ endpoint: Endpoint) -> RedisAddress {
+        var moved = self
+        moved.endpoint = endpoint
+        return moved
+    }
+}
+
+/// A Redis store's URL, parsed: one server, or the Sentinels that name a
+/// service's primary, and the options every form takes.
+///
+///     redis://[[user]:password@]host[:port][/db][?options]
+///     rediss://[[user]:password@]host[:port][/db][?options]          (TLS)
+///     redis+unix://[[user]:password@]/path/to/redis.sock[?db=N&options]
+///     redis+sentinel://[[user]:password@]host:port[,host:port...]/service[/db][?options]
+///     rediss+sentinel://...                       (TLS to Sentinels and primary)
+///
+/// Options: `tls_ca_cert_file`, `tls_ca_cert_dir`, `tls_cert_file`,
+/// `tls_key_file`, `tls_server_name` (TLS forms only); `sentinel_user`,
+/// `sentinel_password` (Sentinel forms only: the Sentinels' own login; the
+/// login before `@` is the primary's); `replicas` (0 to 16: a change is
+/// acknowledged only once that many replicas hold it) and
+/// `replica_timeout_ms` (how long to wait for them; default: the rest of
+/// the call's store timeout). A host may be a name, an IPv4 address or a
+/// bracketed IPv6 address; user, password and option values may be
+/// percent-encoded.
+struct RedisURL: Equatable, Sendable {
+    /// The server (for Sentinel: the primary's login, database and TLS;
+    /// its endpoint is the first Sentinel's until one names the primary).
+    var server: RedisAddress
+    /// The Sentinels (empty: `server` is the store).
+    var sentinels: [RedisAddress] = []
+    /// The service (Sentinel's "master name").
+    var service = ""
+    /// Replicas that must hold every change before it is acknowledged.
+    var replicas = 0
+    /// How long a change waits for them (nil: the rest of the call).
+    var replicaTimeout: Span?
+
+    static let maximumURLBytes = 4_096
+    static let maximumReplicas = 16
+    static let maximumSentinels = 16
+
+    /// The store as messages name it.
+    var description: String {
+        guard !sentinels.isEmpty else { return server.description }
+        let login = server.user.map { "\($0)@" } ?? ""
+        return (server.tls == nil ? "redis+sentinel://" : "rediss+sentinel://") + login
+            + sentinels.map(\.endpoint.description).joined(separator: ",") + "/\(service)/\(server.database)"
+    }
+
+    init(server: RedisAddress) { self.server = server }
 
     init(parsing url: String) throws(TickgateError) {
         func bad(_ why: String) -> TickgateError {
             TickgateError(.invalidArgument,
-                "options.store_url is not a Redis URL (\(why)): use redis://[user:password@]host[:port][/db] or redis+unix:///path/to/redis.sock")
+                "options.store_url is not a Redis URL (\(why)): use redis://[user:password@]host[:port][/db], rediss://... (TLS), redis+unix:///path/to/redis.sock or redis+sentinel://[user:password@]host:port[,host:port...]/service[/db]")
         }
         guard url.utf8.count <= Self.maximumURLBytes else { throw bad("longer than \(Self.maximumURLBytes) bytes") }
         guard !url.unicodeScalars.contains(where: { $0.value < 0x21 || $0.value == 0x7f }) else {
             throw bad("it holds a blank or a control character")
         }
-        var rest: Substring
-        let isUnix: Bool
-        if url.hasPrefix("redis://") {
-            rest = url.dropFirst("redis://".count)
-            isUnix = false
-        } else if url.hasPrefix("redis+unix://") {
-            rest = url.dropFirst("redis+unix://".count)
-            isUnix = true
-        } else {
-            throw bad("it starts with neither redis:// nor redis+unix://")
+        enum Form { case tcp, unix, sentinel }
+        let schemes: [(String, Form, Bool)] = [
+            ("redis://", .tcp, false), ("rediss://", .tcp, true), ("redis+unix://", .unix, false),
+            ("redis+sentinel://", .sentinel, false), ("rediss+sentinel://", .sentinel, true),
+        ]
+        guard let (scheme, form, tls) = schemes.first(where: { url.hasPrefix($0.0) }) else {
+            throw bad("it starts with none of redis://, rediss://, redis+unix://, redis+sentinel://, rediss+sentinel://")
+        }
+        var rest = url.dropFirst(scheme.count)
+        // Options, after the first "?".
+        var options: [(String, String)] = []
+        if let question = rest.firstIndex(of: "?") {
+            for pair in rest[rest.index(after: question)...].split(separator: "&", omittingEmptySubsequences: false) {
+                guard let equals = pair.firstIndex(of: "="), equals != pair.startIndex else {
+                    throw bad("the option \"\(pair.prefix(40))\" is not name=value")
+                }
+                let name = String(pair[..<equals])
+                guard !options.contains(where: { $0.0 == name }) else { throw bad("the option \(name.prefix(40)) is given twice") }
+                options.append((name, try Self.decoded(pair[pair.index(after: equals)...], bad)))
+            }
+            rest = rest[..<question]
         }
         var user: String?
         var password: String?
@@ -72,27 +152,97 @@ struct RedisAddress: Equatable, Sendable {
             }
         }
         var database = 0
-        if isUnix {
-            var path = rest
-            if let question = rest.firstIndex(of: "?") {
-                path = rest[..<question]
-                let query = rest[rest.index(after: question)...]
-                guard query.hasPrefix("db=") else { throw bad("the only query it takes is ?db=N") }
-                database = try Self.number(query.dropFirst(3), upTo: Int(Int32.max), "database", bad)
+        var replicas = 0
+        var replicaTimeout: Span?
+        var tlsSettings: RedisAddress.TLS? = tls ? RedisAddress.TLS() : nil
+        var sentinelUser: String?
+        var sentinelPassword: String?
+        for (name, value) in options {
+            func file() throws(TickgateError) -> String {
+                guard tls else { throw bad("\(name) needs a TLS form: rediss:// or rediss+sentinel://") }
+                guard !value.isEmpty, value.utf8.count < 4_096 else { throw bad("\(name) is empty") }
+                return value
             }
-            guard path.hasPrefix("/"), path.count > 1 else { throw bad("the socket path is not absolute") }
-            guard path.utf8.count < 108 else { throw bad("the socket path is longer than 107 bytes") }
-            self.init(endpoint: .unix(path: String(path)), user: user, password: password, database: database)
-            return
+            switch name {
+            case "db" where form == .unix:
+                database = try Self.number(Substring(value), upTo: Int(Int32.max), "database", bad)
+            case "tls_ca_cert_file": tlsSettings?.caFile = try file()
+            case "tls_ca_cert_dir": tlsSettings?.caDirectory = try file()
+            case "tls_cert_file": tlsSettings?.certificateFile = try file()
+            case "tls_key_file": tlsSettings?.keyFile = try file()
+            case "tls_server_name":
+                let value = try file()
+                guard value.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || ".-_:".contains($0)) }) else {
+                    throw bad("tls_server_name holds a character a host name cannot")
+                }
+                tlsSettings?.serverName = value
+            case "sentinel_user", "sentinel_password":
+                guard form == .sentinel else { throw bad("\(name) is for the Sentinel forms only") }
+                if name == "sentinel_user" { sentinelUser = value } else { sentinelPassword = value }
+            case "replicas":
+                replicas = try Self.number(Substring(value), upTo: Self.maximumReplicas, "replicas", bad)
+            case "replica_timeout_ms":
+                let milliseconds = try Self.number(Substring(value), upTo: Int(Limits.maximumDuration.nanoseconds / 1_000_000),
+                                                   "replica_timeout_ms", bad)
+                guard milliseconds > 0 else { throw bad("replica_timeout_ms is 0") }
+                replicaTimeout = .milliseconds(Int64(milliseconds))
+            default:
+                throw bad("unknown option \"\(name.prefix(40))\"")
+            }
         }
-        var hostPort = rest
-        if let slash = rest.firstIndex(of: "/") {
-            hostPort = rest[..<slash]
-            let db = rest[rest.index(after: slash)...]
-            if !db.isEmpty { database = try Self.number(db, upTo: Int(Int32.max), "database", bad) }
+        if let tlsSettings, (tlsSettings.certificateFile == nil) != (tlsSettings.keyFile == nil) {
+            throw bad("tls_cert_file and tls_key_file go together")
         }
+        switch form {
+        case .unix:
+            guard rest.hasPrefix("/"), rest.count > 1 else { throw bad("the socket path is not absolute") }
+            guard rest.utf8.count < 108 else { throw bad("the socket path is longer than 107 bytes") }
+            self.init(server: RedisAddress(endpoint: .unix(path: String(rest)), user: user, password: password,
+                                           database: database))
+        case .tcp:
+            var hostPort = rest
+            if let slash = rest.firstIndex(of: "/") {
+                hostPort = rest[..<slash]
+                let db = rest[rest.index(after: slash)...]
+                if !db.isEmpty { database = try Self.number(db, upTo: Int(Int32.max), "database", bad) }
+            }
+            self.init(server: RedisAddress(endpoint: try Self.endpoint(hostPort, bad), user: user, password: password,
+                                           database: database, tls: tlsSettings))
+        case .sentinel:
+            let parts = rest.split(separator: "/", omittingEmptySubsequences: false)
+            guard parts.count >= 2, parts.count <= 3, !parts[1].isEmpty else {
+                throw bad("a Sentinel URL names its service: redis+sentinel://host:port[,host:port...]/service[/db]")
+            }
+            guard parts[1].utf8.count <= 256,
+                  parts[1].allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || ".-_".contains($0)) }) else {
+                throw bad("the service name holds a character other than letters, digits, '.', '-' and '_'")
+            }
+            if parts.count == 3, !parts[2].isEmpty {
+                database = try Self.number(parts[2], upTo: Int(Int32.max), "database", bad)
+            }
+            let hosts = parts[0].split(separator: ",", omittingEmptySubsequences: false)
+            guard hosts.count <= Self.maximumSentinels else { throw bad("more than \(Self.maximumSentinels) Sentinels") }
+            var sentinels: [RedisAddress] = []
+            for host in hosts {
+                let endpoint = try Self.endpoint(host, bad, defaultPort: 26_379)
+                var sentinelTLS = tlsSettings
+                sentinelTLS?.serverName = nil
+                sentinels.append(RedisAddress(endpoint: endpoint, user: sentinelUser, password: sentinelPassword,
+                                              tls: sentinelTLS))
+            }
+            self.init(server: RedisAddress(endpoint: sentinels[0].endpoint, user: user, password: password,
+                                           database: database, tls: tlsSettings))
+            self.sentinels = sentinels
+            service = String(parts[1])
+        }
+        self.replicas = replicas
+        self.replicaTimeout = replicaTimeout
+    }
+
+    private static func endpoint(_ hostPort: Substring, _ bad: (String) -> TickgateError,
+                                 defaultPort: Int = 6379) throws(TickgateError) -> RedisAddress.Endpoint {
         var host: Substring
-        var port = 6379
+        var port = defaultPort
         if hostPort.hasPrefix("[") {
             guard let close = hostPort.firstIndex(of: "]") else { throw bad("an IPv6 address lacks its ]") }
             host = hostPort[hostPort.index(after: hostPort.startIndex)..<close]
@@ -112,8 +262,7 @@ struct RedisAddress: Equatable, Sendable {
         guard host.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || ".-:_".contains($0)) }) else {
             throw bad("the host holds a character a host name cannot")
         }
-        self.init(endpoint: .tcp(host: String(host), port: port), user: user, password: password,
-                  database: database)
+        return .tcp(host: String(host), port: port)
     }
 
     private static func number(_ text: Substring, upTo limit: Int, _ what: String,
@@ -125,7 +274,7 @@ struct RedisAddress: Equatable, Sendable {
         return value
     }
 
-    /// Percent-decodes a user or password.
+    /// Percent-decodes a user, password or option value.
     private static func decoded(_ text: Substring, _ bad: (String) -> TickgateError) throws(TickgateError) -> String {
         var bytes: [UInt8] = []
         var iterator = Array(text.utf8).makeIterator()
@@ -137,7 +286,7 @@ struct RedisAddress: Equatable, Sendable {
             bytes.append(high << 4 | low)
         }
         guard let decoded = String(validating: bytes, as: UTF8.self), !decoded.contains("\0") else {
-            throw bad("the user or password is not valid UTF-8")
+            throw bad("a user, password or option is not valid UTF-8")
         }
         return decoded
     }

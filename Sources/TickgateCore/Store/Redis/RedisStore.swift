@@ -27,7 +27,7 @@ public struct RedisOptions: Sendable {
 
     public static let defaultPrefix = "tickgate:"
     public static let maximumPrefixBytes = 64
-    public static var maximumURLBytes: Int { RedisAddress.maximumURLBytes }
+    public static var maximumURLBytes: Int { RedisURL.maximumURLBytes }
     public static let defaultConnections = 16
 
     public init(url: String, prefix: String = RedisOptions.defaultPrefix,
@@ -78,7 +78,7 @@ final class RedisStore: Store {
 
     init(options: RedisOptions, clock engineClock: Clock) throws(TickgateError) {
         self.options = options
-        address = try RedisAddress(parsing: options.url)
+        address = try RedisURL(parsing: options.url).server
         let prefix = Array(try options.validatedPrefix().utf8)
         guard options.timeout.nanoseconds > 0, options.timeout <= Limits.maximumDuration else {
             throw TickgateError(.invalidDuration, "store timeout is outside 1 ms ... 365 days")

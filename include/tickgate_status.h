@@ -123,8 +123,8 @@
     /* The server refused the login or a command for want of rights (a       \
      * wrong password, an ACL user without the rights Tickgate needs). */    \
     XX(TG_STORE_FAILURE_AUTH, 3)                                             \
-    /* The server cannot serve now: it is loading its data, busy with a      \
-     * long script, or a read-only replica. It may pass; try again later. */ \
+    /* The server cannot serve now: it is loading its data or busy with a    \
+     * long script. It may pass; try again later. */                         \
     XX(TG_STORE_FAILURE_BUSY, 4)                                             \
     /* The store holds data Tickgate did not write, or a value out of        \
      * range, or answered something Tickgate cannot read. */                 \
@@ -132,6 +132,15 @@
     /* The server, its topology or the data's format is not supported: a     \
      * server too old for Tickgate's scripts, a cluster redirection, a       \
      * store written by a newer Tickgate. */                                 \
-    XX(TG_STORE_FAILURE_UNSUPPORTED, 6)
+    XX(TG_STORE_FAILURE_UNSUPPORTED, 6)                                      \
+    /* The server is a read-only replica: its primary changed (a failover)   \
+     * and the engine has not found the new one yet, or the URL names a      \
+     * replica. With redis+sentinel:// the next call asks the Sentinels. */  \
+    XX(TG_STORE_FAILURE_READ_ONLY, 7)                                        \
+    /* The change was made on the primary, but fewer replicas than the URL's \
+     * replicas=N confirmed they hold it within replica_timeout_ms (WAIT):   \
+     * a failover now could lose it. The call fails with                     \
+     * TG_E_STORE_UNKNOWN: read the key to learn what holds. */              \
+    XX(TG_STORE_FAILURE_NOT_REPLICATED, 8)
 
 #endif /* TICKGATE_STATUS_H */

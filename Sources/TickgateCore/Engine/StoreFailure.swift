@@ -19,8 +19,8 @@ public enum StoreFailure: Int32, Sendable {
     /// The server refused the login or a command for want of rights (a wrong
     /// password, an ACL user without the rights Tickgate needs).
     case auth = 3
-    /// The server cannot serve now: it is loading its data, busy with a long
-    /// script, or a read-only replica. It may pass; try again later.
+    /// The server cannot serve now: it is loading its data or busy with a long
+    /// script. It may pass; try again later.
     case busy = 4
     /// The store holds data Tickgate did not write, or a value out of range, or
     /// answered something Tickgate cannot read.
@@ -29,4 +29,13 @@ public enum StoreFailure: Int32, Sendable {
     /// too old for Tickgate's scripts, a cluster redirection, a store written
     /// by a newer Tickgate.
     case unsupported = 6
+    /// The server is a read-only replica: its primary changed (a failover) and
+    /// the engine has not found the new one yet, or the URL names a replica.
+    /// With redis+sentinel:// the next call asks the Sentinels.
+    case readOnly = 7
+    /// The change was made on the primary, but fewer replicas than the URL's
+    /// replicas=N confirmed they hold it within replica_timeout_ms (WAIT): a
+    /// failover now could lose it. The call fails with TG_E_STORE_UNKNOWN: read
+    /// the key to learn what holds.
+    case notReplicated = 8
 }

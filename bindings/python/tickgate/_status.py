@@ -107,8 +107,8 @@ class StoreFailure(IntEnum):
     #: The server refused the login or a command for want of rights (a wrong
     #: password, an ACL user without the rights Tickgate needs).
     AUTH = 3
-    #: The server cannot serve now: it is loading its data, busy with a long
-    #: script, or a read-only replica. It may pass; try again later.
+    #: The server cannot serve now: it is loading its data or busy with a long
+    #: script. It may pass; try again later.
     BUSY = 4
     #: The store holds data Tickgate did not write, or a value out of range, or
     #: answered something Tickgate cannot read.
@@ -117,6 +117,15 @@ class StoreFailure(IntEnum):
     #: too old for Tickgate's scripts, a cluster redirection, a store written
     #: by a newer Tickgate.
     UNSUPPORTED = 6
+    #: The server is a read-only replica: its primary changed (a failover) and
+    #: the engine has not found the new one yet, or the URL names a replica.
+    #: With redis+sentinel:// the next call asks the Sentinels.
+    READ_ONLY = 7
+    #: The change was made on the primary, but fewer replicas than the URL's
+    #: replicas=N confirmed they hold it within replica_timeout_ms (WAIT): a
+    #: failover now could lose it. The call fails with TG_E_STORE_UNKNOWN: read
+    #: the key to learn what holds.
+    NOT_REPLICATED = 8
 
 
 #: ``tg_status_string()`` of every status, as the table writes it.

@@ -141,7 +141,13 @@ final class RedisConnection {
         let kind: StoreFailure
         switch code {
         case "NOAUTH", "WRONGPASS", "NOPERM": kind = .auth
-        case "BUSY", "LOADING", "READONLY", "MASTERDOWN", "TRYAGAIN", "OOM", "MISCONF", "NOREPLICAS": kind = .busy
+            if code == "NOAUTH" {
+                return TickgateError(.storeIO,
+                    "the Redis server \(address.description) needs a login: give the user and password in the URL (NOAUTH)",
+                    store: .auth)
+            }
+        case "READONLY": kind = .readOnly
+        case "BUSY", "LOADING", "MASTERDOWN", "TRYAGAIN", "OOM", "MISCONF", "NOREPLICAS": kind = .busy
         case "WRONGTYPE": kind = .corrupt
         default: kind = .unsupported
         }
@@ -236,6 +242,10 @@ final class RedisConnection {
         }
         return copied
     }
+
+    /// Marks the connection unusable (its server turned read-only: it is
+    /// closed rather than reused).
+    func discard() { broken = true }
 
     /// True if the idle connection was closed by the server (or holds data
     /// nobody asked for): it must not be used.

@@ -2,6 +2,7 @@
 /// byte length, ':', its bytes):
 ///
 ///     P format                  string: the data's format (`RedisKeys.format`)
+///     P probe                   empty: written and deleted by the open's probe
 ///     P settings                hash: policies (p:SCOPE), titles (t:SCOPE), budgets (g:NAME)
 ///     P k{SCOPE-NAME SUBJECT}   hash: a key's countdown, send ticket and send record, and
 ///                               each engine's last answer on it (Scripts/decide.lua)
@@ -57,6 +58,8 @@ struct RedisKeys: Sendable {
 
     var settings: [UInt8] { prefix + Array("settings".utf8) }
     var formatKey: [UInt8] { prefix + Array("format".utf8) }
+    /// The key the open's probe writes and deletes (Scripts/probe.lua).
+    var probe: [UInt8] { prefix + Array("probe".utf8) }
     var channel: [UInt8] { prefix + Array("events".utf8) }
     var keyChannel: [UInt8] { prefix + Array("events:k".utf8) }
     /// The glob of every key hash (of one scope's if given).

@@ -4,7 +4,7 @@
 /// until its deadline. A server that went away and came back is reached
 /// again by the next call, without reopening the engine.
 final class RedisPool: @unchecked Sendable {
-    let address: RedisAddress
+    let topology: RedisTopology
     let timeout: Span
     let capacity: Int
 
@@ -14,8 +14,8 @@ final class RedisPool: @unchecked Sendable {
     private var open = 0
     private var closed = false
 
-    init(address: RedisAddress, timeout: Span, capacity: Int, first: RedisConnection) {
-        self.address = address
+    init(topology: RedisTopology, timeout: Span, capacity: Int, first: RedisConnection) {
+        self.topology = topology
         self.timeout = timeout
         self.capacity = capacity
         idle = [first]
@@ -29,7 +29,7 @@ final class RedisPool: @unchecked Sendable {
         while true {
             if closed {
                 lock.unlock()
-                throw TickgateError(.closed, "the store \(address.description) is closed")
+                throw TickgateError(.closed, "the store \(topology.description) is closed")
             }
             if let connection = idle.popLast() {
                 // One the server closed while it sat idle (it restarted)
@@ -45,8 +45,7 @@ final class RedisPool: @unchecked Sendable {
                 open += 1
                 lock.unlock()
                 do throws(TickgateError) {
-                    return (try RedisConnection(address, timeout: min(timeout, max(deadline.since(Poller.boottime()),
-                                                                                     .milliseconds(1)))), true)
+                    return (try topology.connect(by: deadline), true)
                 } catch {
                     lock.withLock { open -= 1 }
                     lock.broadcast()
@@ -57,7 +56,7 @@ final class RedisPool: @unchecked Sendable {
             guard left.nanoseconds > 0 else {
                 lock.unlock()
                 throw TickgateError(.storeIO,
-                    "all \(capacity) connections to \(address.description) stayed busy for the store timeout",
+                    "all \(capacity) connections to \(topology.description) stayed busy for the store timeout",
                     store: .timeout)
             }
             lock.wait(upTo: left)
@@ -104,7 +103,12 @@ final class RedisPool: @unchecked Sendable {
                 checkIn(connection)
                 return result
             } catch {
-                sent = sent || connection.delivered
+                // A read-only server ran nothing: it was a primary that
+                // became a replica (a failover), and the next connection
+                // asks the Sentinels for the new one.
+                let readOnly = error.storeFailure == .readOnly
+                sent = sent || (connection.delivered && !readOnly)
+                if connection.broken { topology.forget(connection.address) }
                 checkIn(connection)
                 let mayHaveRun = sent && changes && error.status == .storeIO
                 // A link that went silent: the idle ones likely did too.

@@ -10,7 +10,10 @@ enum RedisScripts {
         ("session", session),
         ("resetBudget", resetBudget),
         ("merge", merge),
+        ("probe", probe),
     ]
+    /// The SHA1 of `probe`, sent in the open's pipeline right after it is loaded.
+    static let probeSHA = "4de9f56ae58d1edc17debaabf144a7e340c71d4d"
 
     /// Scripts/decide.lua
     static let decide = #"""
@@ -985,5 +988,108 @@ enum RedisScripts {
     end
     if ARGV[4] ~= '' then redis.call('PUBLISH', ARGV[4], ARGV[5]) end
     return {'ok'}
+    """#
+
+    /// Scripts/probe.lua
+    static let probe = #"""
+    -- Shared by every script: integer checks, formatting, the clock, expiry.
+    local MAXT = 9007199254740991
+    -- Every number here is a whole number of at most 2^53 (µs, counts). Each
+    -- call of a C function costs (Redis's Lua): checks are one find each.
+    local find, tonumber = string.find, tonumber
+    local function fmt(x) return string.format('%d', x) end
+    -- A string of digits (a '-' first allowed) within lo..hi, or nil.
+    local function int(v, lo, hi)
+      if not v or #v > 17 or not find(v, '^%-?%d+$') then return nil end
+      local n = tonumber(v)
+      if n < lo or n > hi then return nil end
+      return n
+    end
+    -- digits: a string already matched as digits, within lo..hi, or nil.
+    local function digits(v, lo, hi)
+      if #v > 17 then return nil end
+      local n = tonumber(v)
+      if n < lo or n > hi then return nil end
+      return n
+    end
+    -- now: the decision's time (ARGV's, or the server's), real: the server's.
+    local function clock(a)
+      local t = redis.call('TIME')
+      local real = tonumber(t[1]) * 1000000 + tonumber(t[2])
+      if a == '' then return real, real end
+      return tonumber(a), real
+    end
+    -- True past the call's deadline (server µs; '' = none).
+    local function late(not_after)
+      if not_after == '' then return false end
+      local t = redis.call('TIME')
+      return tonumber(t[1]) * 1000000 + tonumber(t[2]) > tonumber(not_after)
+    end
+    local function expire(key, life_us, now, slack_ms)
+      local ms = math.ceil((life_us - now) / 1000) + slack_ms
+      if ms < 1 then ms = 1 end
+      redis.call('PEXPIRE', key, fmt(ms))
+    end
+    -- A hash's type must be hash (or absent): anything else is not Tickgate's.
+    local function hash_or_none(key)
+      local t = redis.call('TYPE', key).ok
+      return t == 'hash' or t == 'none'
+    end
+    -- A send policy "c1,c2|max|window|quiet|ticket|wrong" (spans in µs).
+    local function policy(text)
+      if type(text) ~= 'string' or #text > 1024 then return nil end
+      local steps, wmax, window, quiet, ticket, wrong =
+        string.match(text, '^([%d,]+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)$')
+      if not steps then return nil end
+      local cooldowns = {}
+      for part in string.gmatch(steps, '[^,]+') do
+        local v = digits(part, 1, 31536000000000)
+        if not v then return nil end
+        cooldowns[#cooldowns + 1] = v
+      end
+      if #cooldowns == 0 or #cooldowns > 8 then return nil end
+      local p = {cooldowns = cooldowns, wmax = digits(wmax, 0, 1000000), window = digits(window, 0, 31536000000000),
+                 quiet = digits(quiet, 0, 31536000000000), ticket = digits(ticket, 1, 31536000000000),
+                 wrong = digits(wrong, 0, 1000)}
+      if not p.wmax or not p.window or not p.quiet or not p.ticket or not p.wrong then return nil end
+      return p
+    end
+    -- A budget "SENDS/MS,..." -> its windows (lengths in µs) and horizon.
+    local function budget(text)
+      if type(text) ~= 'string' or #text > 256 then return nil end
+      local b = {windows = {}, horizon = 0}
+      for part in string.gmatch(text, '[^,]+') do
+        local cap, ms = string.match(part, '^(%d+)/(%d+)$')
+        cap, ms = int(cap, 1, 100000), int(ms, 1, 31536000000)
+        if not cap or not ms then return nil end
+        b.windows[#b.windows + 1] = {cap = cap, len = ms * 1000}
+        if ms * 1000 > b.horizon then b.horizon = ms * 1000 end
+      end
+      if #b.windows == 0 or #b.windows > 4 then return nil end
+      return b
+    end
+
+    -- Run once at open: calls, on KEYS[1] (the prefix's probe key, which holds
+    -- nothing after), each command the other scripts call, so that an ACL user
+    -- without the right to one fails at open with Redis's NOPERM naming it,
+    -- not at its first decision. ARGV: 1 channel, 2 notice (this engine's
+    -- wake notice: every other engine skips it). Answers 'ok'.
+    local K = KEYS[1]
+    redis.call('TIME')
+    redis.call('TYPE', K)
+    redis.call('HSET', K, 'p', '1')
+    redis.call('HGET', K, 'p')
+    redis.call('HGETALL', K)
+    redis.call('PEXPIRE', K, '60000')
+    redis.call('PTTL', K)
+    redis.call('HDEL', K, 'p')
+    redis.call('ZADD', K, '1', 'p')
+    redis.call('ZSCORE', K, 'p')
+    redis.call('ZREVRANGE', K, '0', '0', 'WITHSCORES')
+    redis.call('ZREM', K, 'p')
+    redis.call('SET', K, '1', 'PX', '60000')
+    redis.call('DEL', K)
+    redis.call('PUBLISH', ARGV[1], ARGV[2])
+    return 'ok'
     """#
 }

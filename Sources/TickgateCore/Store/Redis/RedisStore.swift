@@ -64,7 +64,10 @@ public struct RedisOptions: Sendable {
 /// (RedisStore+Settings.swift) and the notices (`RedisWatcher`).
 final class RedisStore: Store {
     let options: RedisOptions
-    let address: RedisAddress
+    let url: RedisURL
+    let topology: RedisTopology
+    /// The primary last known, as messages name it.
+    var address: RedisAddress { topology.current }
     let keys: RedisKeys
     let clock: RedisClock
     let pool: RedisPool
@@ -74,11 +77,14 @@ final class RedisStore: Store {
     let shas: [String: [UInt8]]
     /// Numbers this engine's decisions (with `engineName`, their id).
     let decisions = LockedValue<UInt64>(0)
+    /// What the open saw that an operator should change (a
+    /// maxmemory-policy that can evict live keys), or nil.
+    let warning: String?
     private let watcher = LockedValue<RedisWatcher?>(nil)
 
     init(options: RedisOptions, clock engineClock: Clock) throws(TickgateError) {
         self.options = options
-        address = try RedisURL(parsing: options.url).server
+        url = try RedisURL(parsing: options.url)
         let prefix = Array(try options.validatedPrefix().utf8)
         guard options.timeout.nanoseconds > 0, options.timeout <= Limits.maximumDuration else {
             throw TickgateError(.invalidDuration, "store timeout is outside 1 ms ... 365 days")
@@ -86,19 +92,27 @@ final class RedisStore: Store {
         guard (1...1_024).contains(options.connections) else {
             throw TickgateError(.invalidArgument, "the store's connections are outside 1 ... 1024")
         }
+        topology = RedisTopology(url: url, timeout: options.timeout)
         engineName = String(UInt64.random(in: 1...UInt64.max), radix: 36)
         keys = RedisKeys(prefix: prefix, engine: Array(engineName.utf8))
         clock = RedisClock(engineClock, source: options.time, timeout: options.timeout)
         // One connection now: a bad address, login or database fails the
-        // open, naming the server. It loads the scripts, reads the server's
-        // clock (so even the first decision carries its deadline) and the
-        // data's format, in one round trip.
-        let first = try RedisConnection(address, timeout: options.timeout)
+        // open, naming the server. In one round trip it loads the scripts,
+        // runs the probe (every command the scripts use: a user without the
+        // right to one fails here, not at its first decision), reads the
+        // server's clock (so even the first decision carries its deadline),
+        // the data's format and the eviction policy.
         let call = clock.begin()
+        let first = try topology.connect(by: call.deadline)
+        let address = first.address
+        try first.limit(to: call.deadline)
         var commands: [[[UInt8]]] = RedisScripts.all.map { [Array("SCRIPT".utf8), Array("LOAD".utf8), Array($0.source.utf8)] }
+        commands.append([Array("EVALSHA".utf8), Array(RedisScripts.probeSHA.utf8), Array("1".utf8), keys.probe,
+                         keys.channel, keys.wakeNotice])
         commands.append([Array("TIME".utf8)])
         commands.append([Array("SET".utf8), keys.formatKey, Array(String(RedisKeys.format).utf8), Array("NX".utf8),
                          Array("GET".utf8)])
+        commands.append([Array("INFO".utf8), Array("memory".utf8)])
         let replies = try first.pipeline(commands)
         var shas: [String: [UInt8]] = [:]
         for (script, reply) in zip(RedisScripts.all, replies) {
@@ -114,8 +128,12 @@ final class RedisStore: Store {
         }
         self.shas = shas
         let count = RedisScripts.all.count
-        _ = clock.moment(call, real: try RedisClock.serverTime(replies[count], address.description))
-        switch replies[count + 1] {
+        if case let .error(text) = replies[count] {
+            throw RedisConnection.refused(text, address,
+                "the Redis server \(address.description) refused a command Tickgate needs (README: \"ACL users\"): \(text.prefix(300))")
+        }
+        _ = clock.moment(call, real: try RedisClock.serverTime(replies[count + 1], address.description))
+        switch replies[count + 2] {
         case .null:
             break
         case let .string(bytes):
@@ -135,28 +153,84 @@ final class RedisStore: Store {
         default:
             throw TickgateError(.storeCorrupt, "the Redis server \(address.description) sent a bad reply to SET", store: .corrupt)
         }
-        pool = RedisPool(address: address, timeout: options.timeout, capacity: options.connections, first: first)
+        warning = Self.evictionWarning(replies[count + 3], address)
+        pool = RedisPool(topology: topology, timeout: options.timeout, capacity: options.connections, first: first)
+    }
+
+    /// A warning if the server may evict keys that have not expired:
+    /// under any maxmemory-policy but noeviction a full server drops live
+    /// cooldowns and charges (every one of Tickgate's keys has an expiry,
+    /// so volatile-* policies evict them too).
+    private static func evictionWarning(_ reply: RedisReply, _ address: RedisAddress) -> String? {
+        guard let text = reply.text,
+              let line = text.split(whereSeparator: { $0 == "\r" || $0 == "\n" })
+                  .first(where: { $0.hasPrefix("maxmemory_policy:") }) else { return nil }
+        let policy = line.dropFirst("maxmemory_policy:".count)
+        guard policy != "noeviction" else { return nil }
+        return "the Redis server \(address.description) has maxmemory-policy \(policy.prefix(40)): when its memory is full it evicts keys that still decide (live cooldowns, budget charges, sessions); set maxmemory-policy noeviction (README: \"Running Redis for Tickgate\")"
     }
 
     /// Runs one script (`EVALSHA`, loaded again on `NOSCRIPT`) by the
     /// call's deadline; a reply Redis refused is thrown with its kind.
+    /// With `replicas=N` in the URL, a call that may change the store is
+    /// followed, in the same round trip, by `WAIT N`: it is acknowledged
+    /// only once N replicas hold it.
     func run(_ script: String, keys names: [[UInt8]], arguments: [[UInt8]], by deadline: Instant,
              changes: Bool = true) throws(TickgateError) -> RedisReply {
         guard let sha = shas[script], let source = RedisScripts.all.first(where: { $0.name == script })?.source else {
             throw TickgateError(.system, "no script \(script)")
         }
         let command = [Array("EVALSHA".utf8), sha, Array(String(names.count).utf8)] + names + arguments
+        let replicas = changes ? url.replicas : 0
         let reply = try pool.call(by: deadline, changes: changes) { (connection) throws(TickgateError) -> RedisReply in
-            let reply = try connection.command(command)
+            var reply: RedisReply
+            var confirmed: RedisReply = .integer(0)
+            if replicas > 0 {
+                let replies = try connection.pipeline([command, waitCommand(replicas, by: deadline)])
+                (reply, confirmed) = (replies[0], replies[1])
+            } else {
+                reply = try connection.command(command)
+            }
             if case let .error(text) = reply, text.hasPrefix("NOSCRIPT") {
                 // The server restarted (or its scripts were flushed).
                 _ = try connection.command([Array("SCRIPT".utf8), Array("LOAD".utf8), Array(source.utf8)])
-                return try connection.command(command)
+                if replicas > 0 {
+                    let replies = try connection.pipeline([command, waitCommand(replicas, by: deadline)])
+                    (reply, confirmed) = (replies[0], replies[1])
+                } else {
+                    reply = try connection.command(command)
+                }
+            }
+            if case let .error(text) = reply, text.hasPrefix("READONLY") {
+                // A primary turned replica: this call ran nothing; the
+                // pool asks for the new primary and tries again.
+                connection.discard()
+                throw RedisConnection.refused(text, connection.address)
+            }
+            if replicas > 0, case .error = reply {} else if replicas > 0 {
+                guard case let .integer(held) = confirmed else {
+                    throw TickgateError(.storeCorrupt, "the Redis server \(connection.address.description) sent a bad WAIT reply",
+                                        store: .corrupt)
+                }
+                if held < Int64(replicas) {
+                    throw TickgateError(.storeUnknown,
+                        "the Redis server \(connection.address.description) made the change, but \(held) of the \(replicas) replicas the URL asks for confirmed they hold it in time (WAIT): a failover could lose it; read the key to learn what holds",
+                        store: .notReplicated)
+                }
             }
             return reply
         }
         if case let .error(text) = reply { throw RedisConnection.refused(text, address) }
         return reply
+    }
+
+    /// `WAIT n ms`: n replicas, waiting at most `replica_timeout_ms` and
+    /// never past the call's deadline (0 would wait for ever).
+    private func waitCommand(_ replicas: Int, by deadline: Instant) -> [[UInt8]] {
+        var wait = deadline.since(Poller.boottime())
+        if let limit = url.replicaTimeout { wait = min(wait, limit) }
+        let milliseconds = max(1, wait.nanoseconds / 1_000_000 - 1)
+        return [Array("WAIT".utf8), Array(String(replicas).utf8), Array(String(milliseconds).utf8)]
     }
 
     /// Plain commands, pipelined (one round trip), that change nothing.
@@ -202,7 +276,7 @@ final class RedisStore: Store {
         let started = watcher.withLock { (watcher: inout RedisWatcher?) -> RedisWatcher? in
             if watcher != nil { return nil }
             let pool = self.pool
-            let new = RedisWatcher(address: address, timeout: options.timeout, keys: keys) { notice in
+            let new = RedisWatcher(topology: topology, timeout: options.timeout, keys: keys) { notice in
                 // A lost link may have taken the pool's idle connections
                 // with it: they are replaced rather than tried one by one.
                 if notice == .lost || notice == .back { pool.dropIdle() }

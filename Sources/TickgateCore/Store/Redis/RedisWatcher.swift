@@ -17,7 +17,7 @@ import Glibc
 /// (`.back`): the engine then re-reads what it observes, so no change is
 /// missed for good.
 final class RedisWatcher: @unchecked Sendable {
-    private let address: RedisAddress
+    private let topology: RedisTopology
     private let timeout: Span
     private let keys: RedisKeys
     private let changed: @Sendable (StoreNotice) -> Void
@@ -42,8 +42,8 @@ final class RedisWatcher: @unchecked Sendable {
     private let state = LockedValue(State())
     private var thread: UInt = 0
 
-    init(address: RedisAddress, timeout: Span, keys: RedisKeys, changed: @escaping @Sendable (StoreNotice) -> Void) {
-        self.address = address
+    init(topology: RedisTopology, timeout: Span, keys: RedisKeys, changed: @escaping @Sendable (StoreNotice) -> Void) {
+        self.topology = topology
         self.timeout = timeout
         self.keys = keys
         self.changed = changed
@@ -105,7 +105,9 @@ final class RedisWatcher: @unchecked Sendable {
         var lost = false
         while !closed {
             let withKeys = state.withLock { $0.wantsKeys }
-            guard let connection = try? RedisConnection(address, timeout: timeout),
+            // With Sentinels, the primary they name (a failover moves the
+            // notices to the new primary with everything else).
+            guard let connection = try? topology.connect(by: Poller.boottime().advanced(by: timeout)),
                   case let .array(parts)? = try? connection.command(
                       [Array("SUBSCRIBE".utf8), keys.channel] + (withKeys ? [keys.keyChannel] : [])),
                   parts.first?.text == "subscribe" else {
@@ -132,6 +134,7 @@ final class RedisWatcher: @unchecked Sendable {
                 changed(.back)
             }
             listen(connection, keysAsked: withKeys)
+            topology.forget(connection.address)
             state.withLock { state in
                 state.descriptor = nil
                 state.hearsKeys = false

@@ -11,13 +11,15 @@ Run after changing a script:
 `--check` exits 1 if the Swift file differs from what it would write (the
 test `build.redis_scripts` runs that).
 """
+import hashlib
 import pathlib
 import sys
 
 HERE = pathlib.Path(__file__).resolve().parent
 TARGET = HERE.parent / "RedisScripts.swift"
 SCRIPTS = [("decide", "decide.lua"), ("cancelKeys", "cancel_keys.lua"), ("put", "put.lua"),
-           ("session", "session.lua"), ("resetBudget", "reset_budget.lua"), ("merge", "merge.lua")]
+           ("session", "session.lua"), ("resetBudget", "reset_budget.lua"), ("merge", "merge.lua"),
+           ("probe", "probe.lua")]
 
 
 def render() -> str:
@@ -33,6 +35,9 @@ def render() -> str:
     for name, _ in SCRIPTS:
         out.append(f"        (\"{name}\", {name}),")
     out.append("    ]")
+    probe = (prelude + "\n" + (HERE / "probe.lua").read_text()).rstrip("\n")
+    out.append("    /// The SHA1 of `probe`, sent in the open's pipeline right after it is loaded.")
+    out.append(f'    static let probeSHA = "{hashlib.sha1(probe.encode()).hexdigest()}"')
     for name, file in SCRIPTS:
         body = prelude + "\n" + (HERE / file).read_text()
         assert '"""#' not in body

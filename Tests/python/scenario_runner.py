@@ -370,6 +370,8 @@ class Run:
     #: A Redis server for every engine (on the engine's manual clock,
     #: under a prefix of this run's own), as the C runner's --redis=URL.
     redis_url: Optional[str] = None
+    #: The prefix on that server (None: one of this run's own).
+    redis_prefix: Optional[str] = None
     reopenable: bool = False  # engine ... store
     lineno: int = 0
     text: str = ""
@@ -579,7 +581,7 @@ class Run:
         if self.redis_url is not None:
             self.engine_options.update(
                 store_url=self.redis_url,
-                store_prefix=f"pyscn:{os.getpid()}:{next(_PREFIXES)}:",
+                store_prefix=self.redis_prefix or f"pyscn:{os.getpid()}:{next(_PREFIXES)}:",
                 store_engine_clock=True,
             )
         status, engine, exc = call(lambda: Engine(**self.engine_options))
@@ -1464,17 +1466,17 @@ _PREFIXES = itertools.count(1)
 
 
 def run_text(text: str, name: str = "<scenario>", delivery: Optional[str] = None,
-             redis_url: Optional[str] = None) -> Run:
+             redis_url: Optional[str] = None, redis_prefix: Optional[str] = None) -> Run:
     """Run scenario text; raises ScenarioFailure at its first mismatch."""
-    run = Run(name, override=delivery, redis_url=redis_url)
+    run = Run(name, override=delivery, redis_url=redis_url, redis_prefix=redis_prefix)
     run.run(text)
     return run
 
 
 def run_file(path: Union[str, "os.PathLike[str]"], delivery: Optional[str] = None,
-             redis_url: Optional[str] = None) -> Run:
+             redis_url: Optional[str] = None, redis_prefix: Optional[str] = None) -> Run:
     p = Path(path)
-    return run_text(p.read_text(encoding="utf-8"), p.name, delivery, redis_url)
+    return run_text(p.read_text(encoding="utf-8"), p.name, delivery, redis_url, redis_prefix)
 
 
 def main(argv: List[str]) -> int:

@@ -42,7 +42,7 @@ PREFIX = "tickgate:"
 USER = "tickgate"
 
 #: Commands that need no right: Redis lets every connection log in.
-NO_RIGHT_NEEDED = {"auth"}
+NO_RIGHT_NEEDED = {"auth", "sentinel"}  # SENTINEL goes to the Sentinels, not to the store's server
 #: Commands in the rule for the open-time checks being added beside this
 #: test (the server's role, replica acknowledgements, its memory policy);
 #: once the sources send them the scan below finds them.

@@ -10,7 +10,7 @@ Store errors (:class:`StoreIO`, :class:`StoreUnknown`, :class:`StoreCorrupt`,
 (``tg_last_store_failure()``, a :class:`~tickgate.StoreFailure`), and a
 ``TG_E_STORE_IO`` of a known kind raises the subclass of :class:`StoreIO`
 for it (:class:`StoreUnreachable`, :class:`StoreTimeout`, :class:`StoreAuth`,
-:class:`StoreBusy`, :class:`StoreUnsupported`).
+:class:`StoreBusy`, :class:`StoreReadOnly`, :class:`StoreUnsupported`).
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ __all__ = [
     "StoreTimeout",
     "StoreAuth",
     "StoreBusy",
+    "StoreReadOnly",
     "StoreUnsupported",
     "StoreUnknown",
     "CodeDead",
@@ -293,9 +294,17 @@ class StoreAuth(StoreIO):
 
 class StoreBusy(StoreIO):
     """``TG_E_STORE_IO`` with ``TG_STORE_FAILURE_BUSY``: the server cannot
-    serve now (loading its data, busy with a script, a read-only replica)."""
+    serve now (loading its data, busy with a script)."""
 
     FAILURE = StoreFailure.BUSY
+
+
+class StoreReadOnly(StoreIO):
+    """``TG_E_STORE_IO`` with ``TG_STORE_FAILURE_READ_ONLY``: the server is a
+    read-only replica (a failover is under way, or the URL names a replica);
+    the change was not made."""
+
+    FAILURE = StoreFailure.READ_ONLY
 
 
 class StoreUnsupported(StoreIO):
@@ -354,7 +363,7 @@ _BY_STATUS: Dict[int, Type[TickgateError]] = {
 # TG_E_STORE_IO by the kind of its failure (any other kind: StoreIO itself).
 _STORE_IO_BY_FAILURE: Dict[int, Type[StoreIO]] = {
     cls.FAILURE: cls
-    for cls in (StoreUnreachable, StoreTimeout, StoreAuth, StoreBusy, StoreUnsupported)
+    for cls in (StoreUnreachable, StoreTimeout, StoreAuth, StoreBusy, StoreReadOnly, StoreUnsupported)
 }
 
 #: The statuses whose errors carry the kind of a store failure

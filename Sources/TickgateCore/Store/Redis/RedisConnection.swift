@@ -143,7 +143,7 @@ final class RedisConnection {
         case "NOAUTH", "WRONGPASS", "NOPERM": kind = .auth
             if code == "NOAUTH" {
                 return TickgateError(.storeIO,
-                    "the Redis server \(address.description) needs a login: give the user and password in the URL (NOAUTH)",
+                    "the Redis server \(address.description) needs a login (NOAUTH): give the user and password in the URL",
                     store: .auth)
             }
         case "READONLY": kind = .readOnly

@@ -13,7 +13,7 @@ enum RedisScripts {
         ("probe", probe),
     ]
     /// The SHA1 of `probe`, sent in the open's pipeline right after it is loaded.
-    static let probeSHA = "4de9f56ae58d1edc17debaabf144a7e340c71d4d"
+    static let probeSHA = "5aac279481cb4ad5421a42b67b6a81edae94c148"
 
     /// Scripts/decide.lua
     static let decide = #"""
@@ -1071,25 +1071,24 @@ enum RedisScripts {
 
     -- Run once at open: calls, on KEYS[1] (the prefix's probe key, which holds
     -- nothing after), each command the other scripts call, so that an ACL user
-    -- without the right to one fails at open with Redis's NOPERM naming it,
-    -- not at its first decision. ARGV: 1 channel, 2 notice (this engine's
-    -- wake notice: every other engine skips it). Answers 'ok'.
+    -- without the right to one fails at open, naming it, not at its first
+    -- decision. ARGV: 1 channel, 2 notice (this engine's wake notice: every
+    -- other engine skips it). Answers 'ok', or {'denied', command, error}.
     local K = KEYS[1]
-    redis.call('TIME')
-    redis.call('TYPE', K)
-    redis.call('HSET', K, 'p', '1')
-    redis.call('HGET', K, 'p')
-    redis.call('HGETALL', K)
-    redis.call('PEXPIRE', K, '60000')
-    redis.call('PTTL', K)
-    redis.call('HDEL', K, 'p')
-    redis.call('ZADD', K, '1', 'p')
-    redis.call('ZSCORE', K, 'p')
-    redis.call('ZREVRANGE', K, '0', '0', 'WITHSCORES')
-    redis.call('ZREM', K, 'p')
-    redis.call('SET', K, '1', 'PX', '60000')
-    redis.call('DEL', K)
-    redis.call('PUBLISH', ARGV[1], ARGV[2])
+    local calls = {
+      {'TIME'}, {'TYPE', K}, {'HSET', K, 'p', '1'}, {'HGET', K, 'p'}, {'HGETALL', K},
+      {'PEXPIRE', K, '60000'}, {'PTTL', K}, {'HDEL', K, 'p'}, {'ZADD', K, '1', 'p'}, {'ZSCORE', K, 'p'},
+      {'ZRANGE', K, '0', '0'}, {'ZREVRANGE', K, '0', '0', 'WITHSCORES'}, {'ZRANGEBYSCORE', K, '0', '1'},
+      {'ZREMRANGEBYSCORE', K, '0', '0'}, {'ZREM', K, 'p'}, {'GET', K}, {'SET', K, '1', 'PX', '60000'},
+      {'DEL', K}, {'PUBLISH', ARGV[1], ARGV[2]},
+    }
+    for _, c in ipairs(calls) do
+      local r = redis.pcall(unpack(c))
+      if type(r) == 'table' and r.err then
+        redis.pcall('DEL', K)
+        return {'denied', string.lower(c[1]), r.err}
+      end
+    end
     return 'ok'
     """#
 }

@@ -106,6 +106,12 @@ final class RedisStore: Store {
         let first = try topology.connect(by: call.deadline)
         let address = first.address
         try first.limit(to: call.deadline)
+        // A small command alone first: a server that wants a login closes a
+        // connection that sends it more than 16 KiB unauthenticated (the
+        // scripts), which would hide its NOAUTH.
+        if case let .error(text) = try first.command([Array("PING".utf8)]) {
+            throw RedisConnection.refused(text, address)
+        }
         var commands: [[[UInt8]]] = RedisScripts.all.map { [Array("SCRIPT".utf8), Array("LOAD".utf8), Array($0.source.utf8)] }
         commands.append([Array("EVALSHA".utf8), Array(RedisScripts.probeSHA.utf8), Array("1".utf8), keys.probe,
                          keys.channel, keys.wakeNotice])
@@ -128,7 +134,21 @@ final class RedisStore: Store {
         }
         self.shas = shas
         let count = RedisScripts.all.count
+        if case let .array(parts) = replies[count], parts.count == 3, parts[0].text == "denied",
+           let command = parts[1].text?.prefix(40) {
+            throw TickgateError(.storeIO,
+                "the Redis server \(address.description) does not let this user run \(command), which Tickgate's scripts need: \((parts[2].text ?? "").prefix(200)) (README: \"ACL users\" gives the rule)",
+                store: .auth)
+        }
+        if case let .error(text) = replies[count + 1] {
+            throw RedisConnection.refused(text, address,
+                "the Redis server \(address.description) refused TIME, which Tickgate needs (README: \"ACL users\"): \(text.prefix(300))")
+        }
         if case let .error(text) = replies[count] {
+            if text.hasPrefix("READONLY") {
+                throw RedisConnection.refused(text, address,
+                    "the Redis server \(address.description) is a read-only replica: name its primary, or its Sentinels with redis+sentinel://")
+            }
             throw RedisConnection.refused(text, address,
                 "the Redis server \(address.description) refused a command Tickgate needs (README: \"ACL users\"): \(text.prefix(300))")
         }

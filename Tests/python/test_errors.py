@@ -47,6 +47,7 @@ STORE_IO_BY_FAILURE = {
     StoreFailure.TIMEOUT: tickgate.StoreTimeout,
     StoreFailure.AUTH: tickgate.StoreAuth,
     StoreFailure.BUSY: tickgate.StoreBusy,
+    StoreFailure.READ_ONLY: tickgate.StoreReadOnly,
     StoreFailure.UNSUPPORTED: tickgate.StoreUnsupported,
 }
 STORE_ERRORS = (tickgate.StoreIO, tickgate.StoreUnknown, tickgate.StoreCorrupt, tickgate.StoreVersion)
@@ -96,9 +97,11 @@ def test_pythonic_bases() -> None:
 
 def test_store_failure_kinds_have_their_class() -> None:
     # Every kind a TG_E_STORE_IO can carry has a subclass of StoreIO, except
-    # NONE (a store error of no particular kind) and CORRUPT (which comes
-    # with TG_E_STORE_CORRUPT): adding a kind without deciding fails here.
-    assert set(STORE_IO_BY_FAILURE) == set(StoreFailure) - {StoreFailure.NONE, StoreFailure.CORRUPT}
+    # NONE (a store error of no particular kind), CORRUPT (which comes with
+    # TG_E_STORE_CORRUPT) and NOT_REPLICATED (with TG_E_STORE_UNKNOWN): adding
+    # a kind without deciding fails here.
+    assert set(STORE_IO_BY_FAILURE) == set(StoreFailure) - {StoreFailure.NONE, StoreFailure.CORRUPT,
+                                                            StoreFailure.NOT_REPLICATED}
     assert len(set(STORE_IO_BY_FAILURE.values())) == len(STORE_IO_BY_FAILURE)
     for failure, cls in STORE_IO_BY_FAILURE.items():
         assert cls.FAILURE == failure and cls.STATUS == Status.E_STORE_IO

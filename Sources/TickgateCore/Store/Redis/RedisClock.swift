@@ -69,6 +69,17 @@ final class RedisClock: Sendable {
         return (now, finish(call, now: now, real: real))
     }
 
+    /// The store's time (µs) that the engine's mapping expects at two
+    /// boot-clock readings, if it has one (no decision was answered yet:
+    /// none).
+    func expected(start: Instant, end: Instant) -> (low: Int64, high: Int64)? {
+        guard source == .server else { return nil }
+        return state.withLock { state in
+            guard let low = state.realTime.server(of: start), let high = state.realTime.server(of: end) else { return nil }
+            return (low, high)
+        }
+    }
+
     /// The decision time (µs) of the engine's `instant`, if the mapping is
     /// known.
     func micros(of instant: Instant) -> Int64? {
@@ -82,6 +93,30 @@ final class RedisClock: Sendable {
     }
 
     static func micros(_ span: Span) -> [UInt8] { Array(String(span.nanoseconds / 1_000).utf8) }
+
+    /// The store's time (µs): a TIME reply plus the clock key's correction
+    /// (a GET reply; none is 0).
+    static func storeTime(_ time: RedisReply, _ skew: RedisReply, _ server: String) throws(TickgateError) -> Int64 {
+        try serverTime(time, server) + (try correction(skew, server))
+    }
+
+    /// The clock key's correction (µs) of a GET reply.
+    static func correction(_ reply: RedisReply, _ server: String) throws(TickgateError) -> Int64 {
+        switch reply {
+        case .null:
+            return 0
+        case let .string(bytes):
+            guard bytes.count <= 17, let value = Int64(String(decoding: bytes, as: UTF8.self)),
+                  abs(value) < Int64(1) << 50 else { break }
+            return value
+        case let .error(text):
+            throw TickgateError(.storeIO, "the Redis server \(server) refused to read the clock's correction: \(text.prefix(200))",
+                                store: .auth)
+        default:
+            break
+        }
+        throw TickgateError(.storeCorrupt, "the Redis server \(server) holds a bad clock correction", store: .corrupt)
+    }
 
     /// The server's time (µs) of a TIME reply.
     static func serverTime(_ reply: RedisReply, _ server: String) throws(TickgateError) -> Int64 {

@@ -3,6 +3,9 @@
 ///
 ///     P format                  string: the data's format (`RedisKeys.format`)
 ///     P probe                   empty: written and deleted by the open's probe
+///     P clock                   string: µs added to the server's TIME to give the store's
+///                               time (set when a failover brings a primary whose clock
+///                               differs: RedisClock); absent means 0
 ///     P settings                hash: policies (p:SCOPE), titles (t:SCOPE), budgets (g:NAME)
 ///     P k{SCOPE-NAME SUBJECT}   hash: a key's countdown, send ticket and send record, and
 ///                               each engine's last answer on it (Scripts/decide.lua)
@@ -58,6 +61,9 @@ struct RedisKeys: Sendable {
 
     var settings: [UInt8] { prefix + Array("settings".utf8) }
     var formatKey: [UInt8] { prefix + Array("format".utf8) }
+    /// The store clock's correction (µs added to the server's TIME).
+    var clock: [UInt8] { prefix + Array("clock".utf8) }
+    var skewCommand: [[UInt8]] { [Array("GET".utf8), clock] }
     /// The key the open's probe writes and deletes (Scripts/probe.lua).
     var probe: [UInt8] { prefix + Array("probe".utf8) }
     var channel: [UInt8] { prefix + Array("events".utf8) }

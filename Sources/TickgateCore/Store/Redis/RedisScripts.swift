@@ -11,9 +11,12 @@ enum RedisScripts {
         ("resetBudget", resetBudget),
         ("merge", merge),
         ("probe", probe),
+        ("setClock", setClock),
     ]
-    /// The SHA1 of `probe`, sent in the open's pipeline right after it is loaded.
-    static let probeSHA = "5aac279481cb4ad5421a42b67b6a81edae94c148"
+    /// The SHA1 of `probe`, run by it before any SCRIPT LOAD answered.
+    static let probeSHA = "be090153b1d1db70b0f0cbfca05ea8ba7fc5ea6f"
+    /// The SHA1 of `setClock`, run by it before any SCRIPT LOAD answered.
+    static let setClockSHA = "1f5510f9f206d99f68a14d7d9cc34d7a7ac3a495"
 
     /// Scripts/decide.lua
     static let decide = #"""
@@ -37,18 +40,28 @@ enum RedisScripts {
       if n < lo or n > hi then return nil end
       return n
     end
-    -- now: the decision's time (ARGV's, or the server's), real: the server's.
-    local function clock(a)
+    -- The store's clock: the server's TIME plus the correction kept in the
+    -- clock key, the last of every script's KEYS (NK: the keys before it).
+    -- Engines set the correction when a failover brings a primary whose clock
+    -- differs from the old one's (RedisClock.swift), so the store's time runs
+    -- on without a jump.
+    local CLOCK, NK = KEYS[#KEYS], #KEYS - 1
+    local skew
+    local function store_time()
+      if not skew then skew = int(redis.call('GET', CLOCK), -MAXT, MAXT) or 0 end
       local t = redis.call('TIME')
-      local real = tonumber(t[1]) * 1000000 + tonumber(t[2])
+      return tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+    end
+    -- now: the decision's time (ARGV's, or the store's), real: the store's.
+    local function clock(a)
+      local real = store_time()
       if a == '' then return real, real end
       return tonumber(a), real
     end
-    -- True past the call's deadline (server µs; '' = none).
+    -- True past the call's deadline (store µs; '' = none).
     local function late(not_after)
       if not_after == '' then return false end
-      local t = redis.call('TIME')
-      return tonumber(t[1]) * 1000000 + tonumber(t[2]) > tonumber(not_after)
+      return store_time() > tonumber(not_after)
     end
     local function expire(key, life_us, now, slack_ms)
       local ms = math.ceil((life_us - now) / 1000) + slack_ms
@@ -259,7 +272,7 @@ enum RedisScripts {
     end
     -- The budgets, as the store holds them.
     local budgets = {}
-    for j = 3, #KEYS do
+    for j = 3, NK do
       local name = ARGV[13 + j]
       local text = redis.pcall('HGET', S, 'g:' .. name)
       if type(text) == 'table' and text.err then return {'corrupt', S, 'is not a hash'} end
@@ -464,18 +477,28 @@ enum RedisScripts {
       if n < lo or n > hi then return nil end
       return n
     end
-    -- now: the decision's time (ARGV's, or the server's), real: the server's.
-    local function clock(a)
+    -- The store's clock: the server's TIME plus the correction kept in the
+    -- clock key, the last of every script's KEYS (NK: the keys before it).
+    -- Engines set the correction when a failover brings a primary whose clock
+    -- differs from the old one's (RedisClock.swift), so the store's time runs
+    -- on without a jump.
+    local CLOCK, NK = KEYS[#KEYS], #KEYS - 1
+    local skew
+    local function store_time()
+      if not skew then skew = int(redis.call('GET', CLOCK), -MAXT, MAXT) or 0 end
       local t = redis.call('TIME')
-      local real = tonumber(t[1]) * 1000000 + tonumber(t[2])
+      return tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+    end
+    -- now: the decision's time (ARGV's, or the store's), real: the store's.
+    local function clock(a)
+      local real = store_time()
       if a == '' then return real, real end
       return tonumber(a), real
     end
-    -- True past the call's deadline (server µs; '' = none).
+    -- True past the call's deadline (store µs; '' = none).
     local function late(not_after)
       if not_after == '' then return false end
-      local t = redis.call('TIME')
-      return tonumber(t[1]) * 1000000 + tonumber(t[2]) > tonumber(not_after)
+      return store_time() > tonumber(not_after)
     end
     local function expire(key, life_us, now, slack_ms)
       local ms = math.ceil((life_us - now) / 1000) + slack_ms
@@ -528,7 +551,8 @@ enum RedisScripts {
     local now = clock(ARGV[1])
     if late(ARGV[3]) then return -1 end
     local ended = 0
-    for j, K in ipairs(KEYS) do
+    for j = 1, NK do
+      local K = KEYS[j]
       if redis.call('TYPE', K).ok == 'hash' then
         local d = int(redis.call('HGET', K, 'd'), 0, MAXT)
         if d and d > now then
@@ -569,18 +593,28 @@ enum RedisScripts {
       if n < lo or n > hi then return nil end
       return n
     end
-    -- now: the decision's time (ARGV's, or the server's), real: the server's.
-    local function clock(a)
+    -- The store's clock: the server's TIME plus the correction kept in the
+    -- clock key, the last of every script's KEYS (NK: the keys before it).
+    -- Engines set the correction when a failover brings a primary whose clock
+    -- differs from the old one's (RedisClock.swift), so the store's time runs
+    -- on without a jump.
+    local CLOCK, NK = KEYS[#KEYS], #KEYS - 1
+    local skew
+    local function store_time()
+      if not skew then skew = int(redis.call('GET', CLOCK), -MAXT, MAXT) or 0 end
       local t = redis.call('TIME')
-      local real = tonumber(t[1]) * 1000000 + tonumber(t[2])
+      return tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+    end
+    -- now: the decision's time (ARGV's, or the store's), real: the store's.
+    local function clock(a)
+      local real = store_time()
       if a == '' then return real, real end
       return tonumber(a), real
     end
-    -- True past the call's deadline (server µs; '' = none).
+    -- True past the call's deadline (store µs; '' = none).
     local function late(not_after)
       if not_after == '' then return false end
-      local t = redis.call('TIME')
-      return tonumber(t[1]) * 1000000 + tonumber(t[2]) > tonumber(not_after)
+      return store_time() > tonumber(not_after)
     end
     local function expire(key, life_us, now, slack_ms)
       local ms = math.ceil((life_us - now) / 1000) + slack_ms
@@ -663,18 +697,28 @@ enum RedisScripts {
       if n < lo or n > hi then return nil end
       return n
     end
-    -- now: the decision's time (ARGV's, or the server's), real: the server's.
-    local function clock(a)
+    -- The store's clock: the server's TIME plus the correction kept in the
+    -- clock key, the last of every script's KEYS (NK: the keys before it).
+    -- Engines set the correction when a failover brings a primary whose clock
+    -- differs from the old one's (RedisClock.swift), so the store's time runs
+    -- on without a jump.
+    local CLOCK, NK = KEYS[#KEYS], #KEYS - 1
+    local skew
+    local function store_time()
+      if not skew then skew = int(redis.call('GET', CLOCK), -MAXT, MAXT) or 0 end
       local t = redis.call('TIME')
-      local real = tonumber(t[1]) * 1000000 + tonumber(t[2])
+      return tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+    end
+    -- now: the decision's time (ARGV's, or the store's), real: the store's.
+    local function clock(a)
+      local real = store_time()
       if a == '' then return real, real end
       return tonumber(a), real
     end
-    -- True past the call's deadline (server µs; '' = none).
+    -- True past the call's deadline (store µs; '' = none).
     local function late(not_after)
       if not_after == '' then return false end
-      local t = redis.call('TIME')
-      return tonumber(t[1]) * 1000000 + tonumber(t[2]) > tonumber(not_after)
+      return store_time() > tonumber(not_after)
     end
     local function expire(key, life_us, now, slack_ms)
       local ms = math.ceil((life_us - now) / 1000) + slack_ms
@@ -772,18 +816,28 @@ enum RedisScripts {
       if n < lo or n > hi then return nil end
       return n
     end
-    -- now: the decision's time (ARGV's, or the server's), real: the server's.
-    local function clock(a)
+    -- The store's clock: the server's TIME plus the correction kept in the
+    -- clock key, the last of every script's KEYS (NK: the keys before it).
+    -- Engines set the correction when a failover brings a primary whose clock
+    -- differs from the old one's (RedisClock.swift), so the store's time runs
+    -- on without a jump.
+    local CLOCK, NK = KEYS[#KEYS], #KEYS - 1
+    local skew
+    local function store_time()
+      if not skew then skew = int(redis.call('GET', CLOCK), -MAXT, MAXT) or 0 end
       local t = redis.call('TIME')
-      local real = tonumber(t[1]) * 1000000 + tonumber(t[2])
+      return tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+    end
+    -- now: the decision's time (ARGV's, or the store's), real: the store's.
+    local function clock(a)
+      local real = store_time()
       if a == '' then return real, real end
       return tonumber(a), real
     end
-    -- True past the call's deadline (server µs; '' = none).
+    -- True past the call's deadline (store µs; '' = none).
     local function late(not_after)
       if not_after == '' then return false end
-      local t = redis.call('TIME')
-      return tonumber(t[1]) * 1000000 + tonumber(t[2]) > tonumber(not_after)
+      return store_time() > tonumber(not_after)
     end
     local function expire(key, life_us, now, slack_ms)
       local ms = math.ceil((life_us - now) / 1000) + slack_ms
@@ -858,18 +912,28 @@ enum RedisScripts {
       if n < lo or n > hi then return nil end
       return n
     end
-    -- now: the decision's time (ARGV's, or the server's), real: the server's.
-    local function clock(a)
+    -- The store's clock: the server's TIME plus the correction kept in the
+    -- clock key, the last of every script's KEYS (NK: the keys before it).
+    -- Engines set the correction when a failover brings a primary whose clock
+    -- differs from the old one's (RedisClock.swift), so the store's time runs
+    -- on without a jump.
+    local CLOCK, NK = KEYS[#KEYS], #KEYS - 1
+    local skew
+    local function store_time()
+      if not skew then skew = int(redis.call('GET', CLOCK), -MAXT, MAXT) or 0 end
       local t = redis.call('TIME')
-      local real = tonumber(t[1]) * 1000000 + tonumber(t[2])
+      return tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+    end
+    -- now: the decision's time (ARGV's, or the store's), real: the store's.
+    local function clock(a)
+      local real = store_time()
       if a == '' then return real, real end
       return tonumber(a), real
     end
-    -- True past the call's deadline (server µs; '' = none).
+    -- True past the call's deadline (store µs; '' = none).
     local function late(not_after)
       if not_after == '' then return false end
-      local t = redis.call('TIME')
-      return tonumber(t[1]) * 1000000 + tonumber(t[2]) > tonumber(not_after)
+      return store_time() > tonumber(not_after)
     end
     local function expire(key, life_us, now, slack_ms)
       local ms = math.ceil((life_us - now) / 1000) + slack_ms
@@ -975,8 +1039,8 @@ enum RedisScripts {
     local life = math.max(f.d, f.s >= 0 and f.s + math.max(pol.quiet, 86400000000) or -1)
     expire(K, math.max(life, now), now, slack)
     -- Every charge made meanwhile is the store's too.
-    local engine = ARGV[15 + #KEYS - 2]
-    for j = 3, #KEYS do
+    local engine = ARGV[15 + NK - 2]
+    for j = 3, NK do
       local t = redis.call('TYPE', KEYS[j]).ok
       if t ~= 'zset' and t ~= 'none' then return {'corrupt', KEYS[j], 'is not a sorted set'} end
       for part in string.gmatch(ARGV[12 + j], '[^,]+') do
@@ -1012,18 +1076,28 @@ enum RedisScripts {
       if n < lo or n > hi then return nil end
       return n
     end
-    -- now: the decision's time (ARGV's, or the server's), real: the server's.
-    local function clock(a)
+    -- The store's clock: the server's TIME plus the correction kept in the
+    -- clock key, the last of every script's KEYS (NK: the keys before it).
+    -- Engines set the correction when a failover brings a primary whose clock
+    -- differs from the old one's (RedisClock.swift), so the store's time runs
+    -- on without a jump.
+    local CLOCK, NK = KEYS[#KEYS], #KEYS - 1
+    local skew
+    local function store_time()
+      if not skew then skew = int(redis.call('GET', CLOCK), -MAXT, MAXT) or 0 end
       local t = redis.call('TIME')
-      local real = tonumber(t[1]) * 1000000 + tonumber(t[2])
+      return tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+    end
+    -- now: the decision's time (ARGV's, or the store's), real: the store's.
+    local function clock(a)
+      local real = store_time()
       if a == '' then return real, real end
       return tonumber(a), real
     end
-    -- True past the call's deadline (server µs; '' = none).
+    -- True past the call's deadline (store µs; '' = none).
     local function late(not_after)
       if not_after == '' then return false end
-      local t = redis.call('TIME')
-      return tonumber(t[1]) * 1000000 + tonumber(t[2]) > tonumber(not_after)
+      return store_time() > tonumber(not_after)
     end
     local function expire(key, life_us, now, slack_ms)
       local ms = math.ceil((life_us - now) / 1000) + slack_ms
@@ -1090,5 +1164,107 @@ enum RedisScripts {
       end
     end
     return 'ok'
+    """#
+
+    /// Scripts/set_clock.lua
+    static let setClock = #"""
+    -- Shared by every script: integer checks, formatting, the clock, expiry.
+    local MAXT = 9007199254740991
+    -- Every number here is a whole number of at most 2^53 (µs, counts). Each
+    -- call of a C function costs (Redis's Lua): checks are one find each.
+    local find, tonumber = string.find, tonumber
+    local function fmt(x) return string.format('%d', x) end
+    -- A string of digits (a '-' first allowed) within lo..hi, or nil.
+    local function int(v, lo, hi)
+      if not v or #v > 17 or not find(v, '^%-?%d+$') then return nil end
+      local n = tonumber(v)
+      if n < lo or n > hi then return nil end
+      return n
+    end
+    -- digits: a string already matched as digits, within lo..hi, or nil.
+    local function digits(v, lo, hi)
+      if #v > 17 then return nil end
+      local n = tonumber(v)
+      if n < lo or n > hi then return nil end
+      return n
+    end
+    -- The store's clock: the server's TIME plus the correction kept in the
+    -- clock key, the last of every script's KEYS (NK: the keys before it).
+    -- Engines set the correction when a failover brings a primary whose clock
+    -- differs from the old one's (RedisClock.swift), so the store's time runs
+    -- on without a jump.
+    local CLOCK, NK = KEYS[#KEYS], #KEYS - 1
+    local skew
+    local function store_time()
+      if not skew then skew = int(redis.call('GET', CLOCK), -MAXT, MAXT) or 0 end
+      local t = redis.call('TIME')
+      return tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+    end
+    -- now: the decision's time (ARGV's, or the store's), real: the store's.
+    local function clock(a)
+      local real = store_time()
+      if a == '' then return real, real end
+      return tonumber(a), real
+    end
+    -- True past the call's deadline (store µs; '' = none).
+    local function late(not_after)
+      if not_after == '' then return false end
+      return store_time() > tonumber(not_after)
+    end
+    local function expire(key, life_us, now, slack_ms)
+      local ms = math.ceil((life_us - now) / 1000) + slack_ms
+      if ms < 1 then ms = 1 end
+      redis.call('PEXPIRE', key, fmt(ms))
+    end
+    -- A hash's type must be hash (or absent): anything else is not Tickgate's.
+    local function hash_or_none(key)
+      local t = redis.call('TYPE', key).ok
+      return t == 'hash' or t == 'none'
+    end
+    -- A send policy "c1,c2|max|window|quiet|ticket|wrong" (spans in µs).
+    local function policy(text)
+      if type(text) ~= 'string' or #text > 1024 then return nil end
+      local steps, wmax, window, quiet, ticket, wrong =
+        string.match(text, '^([%d,]+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)$')
+      if not steps then return nil end
+      local cooldowns = {}
+      for part in string.gmatch(steps, '[^,]+') do
+        local v = digits(part, 1, 31536000000000)
+        if not v then return nil end
+        cooldowns[#cooldowns + 1] = v
+      end
+      if #cooldowns == 0 or #cooldowns > 8 then return nil end
+      local p = {cooldowns = cooldowns, wmax = digits(wmax, 0, 1000000), window = digits(window, 0, 31536000000000),
+                 quiet = digits(quiet, 0, 31536000000000), ticket = digits(ticket, 1, 31536000000000),
+                 wrong = digits(wrong, 0, 1000)}
+      if not p.wmax or not p.window or not p.quiet or not p.ticket or not p.wrong then return nil end
+      return p
+    end
+    -- A budget "SENDS/MS,..." -> its windows (lengths in µs) and horizon.
+    local function budget(text)
+      if type(text) ~= 'string' or #text > 256 then return nil end
+      local b = {windows = {}, horizon = 0}
+      for part in string.gmatch(text, '[^,]+') do
+        local cap, ms = string.match(part, '^(%d+)/(%d+)$')
+        cap, ms = int(cap, 1, 100000), int(ms, 1, 31536000000)
+        if not cap or not ms then return nil end
+        b.windows[#b.windows + 1] = {cap = cap, len = ms * 1000}
+        if ms * 1000 > b.horizon then b.horizon = ms * 1000 end
+      end
+      if #b.windows == 0 or #b.windows > 4 then return nil end
+      return b
+    end
+
+    -- Sets the store clock's correction (µs added to the server's TIME; the
+    -- clock key is the only key) from ARGV[1], the value the engine read (''
+    -- for none), to ARGV[2], unless another engine set it meanwhile: engines
+    -- that saw the same jump of a new primary's clock agree on one value.
+    -- Answers the value held after ('' for none).
+    local held = redis.call('GET', CLOCK) or ''
+    if held == ARGV[1] then
+      redis.call('SET', CLOCK, ARGV[2])
+      held = ARGV[2]
+    end
+    return held
     """#
 }

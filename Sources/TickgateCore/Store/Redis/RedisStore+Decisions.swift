@@ -99,14 +99,14 @@ extension RedisStore {
         return DecisionResult(before: before, after: before, now: moment, refusal: error)
     }
 
-    /// A query: TIME and HGETALL pipelined (one round trip, no script:
+    /// A query: TIME, HGETALL and the clock's correction pipelined (one round trip, no script:
     /// a read needs no atomic write), checked as the script checks them.
     private func read(_ key: CountdownKey) throws(TickgateError) -> DecisionResult {
         let call = clock.begin()
         let name = keys.hash(key)
-        let replies = try read([[Array("TIME".utf8)], [Array("HGETALL".utf8), name]], by: call.deadline)
-        let (now, offset) = clock.moment(call, real: try RedisClock.serverTime(replies[0], address.description))
-        let rows = try RedisRows.keyRows(replies[1], for: key, name: name, now: now, offset: offset)
+        let (real, replies) = try timedRead([[Array("HGETALL".utf8), name]], by: call.deadline)
+        let (now, offset) = clock.moment(call, real: real)
+        let rows = try RedisRows.keyRows(replies[0], for: key, name: name, now: now, offset: offset)
         return DecisionResult(before: rows, after: rows, now: RedisClock.instant(now, offset), refusal: nil)
     }
 
@@ -121,9 +121,13 @@ extension RedisStore {
     /// A send ticket's name in the store: this engine's and its number.
     private func ticketName(_ ticket: UInt64) -> [UInt8] { Array("\(engineName):\(ticket)".utf8) }
 
-    /// How long a key outlives what it still decides (engine time moves
-    /// by itself in tests, so it gets more).
-    var slackMilliseconds: Int64 { options.time == .engine ? 600_000 : 1_000 }
+    /// How long a key outlives what it still decides. Redis replicates a
+    /// key's expiry as an instant of the primary's clock: a new primary
+    /// whose clock is ahead expires it early by as much, so keys get a
+    /// minute more (server clocks up to a minute apart across a failover
+    /// keep every cooldown; README "Failover"). Engine time moves by itself
+    /// in tests, so it gets more.
+    var slackMilliseconds: Int64 { options.time == .engine ? 600_000 : 60_000 }
 
     /// The policy of a scope that has none in the store.
     static let defaultPolicy = encode(SendPolicy())

@@ -89,11 +89,10 @@ extension RedisStore {
     func charges(of key: BudgetKey) throws(TickgateError) -> [Instant] {
         let call = clock.begin()
         let name = keys.budget(key)
-        let replies = try read([[Array("TIME".utf8)],
-                                [Array("ZRANGE".utf8), name, Array("0".utf8), Array("-1".utf8), Array("WITHSCORES".utf8)]],
-                               by: call.deadline)
-        let (serverNow, offset) = clock.moment(call, real: try RedisClock.serverTime(replies[0], address.description))
-        guard case let .array(entries) = replies[1], entries.count % 2 == 0 else {
+        let (real, replies) = try timedRead(
+            [[Array("ZRANGE".utf8), name, Array("0".utf8), Array("-1".utf8), Array("WITHSCORES".utf8)]], by: call.deadline)
+        let (serverNow, offset) = clock.moment(call, real: real)
+        guard case let .array(entries) = replies[0], entries.count % 2 == 0 else {
             throw TickgateError(.storeCorrupt, "the Redis key \(String(decoding: name, as: UTF8.self)) sent a bad reply",
                                 store: .corrupt)
         }
@@ -143,10 +142,10 @@ extension RedisStore {
     func session(realm: KeyName) throws(TickgateError) -> SessionState? {
         let call = clock.begin()
         let name = keys.session(realm)
-        let replies = try read([[Array("TIME".utf8)], [Array("GET".utf8), name]], by: call.deadline)
-        let (now, offset) = clock.moment(call, real: try RedisClock.serverTime(replies[0], address.description))
-        guard case let .string(value) = replies[1] else {
-            if case .null = replies[1] { return SessionState(loggedIn: false, expiry: nil) }
+        let (real, replies) = try timedRead([[Array("GET".utf8), name]], by: call.deadline)
+        let (now, offset) = clock.moment(call, real: real)
+        guard case let .string(value) = replies[0] else {
+            if case .null = replies[0] { return SessionState(loggedIn: false, expiry: nil) }
             throw TickgateError(.storeCorrupt, "the Redis key \(String(decoding: name, as: UTF8.self)) is not a session",
                                 store: .corrupt)
         }

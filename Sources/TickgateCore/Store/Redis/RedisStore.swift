@@ -92,10 +92,14 @@ final class RedisStore: Store {
         guard (1...1_024).contains(options.connections) else {
             throw TickgateError(.invalidArgument, "the store's connections are outside 1 ... 1024")
         }
-        topology = RedisTopology(url: url, timeout: options.timeout)
         engineName = String(UInt64.random(in: 1...UInt64.max), radix: 36)
-        keys = RedisKeys(prefix: prefix, engine: Array(engineName.utf8))
-        clock = RedisClock(engineClock, source: options.time, timeout: options.timeout)
+        let keys = RedisKeys(prefix: prefix, engine: Array(engineName.utf8))
+        let clock = RedisClock(engineClock, source: options.time, timeout: options.timeout)
+        self.keys = keys
+        self.clock = clock
+        topology = RedisTopology(url: url, timeout: options.timeout) { (connection) throws(TickgateError) in
+            try Self.align(connection, clock: clock, keys: keys)
+        }
         // One connection now: a bad address, login or database fails the
         // open, naming the server. In one round trip it loads the scripts,
         // runs the probe (every command the scripts use: a user without the
@@ -113,12 +117,13 @@ final class RedisStore: Store {
             throw RedisConnection.refused(text, address)
         }
         var commands: [[[UInt8]]] = RedisScripts.all.map { [Array("SCRIPT".utf8), Array("LOAD".utf8), Array($0.source.utf8)] }
-        commands.append([Array("EVALSHA".utf8), Array(RedisScripts.probeSHA.utf8), Array("1".utf8), keys.probe,
+        commands.append([Array("EVALSHA".utf8), Array(RedisScripts.probeSHA.utf8), Array("2".utf8), keys.probe, keys.clock,
                          keys.channel, keys.wakeNotice])
         commands.append([Array("TIME".utf8)])
         commands.append([Array("SET".utf8), keys.formatKey, Array(String(RedisKeys.format).utf8), Array("NX".utf8),
                          Array("GET".utf8)])
         commands.append([Array("INFO".utf8), Array("memory".utf8)])
+        commands.append(keys.skewCommand)
         let replies = try first.pipeline(commands)
         var shas: [String: [UInt8]] = [:]
         for (script, reply) in zip(RedisScripts.all, replies) {
@@ -136,6 +141,11 @@ final class RedisStore: Store {
         let count = RedisScripts.all.count
         if case let .array(parts) = replies[count], parts.count == 3, parts[0].text == "denied",
            let command = parts[1].text?.prefix(40) {
+            if parts[2].text?.hasPrefix("READONLY") == true {
+                throw TickgateError(.storeIO,
+                    "the Redis server \(address.description) is a read-only replica: name its primary, or its Sentinels with redis+sentinel://",
+                    store: .readOnly)
+            }
             throw TickgateError(.storeIO,
                 "the Redis server \(address.description) does not let this user run \(command), which Tickgate's scripts need: \((parts[2].text ?? "").prefix(200)) (README: \"ACL users\" gives the rule)",
                 store: .auth)
@@ -152,7 +162,7 @@ final class RedisStore: Store {
             throw RedisConnection.refused(text, address,
                 "the Redis server \(address.description) refused a command Tickgate needs (README: \"ACL users\"): \(text.prefix(300))")
         }
-        _ = clock.moment(call, real: try RedisClock.serverTime(replies[count + 1], address.description))
+        _ = clock.moment(call, real: try RedisClock.storeTime(replies[count + 1], replies[count + 4], address.description))
         switch replies[count + 2] {
         case .null:
             break
@@ -200,7 +210,8 @@ final class RedisStore: Store {
         guard let sha = shas[script], let source = RedisScripts.all.first(where: { $0.name == script })?.source else {
             throw TickgateError(.system, "no script \(script)")
         }
-        let command = [Array("EVALSHA".utf8), sha, Array(String(names.count).utf8)] + names + arguments
+        // Every script's last key is the clock's (Scripts/prelude.lua).
+        let command = [Array("EVALSHA".utf8), sha, Array(String(names.count + 1).utf8)] + names + [keys.clock] + arguments
         let replicas = changes ? url.replicas : 0
         let reply = try pool.call(by: deadline, changes: changes) { (connection) throws(TickgateError) -> RedisReply in
             var reply: RedisReply
@@ -251,6 +262,15 @@ final class RedisStore: Store {
         if let limit = url.replicaTimeout { wait = min(wait, limit) }
         let milliseconds = max(1, wait.nanoseconds / 1_000_000 - 1)
         return [Array("WAIT".utf8), Array(String(replicas).utf8), Array(String(milliseconds).utf8)]
+    }
+
+    /// Plain reads on the store's clock: TIME, `commands` and the clock's
+    /// correction pipelined (one round trip); the store's time (µs) and the
+    /// replies of `commands`.
+    func timedRead(_ commands: [[[UInt8]]], by deadline: Instant) throws(TickgateError) -> (Int64, [RedisReply]) {
+        let replies = try read([[Array("TIME".utf8)]] + commands + [keys.skewCommand], by: deadline)
+        let real = try RedisClock.storeTime(replies[0], replies[replies.count - 1], address.description)
+        return (real, Array(replies[1..<(replies.count - 1)]))
     }
 
     /// Plain commands, pipelined (one round trip), that change nothing.

@@ -6,6 +6,9 @@
 final class RedisTopology: @unchecked Sendable {
     let url: RedisURL
     let timeout: Span
+    /// Run on each new connection to a primary the Sentinels named, before
+    /// it is used (the store's clock is kept running across a failover).
+    private let onPrimary: @Sendable (RedisConnection) throws(TickgateError) -> Void
 
     // Guarded by `lock`.
     private let lock = ConditionLock()
@@ -13,9 +16,11 @@ final class RedisTopology: @unchecked Sendable {
     /// The Sentinel that answered last (asked first next time).
     private var sentinelIndex = 0
 
-    init(url: RedisURL, timeout: Span) {
+    init(url: RedisURL, timeout: Span,
+         onPrimary: @escaping @Sendable (RedisConnection) throws(TickgateError) -> Void = { _ in }) {
         self.url = url
         self.timeout = timeout
+        self.onPrimary = onPrimary
         if url.sentinels.isEmpty { primary = url.server }
     }
 
@@ -50,6 +55,7 @@ final class RedisTopology: @unchecked Sendable {
                     "the Redis server \(address.description), named by the Sentinels of \(url.service), is a \(first.prefix(20)), not a primary (a failover is under way)",
                     store: .readOnly)
             }
+            try onPrimary(connection)
         } catch {
             forget(address)
             throw error

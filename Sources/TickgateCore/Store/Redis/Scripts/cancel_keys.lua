@@ -5,7 +5,8 @@
 local now = clock(ARGV[1])
 if late(ARGV[3]) then return -1 end
 local ended = 0
-for j, K in ipairs(KEYS) do
+for j = 1, NK do
+  local K = KEYS[j]
   if redis.call('TYPE', K).ok == 'hash' then
     local d = int(redis.call('HGET', K, 'd'), 0, MAXT)
     if d and d > now then

@@ -163,7 +163,7 @@ local function frees(r)
 end
 -- The budgets, as the store holds them.
 local budgets = {}
-for j = 3, #KEYS do
+for j = 3, NK do
   local name = ARGV[13 + j]
   local text = redis.pcall('HGET', S, 'g:' .. name)
   if type(text) == 'table' and text.err then return {'corrupt', S, 'is not a hash'} end

@@ -19,7 +19,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 TARGET = HERE.parent / "RedisScripts.swift"
 SCRIPTS = [("decide", "decide.lua"), ("cancelKeys", "cancel_keys.lua"), ("put", "put.lua"),
            ("session", "session.lua"), ("resetBudget", "reset_budget.lua"), ("merge", "merge.lua"),
-           ("probe", "probe.lua")]
+           ("probe", "probe.lua"), ("setClock", "set_clock.lua")]
 
 
 def render() -> str:
@@ -35,9 +35,10 @@ def render() -> str:
     for name, _ in SCRIPTS:
         out.append(f"        (\"{name}\", {name}),")
     out.append("    ]")
-    probe = (prelude + "\n" + (HERE / "probe.lua").read_text()).rstrip("\n")
-    out.append("    /// The SHA1 of `probe`, sent in the open's pipeline right after it is loaded.")
-    out.append(f'    static let probeSHA = "{hashlib.sha1(probe.encode()).hexdigest()}"')
+    for name, file in (("probe", "probe.lua"), ("setClock", "set_clock.lua")):
+        source = (prelude + "\n" + (HERE / file).read_text()).rstrip("\n")
+        out.append(f"    /// The SHA1 of `{name}`, run by it before any SCRIPT LOAD answered.")
+        out.append(f'    static let {name}SHA = "{hashlib.sha1(source.encode()).hexdigest()}"')
     for name, file in SCRIPTS:
         body = prelude + "\n" + (HERE / file).read_text()
         assert '"""#' not in body

@@ -58,8 +58,8 @@ redis.call('HSET', K, 'd', fmt(f.d), 'p', tostring(f.p), 'l', fmt(f.l), 'i', fmt
 local life = math.max(f.d, f.s >= 0 and f.s + math.max(pol.quiet, 86400000000) or -1)
 expire(K, math.max(life, now), now, slack)
 -- Every charge made meanwhile is the store's too.
-local engine = ARGV[15 + #KEYS - 2]
-for j = 3, #KEYS do
+local engine = ARGV[15 + NK - 2]
+for j = 3, NK do
   local t = redis.call('TYPE', KEYS[j]).ok
   if t ~= 'zset' and t ~= 'none' then return {'corrupt', KEYS[j], 'is not a sorted set'} end
   for part in string.gmatch(ARGV[12 + j], '[^,]+') do

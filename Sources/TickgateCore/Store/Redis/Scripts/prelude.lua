@@ -18,18 +18,28 @@ local function digits(v, lo, hi)
   if n < lo or n > hi then return nil end
   return n
 end
--- now: the decision's time (ARGV's, or the server's), real: the server's.
-local function clock(a)
+-- The store's clock: the server's TIME plus the correction kept in the
+-- clock key, the last of every script's KEYS (NK: the keys before it).
+-- Engines set the correction when a failover brings a primary whose clock
+-- differs from the old one's (RedisClock.swift), so the store's time runs
+-- on without a jump.
+local CLOCK, NK = KEYS[#KEYS], #KEYS - 1
+local skew
+local function store_time()
+  if not skew then skew = int(redis.call('GET', CLOCK), -MAXT, MAXT) or 0 end
   local t = redis.call('TIME')
-  local real = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  return tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+end
+-- now: the decision's time (ARGV's, or the store's), real: the store's.
+local function clock(a)
+  local real = store_time()
   if a == '' then return real, real end
   return tonumber(a), real
 end
--- True past the call's deadline (server µs; '' = none).
+-- True past the call's deadline (store µs; '' = none).
 local function late(not_after)
   if not_after == '' then return false end
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000000 + tonumber(t[2]) > tonumber(not_after)
+  return store_time() > tonumber(not_after)
 end
 local function expire(key, life_us, now, slack_ms)
   local ms = math.ceil((life_us - now) / 1000) + slack_ms

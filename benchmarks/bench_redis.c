@@ -21,18 +21,33 @@
  *   TARGET redis_<w> n=1 value=<ratio_set> limit=>=0.7 ...
  *   TARGET redis_server_cost_<w> value=<ratio_set> limit=<=3 ...
  *
+ * Then the links production runs, on a second redis-server over TCP on
+ * loopback with a replica, send decisions from 1 and 16 threads beside plain
+ * TCP to the same server in the same run:
+ *
+ *   BENCH redis_link_tcp n=<n> tickgate=<decisions/s> unit=ops/s
+ *   BENCH redis_link_tls n=<n> tickgate=<decisions/s> tcp=<decisions/s> unit=ops/s ratio_tcp=<r>
+ *   BENCH redis_link_wait1 n=<n> tickgate=<decisions/s> tcp=<decisions/s> unit=ops/s ratio_tcp=<r>
+ *
+ * (rediss:// with a CA the run makes with openssl; replicas=1: WAIT 1 after
+ * every decision).
+ *
  * Usage: bench_redis [--quick]   (--quick: 0.3 s per row)
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -165,6 +180,130 @@ static void stop_server(void)
     }
     snprintf(command, sizeof command, "rm -rf %s", g_dir);
     run(command, NULL, 0);
+}
+
+static double engine_rate(enum workload w, int threads);
+
+/* ---- The links: TCP, TLS and WAIT 1, on a server of their own ---- */
+
+static pid_t g_link_servers[2];
+
+static int free_port(void)
+{
+    struct sockaddr_in a;
+    socklen_t n = sizeof a;
+    int fd = socket(AF_INET, SOCK_STREAM, 0), port = 0;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &n) == 0)
+        port = ntohs(a.sin_port);
+    if (fd >= 0)
+        close(fd);
+    return port;
+}
+
+static int answers(int port)
+{
+    char command[128], out[64];
+    snprintf(command, sizeof command, "redis-cli -p %d ping 2>/dev/null", port);
+    run(command, out, sizeof out);
+    return strncmp(out, "PONG", 4) == 0;
+}
+
+/* A redis-server on 127.0.0.1:port (and TLS on tls_port if not 0), a
+ * replica of replica_of if not 0. */
+static pid_t start_tcp_server(int port, int tls_port, int replica_of, const char *name)
+{
+    char dir[128], p[16], t[16], r[16], cert[160], key[160], ca[160];
+    pid_t pid;
+    snprintf(dir, sizeof dir, "%s/%s", g_dir, name);
+    mkdir(dir, 0700);
+    snprintf(p, sizeof p, "%d", port);
+    snprintf(t, sizeof t, "%d", tls_port);
+    snprintf(r, sizeof r, "%d", replica_of);
+    snprintf(cert, sizeof cert, "%s/server.pem", g_dir);
+    snprintf(key, sizeof key, "%s/server.key", g_dir);
+    snprintf(ca, sizeof ca, "%s/ca.pem", g_dir);
+    pid = fork();
+    if (pid == 0) {
+        if (tls_port)
+            execlp("redis-server", "redis-server", "--port", p, "--bind", "127.0.0.1", "--save", "", "--appendonly",
+                   "no", "--dir", dir, "--logfile", "redis.log", "--tls-port", t, "--tls-cert-file", cert,
+                   "--tls-key-file", key, "--tls-ca-cert-file", ca, "--tls-auth-clients", "no", (char *)NULL);
+        else
+            execlp("redis-server", "redis-server", "--port", p, "--bind", "127.0.0.1", "--save", "", "--appendonly",
+                   "no", "--dir", dir, "--logfile", "redis.log", "--replicaof", "127.0.0.1", r, (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 200 && !answers(port); i++)
+        usleep(50000);
+    return pid;
+}
+
+static void link_rows(void)
+{
+    static const int threads[] = {1, 16};
+    char command[1024], out[256];
+    int port = free_port(), tls_port = free_port(), replica_port = free_port();
+    double tcp[2], tls[2], wait1[2];
+    /* A CA and a server certificate for 127.0.0.1, made here. */
+    snprintf(command, sizeof command,
+             "cd %s && openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj /CN=bench-ca "
+             ">/dev/null 2>&1 && openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr "
+             "-subj /CN=127.0.0.1 >/dev/null 2>&1 && printf 'subjectAltName=IP:127.0.0.1\n' > san.ext && "
+             "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 "
+             "-extfile san.ext >/dev/null 2>&1 && echo ok",
+             g_dir);
+    run(command, out, sizeof out);
+    if (strncmp(out, "ok", 2) != 0) {
+        printf("# redis_link_*: openssl could not make a certificate; no link rows\n");
+        return;
+    }
+    g_link_servers[0] = start_tcp_server(port, tls_port, 0, "primary");
+    g_link_servers[1] = start_tcp_server(replica_port, 0, port, "replica");
+    for (int i = 0; i < 100; i++) {
+        snprintf(command, sizeof command, "redis-cli -p %d info replication | grep -c 'master_link_status:up'",
+                 replica_port);
+        run(command, out, sizeof out);
+        if (out[0] == '1')
+            break;
+        usleep(50000);
+    }
+    printf("# redis_link_*: send decisions on a redis-server over TCP on loopback with one replica: plain TCP,\n"
+           "# TLS (rediss://, OpenSSL), and replicas=1 (WAIT 1 pipelined after every decision)\n");
+    for (int i = 0; i < 2; i++) {
+        tg_engine *probe;
+        tg_engine_options o;
+        snprintf(g_url, sizeof g_url, "redis://127.0.0.1:%d/0", port);
+        tcp[i] = engine_rate(SEND, threads[i]);
+        snprintf(g_url, sizeof g_url, "rediss://127.0.0.1:%d/0?tls_ca_cert_file=%s/ca.pem", tls_port, g_dir);
+        tg_engine_options_init(&o, sizeof o);
+        o.store_url = g_url;
+        o.store_prefix = "bench:";
+        if (tg_engine_open(&o, &probe) == TG_OK) {
+            tg_engine_close(probe);
+            tls[i] = engine_rate(SEND, threads[i]);
+        } else {
+            printf("# redis_link_tls: %s\n", tg_last_error_message());
+            tls[i] = 0;
+        }
+        snprintf(g_url, sizeof g_url, "redis://127.0.0.1:%d/0?replicas=1", port);
+        wait1[i] = engine_rate(SEND, threads[i]);
+        printf("BENCH redis_link_tcp n=%d tickgate=%.0f unit=ops/s\n", threads[i], tcp[i]);
+        if (tls[i] > 0)
+            printf("BENCH redis_link_tls n=%d tickgate=%.0f tcp=%.0f unit=ops/s ratio_tcp=%.2f\n", threads[i], tls[i],
+                   tcp[i], tls[i] / tcp[i]);
+        printf("BENCH redis_link_wait1 n=%d tickgate=%.0f tcp=%.0f unit=ops/s ratio_tcp=%.2f\n", threads[i], wait1[i],
+               tcp[i], wait1[i] / tcp[i]);
+        fflush(stdout);
+    }
+    for (int i = 1; i >= 0; i--) {
+        if (g_link_servers[i] > 0) {
+            kill(g_link_servers[i], SIGTERM);
+            waitpid(g_link_servers[i], NULL, 0);
+        }
+    }
 }
 
 static tg_engine *open_engine(void)
@@ -342,9 +481,11 @@ int main(int argc, char **argv)
                 rate1 = rate;
                 made = g_last_total;
                 if (w == QUERY) {
-                    /* A query is TIME and HGETALL in one pipeline. */
+                    /* A query is TIME, HGETALL and the clock's correction
+                     * (GET) in one pipeline. */
                     long reads = 0;
-                    cost = (usec_total("time", NULL) + usec_total("hgetall", &reads)) / (double)made;
+                    cost = (usec_total("time", NULL) + usec_total("hgetall", &reads) + usec_total("get", NULL)) /
+                           (double)made;
                     scripts = reads;
                 } else {
                     cost = usec_total("evalsha", &scripts) / (double)made;
@@ -381,6 +522,7 @@ int main(int argc, char **argv)
         printf("# redis_server_cost_script_floor: TIME + HGETALL + HSET + PEXPIRE in a script, the least a decision's\n"
                "# script can do: what Redis itself charges for a script's calls\n");
     }
+    link_rows();
     stop_server();
     return 0;
 }

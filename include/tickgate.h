@@ -371,6 +371,20 @@ tg_status tg_engine_open(const tg_engine_options *options,
 tg_status tg_engine_close(tg_engine *engine);
 
 /*
+ * What the open saw in the store that its operator should change, copied
+ * into buffer (size bytes, always NUL-terminated when size > 0; buffer may
+ * be NULL when size is 0) as in snprintf: *out_length (may be NULL)
+ * receives the whole text's length, 0 if there is nothing to say. Today: a
+ * Redis server whose maxmemory-policy is not noeviction (when its memory is
+ * full it evicts keys that still decide: live cooldowns, charges,
+ * sessions; README "Running Redis for Tickgate").
+ *
+ * Errors: TG_E_INVALID_ARGUMENT for a NULL buffer with size > 0.
+ * Store: never (the open read it).
+ */
+tg_status tg_engine_store_warning(tg_engine *engine, char *buffer, size_t size, size_t *out_length);
+
+/*
  * TG_DELIVERY_HOST_THREAD only: a descriptor that becomes readable when
  * events are due. Poll it for reading (poll, epoll, GLib, libuv,
  * asyncio.add_reader) and call tg_engine_dispatch() when it is readable. The

@@ -37,6 +37,23 @@ public func tg_engine_close(_ engine: OpaquePointer?) -> tg_status {
 }
 
 @c @implementation
+public func tg_engine_store_warning(_ engine: OpaquePointer?, _ buffer: UnsafeMutablePointer<CChar>?,
+                                    _ size: Int, _ out_length: UnsafeMutablePointer<Int>?) -> tg_status {
+    Boundary.call(engine) { (engine) throws(TickgateError) in
+        guard buffer != nil || size == 0 else {
+            throw TickgateError(.invalidArgument, "buffer is NULL and size is \(size)")
+        }
+        let text = Array((engine.storeWarning ?? "").utf8)
+        if let buffer, size > 0 {
+            let count = min(text.count, size - 1)
+            for index in 0..<count { buffer[index] = CChar(bitPattern: text[index]) }
+            buffer[count] = 0
+        }
+        out_length?.pointee = text.count
+    }
+}
+
+@c @implementation
 public func tg_engine_fd(_ engine: OpaquePointer?,
                          _ out_fd: UnsafeMutablePointer<Int32>?) -> tg_status {
     Boundary.call(engine) { (engine) throws(TickgateError) in

@@ -76,7 +76,8 @@ static int enums(void)
         TG_STORE_FAILURE_NONE,    TG_STORE_FAILURE_UNREACHABLE,
         TG_STORE_FAILURE_TIMEOUT, TG_STORE_FAILURE_AUTH,
         TG_STORE_FAILURE_BUSY,    TG_STORE_FAILURE_CORRUPT,
-        TG_STORE_FAILURE_UNSUPPORTED};
+        TG_STORE_FAILURE_UNSUPPORTED, TG_STORE_FAILURE_READ_ONLY,
+        TG_STORE_FAILURE_NOT_REPLICATED};
     tg_delivery deliveries[] = {TG_DELIVERY_ENGINE_THREAD,
                                 TG_DELIVERY_HOST_THREAD};
     tg_clock_kind clocks[] = {TG_CLOCK_SYSTEM, TG_CLOCK_MANUAL};
@@ -127,7 +128,7 @@ static int tables(void)
     bad += index != 21;
     index = 0;
     TG_STORE_FAILURE_MAP(CHECK_FAILURE)
-    bad += index != 7;
+    bad += index != 9;
     bad += sizeof status_names / sizeof status_names[0] != 21;
     bad += status_names[TG_E_STORE_UNKNOWN][0] != 'T';
     return bad;
@@ -196,6 +197,7 @@ static size_t signatures(void)
     tg_status (*f_request_timeout)(tg_engine *, const char *, int64_t);
     tg_status (*f_gate_subscribe)(tg_engine *, const char *, tg_gate_event_fn,
                                   void *, tg_destroy_fn, tg_subscription *);
+    tg_status (*f_store_warning)(tg_engine *, char *, size_t, size_t *);
 
     return sizeof(f_version = tg_version) +
            sizeof(f_version_string = tg_version_string) +
@@ -205,6 +207,7 @@ static size_t signatures(void)
            sizeof(f_options_init = tg_engine_options_init) +
            sizeof(f_open = tg_engine_open) + sizeof(f_close = tg_engine_close) +
            sizeof(f_fd = tg_engine_fd) +
+           sizeof(f_store_warning = tg_engine_store_warning) +
            sizeof(f_dispatch = tg_engine_dispatch) +
            sizeof(f_advance = tg_clock_advance) +
            sizeof(f_now = tg_clock_now) +
@@ -284,7 +287,7 @@ int main(void)
     c(request, TG_CANCEL_TIMED_OUT, NULL);
     d(NULL);
     failures += v(&info, NULL) != 1;
-    failures += enums() != 21 + 7 + 2 + 2 + 11 + 6 + 2 + 3 + 3 + 6;
+    failures += enums() != 21 + 9 + 2 + 2 + 11 + 6 + 2 + 3 + 3 + 6;
     failures += tables();
     failures += signatures() == 0;
     failures += default_options.struct_size != sizeof(tg_engine_options);

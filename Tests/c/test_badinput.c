@@ -93,6 +93,7 @@ static void test_null_engine(void)
 #define RECORD(call) (got[n].name = #call, got[n++].status = (call))
     RECORD(tg_engine_fd(NULL, &fd));
     RECORD(tg_engine_dispatch(NULL, &cnt));
+    RECORD(tg_engine_store_warning(NULL, NULL, 0, &cnt));
     RECORD(tg_clock_advance(NULL, 1));
     RECORD(tg_clock_now(NULL, &v));
     RECORD(tg_countdown_start(NULL, "login", "alice", 1000, 0, 0, &v));
@@ -164,6 +165,15 @@ static void test_null_outputs(void)
     ASSERT_STATUS(tg_engine_open(&o, NULL), TG_E_INVALID_ARGUMENT);
     ASSERT_STATUS(tg_engine_open(NULL, NULL), TG_E_INVALID_ARGUMENT);
     ASSERT_STATUS(tg_engine_fd(e, NULL), TG_E_INVALID_ARGUMENT);
+    ASSERT_STATUS(tg_engine_store_warning(e, NULL, 8, NULL), TG_E_INVALID_ARGUMENT);
+    {
+        /* No store: nothing to say, and the buffer is still terminated. */
+        char text[4] = "xyz";
+        size_t length = 99;
+        ASSERT_STATUS(tg_engine_store_warning(e, text, sizeof text, &length), TG_OK);
+        ASSERT(length == 0 && text[0] == '\0');
+        ASSERT_STATUS(tg_engine_store_warning(e, NULL, 0, NULL), TG_OK);
+    }
     ASSERT_STATUS(tg_clock_now(e, NULL), TG_E_INVALID_ARGUMENT);
     ASSERT_STATUS(tg_subscribe(e, "login", "alice", counting_cb, NULL,
                                counting_destroy, NULL),

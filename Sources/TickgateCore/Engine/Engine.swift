@@ -55,6 +55,10 @@ public final class Engine: @unchecked Sendable {
 
     /// An engine on `store` (any `Store`; tests pass their own), starting
     /// from `snapshot`.
+    /// What the open saw in the store that its operator should change
+    /// (a Redis maxmemory-policy that evicts live keys), or nil.
+    public var storeWarning: String? { store?.warning }
+
     init(options: EngineOptions, clock: Clock, store: Store?, snapshot: StoreSnapshot) throws(TickgateError) {
         defaultTickInterval = try options.tickInterval.validatedTickInterval()
         delivery = options.delivery

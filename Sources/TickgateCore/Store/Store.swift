@@ -49,6 +49,8 @@ struct StoreSnapshot {
 /// decisions on different keys in parallel. Every call returns or fails
 /// within the store's timeout; a failed call changed nothing.
 protocol Store: AnyObject, Sendable {
+    /// What the open saw that the store's operator should change, or nil.
+    var warning: String? { get }
     /// Reads the key (and the charges of `budgets`, the budget keys the
     /// decision names), makes `decision` on them and writes the result.
     func decide(_ decision: KeyDecision, budgets: [BudgetRow], for key: CountdownKey)
@@ -144,6 +146,7 @@ enum StoreNotice: Sendable, Equatable {
 }
 
 extension Store {
+    var warning: String? { nil }
     var readsThrough: Bool { false }
     var holdsRules: Bool { false }
     func watch(_ changed: @escaping @Sendable (StoreNotice) -> Void) {}

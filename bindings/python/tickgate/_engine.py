@@ -6,7 +6,7 @@ import atexit
 import os
 import ctypes
 import weakref
-from ctypes import byref, c_int, c_int64, c_size_t, c_uint32
+from ctypes import byref, c_int, c_int64, c_size_t, c_uint32, create_string_buffer
 from datetime import datetime
 from typing import Callable, List, Optional, Sequence, Tuple, Union
 
@@ -387,6 +387,18 @@ class Engine(Managed[int]):
         out = c_int(-1)
         self._lib.tg_engine_fd(self._h, byref(out))
         return int(out.value)
+
+    @property
+    def store_warning(self) -> Optional[str]:
+        """What the open saw in the store that its operator should change
+        (a Redis maxmemory-policy that evicts live keys), or None."""
+        length = c_size_t(0)
+        self._lib.tg_engine_store_warning(self._h, None, 0, byref(length))
+        if length.value == 0:
+            return None
+        buffer = create_string_buffer(length.value + 1)
+        self._lib.tg_engine_store_warning(self._h, buffer, len(buffer), byref(length))
+        return buffer.value.decode("utf-8", "replace")
 
     def dispatch(self) -> int:
         """HOST_THREAD only: run the due callbacks on this thread; returns how many ran.

@@ -273,6 +273,7 @@ FUNCTIONS: Dict[str, Tuple[Any, Sequence[Any]]] = {
     "tg_engine_close": (tg_status, (tg_engine_p,)),
     "tg_engine_fd": (tg_status, (tg_engine_p, POINTER(c_int))),
     "tg_engine_dispatch": (tg_status, (tg_engine_p, POINTER(c_size_t))),
+    "tg_engine_store_warning": (tg_status, (tg_engine_p, c_char_p, c_size_t, POINTER(c_size_t))),
     "tg_clock_advance": (tg_status, (tg_engine_p, c_int64)),
     "tg_clock_now": (tg_status, (tg_engine_p, POINTER(c_int64))),
     "tg_clock_set_wall": (tg_status, (tg_engine_p, c_int64)),

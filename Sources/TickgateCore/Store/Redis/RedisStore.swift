@@ -193,7 +193,7 @@ final class RedisStore: Store {
     /// so volatile-* policies evict them too).
     private static func evictionWarning(_ reply: RedisReply, _ address: RedisAddress) -> String? {
         guard let text = reply.text,
-              let line = text.split(whereSeparator: { $0 == "\r" || $0 == "\n" })
+              let line = text.split(whereSeparator: \.isNewline)
                   .first(where: { $0.hasPrefix("maxmemory_policy:") }) else { return nil }
         let policy = line.dropFirst("maxmemory_policy:".count)
         guard policy != "noeviction" else { return nil }

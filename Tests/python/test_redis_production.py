@@ -371,3 +371,36 @@ def test_replicas_option_reports_an_unconfirmed_change(deployment: Deployment) -
             os.kill(deployment.replica_process.process.pid, signal.SIGCONT)
     finally:
         e.close()
+
+
+def test_the_open_warns_of_an_eviction_policy_that_drops_live_keys(tmp_path: Path) -> None:
+    if REDIS_SERVER is None:
+        pytest.skip("redis-server is not installed (Debian: apt-get install redis-server)")
+    sock = tmp_path / "redis.sock"
+    server = Process([REDIS_SERVER, "--port", "0", "--unixsocket", str(sock), "--save", "", "--appendonly", "no",
+                      "--dir", str(tmp_path), "--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru"],
+                     str(tmp_path / "redis.log"))
+    try:
+        assert wait_for(lambda: sock.exists(), 10, 0.01), "redis-server did not start"
+        prefix = unique_prefix("evict")
+        e = engine(f"redis+unix://{sock}", prefix)
+        try:
+            assert e.store_warning is not None
+            assert "maxmemory-policy allkeys-lru" in e.store_warning and "noeviction" in e.store_warning
+        finally:
+            e.close()
+        c = Resp(unix=str(sock))
+        try:
+            c("CONFIG", "SET", "maxmemory-policy", "noeviction")
+        finally:
+            c.close()
+        e = engine(f"redis+unix://{sock}", prefix)
+        try:
+            assert e.store_warning is None
+        finally:
+            e.close()
+    finally:
+        server.kill()
+    # An engine without a store has nothing to say.
+    with tickgate.Engine() as plain:
+        assert plain.store_warning is None

@@ -404,3 +404,66 @@ def test_the_open_warns_of_an_eviction_policy_that_drops_live_keys(tmp_path: Pat
     # An engine without a store has nothing to say.
     with tickgate.Engine() as plain:
         assert plain.store_warning is None
+
+
+@needs_sentinel
+def test_a_manual_failover_is_followed(deployment: Deployment) -> None:
+    """SENTINEL FAILOVER while decisions flow: the old primary stays up (it
+    is demoted, not killed). The engine leaves it (on the Sentinels'
+    +switch-master notice, or when the Sentinels close its connections as
+    they demote it: this test passes by either); every decision made after
+    the Sentinels named the new primary (and half a second) is on the new
+    primary, and no call fails."""
+    prefix = unique_prefix("switch")
+    url = deployment.url()
+    e = engine(url, prefix)
+    acknowledged: Dict[str, float] = {}
+    failures: List[str] = []
+    stop = threading.Event()
+
+    def stream() -> None:
+        n = 0
+        while not stop.is_set():
+            n += 1
+            subject = f"+86139{n:08d}"
+            t0 = time.monotonic()
+            try:
+                e.start("login", subject, duration=120)
+            except tickgate.TickgateError as error:
+                failures.append(f"{type(error).__name__}: {error.message[:120]}")
+                time.sleep(0.01)
+                continue
+            acknowledged[subject] = t0
+
+    worker = threading.Thread(target=stream)
+    worker.start()
+    try:
+        assert wait_for(lambda: len(acknowledged) >= 100, 20)
+        c = Resp(port=deployment.sentinel_ports[0])
+        try:
+            assert c("SENTINEL", "FAILOVER", SERVICE) == "OK"
+        finally:
+            c.close()
+        assert wait_for(lambda: deployment.named_primary() == deployment.replica_port, 30, 0.01), \
+            "the Sentinels did not switch in 30 s"
+        switched = time.monotonic()
+        count = len(acknowledged)
+        assert wait_for(lambda: len(acknowledged) >= count + 200, 20), f"decisions did not go on: {failures[-3:]}"
+    finally:
+        stop.set()
+        worker.join()
+    checker = engine(url, prefix)
+    try:
+        # Let the old primary finish becoming a replica of the new one.
+        wait_for(lambda: Deployment._info(deployment.primary_port).get("master_link_status") == "up", 20, 0.05)
+        late = []
+        for subject, asked in acknowledged.items():
+            if asked > switched + 0.5 and not checker.is_counting("login", subject):
+                late.append(subject)
+        print(f"\nmanual failover: {len(acknowledged)} decisions, {len(failures)} failed calls, "
+              f"{len(late)} made 0.5 s after the switch missing")
+        assert not late, f"decisions made after the switch went to the old primary: {late[:5]}"
+        assert not failures, f"calls failed in a manual failover: {failures[:3]}"
+    finally:
+        checker.close()
+        e.close()

@@ -13,6 +13,10 @@ final class RedisPool: @unchecked Sendable {
     private var idle: [RedisConnection] = []
     private var open = 0
     private var closed = false
+    /// Bumped when every connection must go (the primary changed, or the
+    /// notice link was lost): one made before is closed when it comes back.
+    private var generation: UInt64 = 0
+    private var bornIn: [ObjectIdentifier: UInt64] = [:]
 
     init(topology: RedisTopology, timeout: Span, capacity: Int, first: RedisConnection) {
         self.topology = topology
@@ -20,6 +24,7 @@ final class RedisPool: @unchecked Sendable {
         self.capacity = capacity
         idle = [first]
         open = 1
+        bornIn[ObjectIdentifier(first)] = 0
     }
 
     /// A connection, by `deadline` (a boot-clock instant): an idle one, a new
@@ -36,6 +41,7 @@ final class RedisPool: @unchecked Sendable {
                 // is dropped before anything is sent on it.
                 if connection.isStale {
                     open -= 1
+                    bornIn[ObjectIdentifier(connection)] = nil
                     continue
                 }
                 lock.unlock()
@@ -45,7 +51,10 @@ final class RedisPool: @unchecked Sendable {
                 open += 1
                 lock.unlock()
                 do throws(TickgateError) {
-                    return (try topology.connect(by: deadline), true)
+                    let born = lock.withLock { generation }
+                    let connection = try topology.connect(by: deadline)
+                    lock.withLock { bornIn[ObjectIdentifier(connection)] = born }
+                    return (connection, true)
                 } catch {
                     lock.withLock { open -= 1 }
                     lock.broadcast()
@@ -66,10 +75,12 @@ final class RedisPool: @unchecked Sendable {
     /// Gives a connection back, or closes it if it broke or the store closed.
     func checkIn(_ connection: RedisConnection) {
         lock.withLock {
-            if !connection.broken && !closed {
+            let id = ObjectIdentifier(connection)
+            if !connection.broken && !closed && bornIn[id] == generation {
                 idle.append(connection)
             } else {
                 open -= 1
+                bornIn[id] = nil
             }
         }
         lock.broadcast()
@@ -132,11 +143,15 @@ final class RedisPool: @unchecked Sendable {
             store: error.storeFailure)
     }
 
-    /// Closes every idle connection (the notice link went silent or was
-    /// lost: they may be dead without knowing it); the next calls connect.
+    /// Closes every idle connection, and each busy one when it comes back
+    /// (the notice link went silent or was lost: they may be dead without
+    /// knowing it; or the Sentinels named a new primary); the next calls
+    /// connect.
     func dropIdle() {
         lock.withLock {
+            generation &+= 1
             open -= idle.count
+            for connection in idle { bornIn[ObjectIdentifier(connection)] = nil }
             idle.removeAll()
         }
         lock.broadcast()
@@ -147,6 +162,7 @@ final class RedisPool: @unchecked Sendable {
         lock.withLock {
             closed = true
             open -= idle.count
+            for connection in idle { bornIn[ObjectIdentifier(connection)] = nil }
             idle.removeAll()
         }
         lock.broadcast()

@@ -81,6 +81,8 @@ final class RedisStore: Store {
     /// maxmemory-policy that can evict live keys), or nil.
     let warning: String?
     private let watcher = LockedValue<RedisWatcher?>(nil)
+    /// With Sentinels: hears their `+switch-master` notices.
+    private let sentinelWatcher: SentinelWatcher?
 
     init(options: RedisOptions, clock engineClock: Clock) throws(TickgateError) {
         self.options = options
@@ -184,7 +186,14 @@ final class RedisStore: Store {
             throw TickgateError(.storeCorrupt, "the Redis server \(address.description) sent a bad reply to SET", store: .corrupt)
         }
         warning = Self.evictionWarning(replies[count + 3], address)
-        pool = RedisPool(topology: topology, timeout: options.timeout, capacity: options.connections, first: first)
+        let pool = RedisPool(topology: topology, timeout: options.timeout, capacity: options.connections, first: first)
+        self.pool = pool
+        if url.sentinels.isEmpty {
+            sentinelWatcher = nil
+        } else {
+            let sentinels = SentinelWatcher(topology: topology, timeout: options.timeout) { pool.dropIdle() }
+            sentinelWatcher = sentinels.start() ? sentinels : nil
+        }
     }
 
     /// A warning if the server may evict keys that have not expired:
@@ -299,6 +308,7 @@ final class RedisStore: Store {
     var flushDue: Instant? { nil }
 
     func close() {
+        sentinelWatcher?.stop()
         pool.close()
         let current = watcher.withLock { (watcher: inout RedisWatcher?) -> RedisWatcher? in
             defer { watcher = nil }

@@ -330,6 +330,16 @@ static void tls_step_begin(tgshim_link *link) {
     link->io_errno = 0;
 }
 
+/* 0 if the file of `option` can be read, else -1 with the error set (a
+ * clearer message than OpenSSL's for a missing file). */
+static int check_readable(tgshim_link *link, const char *option, const char *path) {
+    if (path == NULL || access(path, R_OK) == 0) {
+        return 0;
+    }
+    link_fail(link, TGSHIM_LINK_ERR_TRUST, 0, "cannot read %s %s: %s", option, path, strerror(errno));
+    return -1;
+}
+
 /* Makes the link's TLS context: verification always on, the CAs, the
  * client's certificate. 0, or -1 with the error set. */
 static int tls_context(tgshim_link *link, const tgshim_tls *tls) {
@@ -339,6 +349,12 @@ static int tls_context(tgshim_link *link, const tgshim_tls *tls) {
         return -1;
     }
     link->context = context;
+    if (check_readable(link, "tls_ca_cert_file", tls->ca_file) != 0
+        || check_readable(link, "tls_ca_cert_dir", tls->ca_dir) != 0
+        || check_readable(link, "tls_cert_file", tls->cert_file) != 0
+        || check_readable(link, "tls_key_file", tls->key_file) != 0) {
+        return -1;
+    }
     SSL_CTX_set_min_proto_version(context, TLS1_2_VERSION);
     SSL_CTX_set_verify(context, SSL_VERIFY_PEER, verify_note);
     SSL_CTX_set_mode(context, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);

@@ -90,8 +90,8 @@ def free_port() -> int:
 
 
 class TLSServer:
-    """A redis-server with only a TLS port on 127.0.0.1 (and a plain unix
-    socket, to see that it is up)."""
+    """A redis-server with a TLS port and a plain one on 127.0.0.1 (and a
+    plain unix socket, to see that it is up)."""
 
     def __init__(self, folder: Path, certificates: Certificates, certificate: str, clients: str) -> None:
         assert REDIS_SERVER is not None
@@ -101,8 +101,9 @@ class TLSServer:
         key = certificate[:-len(".pem")] + ".key"
         for _attempt in range(5):
             self.port = free_port()
+            self.plain_port = free_port()
             self.process = subprocess.Popen(
-                [REDIS_SERVER, "--port", "0", "--tls-port", str(self.port), "--bind", "127.0.0.1",
+                [REDIS_SERVER, "--port", str(self.plain_port), "--tls-port", str(self.port), "--bind", "127.0.0.1",
                  "--unixsocket", self.socket, "--save", "", "--appendonly", "no", "--dir", str(folder),
                  "--tls-cert-file", certificate, "--tls-key-file", key,
                  "--tls-ca-cert-file", certificates.ca, "--tls-auth-clients", clients],
@@ -123,6 +124,18 @@ class TLSServer:
                 return s.recv(16).startswith(b"+PONG")
         except OSError:
             return False
+
+    def connections_received(self) -> int:
+        """How many connections the server has accepted (this one included)."""
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(5)
+            s.connect(self.socket)
+            s.sendall(b"INFO stats\r\n")
+            reply = b""
+            while b"total_connections_received:" not in reply or not reply.endswith(b"\r\n"):
+                reply += s.recv(65536)
+        line = next(l for l in reply.decode().splitlines() if l.startswith("total_connections_received:"))
+        return int(line.split(":")[1])
 
     def url(self, ca: str, *options: str, host: str = "127.0.0.1") -> str:
         return f"rediss://{host}:{self.port}/0?tls_ca_cert_file={ca}" + "".join(f"&{o}" for o in options)
@@ -195,6 +208,14 @@ def test_engines_decide_over_tls_and_agree(tls_server: Callable[..., TLSServer],
             a.send_begin("login", "two", budgets=[("ip", "203.0.113.7")])
         assert locked.value.budget == "ip"
         assert a.budget_usage("ip", "203.0.113.7").used == 1
+        # Idle TLS links are kept (a TLS 1.3 server's session tickets make
+        # the socket readable; that is not a stale link): calls one after
+        # another reuse one connection.
+        before = server.connections_received()
+        for subject in range(20):
+            a.start("reuse", str(subject), 10)
+            time.sleep(0.01)
+        assert server.connections_received() - before <= 2
 
 
 def test_server_name_and_localhost(tls_server: Callable[..., TLSServer], certificates: Certificates,
@@ -256,6 +277,18 @@ def test_a_client_certificate(tls_server: Callable[..., TLSServer], certificates
     assert isinstance(error, tickgate.StoreAuth) and "is not the key of tls_cert_file" in str(error), error
 
 
+def test_files_that_cannot_be_read(tls_server: Callable[..., TLSServer], certificates: Certificates,
+                                   prefix: str, tmp_path: Path) -> None:
+    server = tls_server()
+    missing = str(tmp_path / "missing.pem")
+    error = refused_at_open(server.url(missing), prefix)
+    assert isinstance(error, tickgate.StoreAuth), error
+    assert f"cannot read tls_ca_cert_file {missing}: No such file or directory" in str(error), error
+    error = refused_at_open(server.url(certificates.ca, f"tls_cert_file={missing}", f"tls_key_file={missing}"),
+                            prefix)
+    assert f"cannot read tls_cert_file {missing}" in str(error), error
+
+
 def test_plain_redis_to_the_tls_port_fails_within_the_timeout(tls_server: Callable[..., TLSServer],
                                                               prefix: str) -> None:
     server = tls_server()
@@ -265,3 +298,16 @@ def test_plain_redis_to_the_tls_port_fails_within_the_timeout(tls_server: Callab
     assert time.monotonic() - started < 3
     assert isinstance(failed.value, (tickgate.StoreIO, tickgate.StoreUnknown, tickgate.StoreCorrupt)), failed.value
     assert f"redis://127.0.0.1:{server.port}/0" in str(failed.value)
+
+
+def test_tls_to_a_plain_port_fails_within_the_timeout(tls_server: Callable[..., TLSServer],
+                                                      certificates: Certificates, prefix: str) -> None:
+    server = tls_server()
+    url = f"rediss://127.0.0.1:{server.plain_port}/0?tls_ca_cert_file={certificates.ca}"
+    started = time.monotonic()
+    with pytest.raises(tickgate.StoreIO) as failed:
+        tickgate.Engine(store_url=url, store_prefix=prefix, store_timeout_ms=1000)
+    assert time.monotonic() - started < 3
+    # Not a certificate problem: the handshake failed on what came back.
+    assert failed.value.failure in (tickgate.StoreFailure.UNREACHABLE, tickgate.StoreFailure.TIMEOUT), failed.value
+    assert f"rediss://127.0.0.1:{server.plain_port}/0" in str(failed.value)

@@ -100,6 +100,8 @@ final class RedisConnection {
             let why = Self.errorText(opened)
             let kind = Self.kind(code, tgshim_link_errno(opened))
             let message = switch kind {
+            case .timeout where address.tls != nil:
+                "the Redis server \(address.description) did not accept a TLS link within the store timeout (\(why))"
             case .timeout: "the Redis server \(address.description) did not accept a connection within the store timeout"
             case .auth: "cannot open a TLS link to the Redis server \(address.description): \(why)"
             default: "cannot connect to the Redis server \(address.description): \(why)"

@@ -71,7 +71,7 @@ final class RedisConnection {
     /// Whether the last call's request was written whole (a failure before
     /// that delivered nothing the server could run).
     private(set) var delivered = false
-    /// The socket timeout last set (ms), so a call sets it only if it moved.
+    /// The link's timeout last set (ms), so a call sets it only if it moved.
     private var timeoutMilliseconds: Int64
 
     /// Connects, authenticates and selects the database; every step waits

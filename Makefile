@@ -18,7 +18,8 @@ all: build
 
 # Make sure the build tools (CMake, Ninja, pkg-config), tmux (the demo's
 # screen test) and the libraries the examples and tests link (SQLite, GLib,
-# libuv, hiredis) and redis-server and redis-sentinel (the Redis tests) exist; install what is missing
+# libuv, hiredis, OpenSSL) and redis-server and redis-sentinel (the Redis tests)
+# exist; install what is missing
 # with apt-get (Debian/Ubuntu) if we can, else say what to install.
 tools:
 	@missing=""; \
@@ -30,6 +31,7 @@ tools:
 	pkg-config --exists libuv 2>/dev/null || missing="$$missing libuv1-dev"; \
 	pkg-config --exists sqlite3 2>/dev/null || missing="$$missing libsqlite3-dev"; \
 	pkg-config --exists hiredis 2>/dev/null || missing="$$missing libhiredis-dev"; \
+	pkg-config --exists openssl 2>/dev/null || missing="$$missing libssl-dev"; \
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
 	command -v redis-sentinel >/dev/null 2>&1 || missing="$$missing redis-sentinel"; \
 	if [ -n "$$missing" ]; then \

@@ -12,8 +12,11 @@ let package = Package(
         // What Swift's Glibc module lacks (timerfd, eventfd, epoll,
         // CLOCK_BOOTTIME), plus the public header for @c @implementation.
         // hiredis is linked by name here; CMakeLists.txt links its static
-        // archive into libtickgate.so instead (README: "Redis").
-        .target(name: "CTickgateShim", linkerSettings: [.linkedLibrary("hiredis")]),
+        // archive into libtickgate.so instead (README: "Redis"). OpenSSL
+        // (rediss://) is linked dynamically by both builds.
+        .target(name: "CTickgateShim", linkerSettings: [
+            .linkedLibrary("hiredis"), .linkedLibrary("ssl"), .linkedLibrary("crypto"),
+        ]),
         // The engine: plain Swift, no C API types.
         // Exclusivity checks stay on in every build but release (as in
         // CMakeLists.txt; the build.swift_flags test compares the two).

@@ -57,19 +57,21 @@ enum RedisReply: Equatable {
     }
 }
 
-/// One connection to the Redis server (a hiredis context), used by one
-/// thread at a time (the store's pool hands it out). Every read and write
-/// waits at most until the call's deadline; a connection that timed out or
-/// lost its server is `broken` and is thrown away. Failures carry their
-/// kind from hiredis's error code and errno, never from message text.
+/// One connection to the Redis server (a link of the C shim: plain TCP, a
+/// unix socket or TLS, with hiredis for the protocol), used by one thread
+/// at a time (the store's pool hands it out). Every read and write waits
+/// at most until the call's deadline; a connection that timed out or lost
+/// its server is `broken` and is thrown away. Failures carry their kind
+/// from the link's error code (hiredis's, or a TLS peer not trusted) and
+/// errno, never from message text.
 final class RedisConnection {
-    private let context: UnsafeMutablePointer<redisContext>
+    private let link: OpaquePointer
     let address: RedisAddress
     private(set) var broken = false
     /// Whether the last call's request was written whole (a failure before
     /// that delivered nothing the server could run).
     private(set) var delivered = false
-    /// The socket timeout last set (ms), so a call sets it only if it moved.
+    /// The link's timeout last set (ms), so a call sets it only if it moved.
     private var timeoutMilliseconds: Int64
 
     /// Connects, authenticates and selects the database; every step waits
@@ -78,23 +80,33 @@ final class RedisConnection {
         self.address = address
         let milliseconds = max(1, timeout.millisecondsRoundedUp)
         timeoutMilliseconds = milliseconds
-        let opened: UnsafeMutablePointer<redisContext>?
+        let opened: OpaquePointer?
         switch address.endpoint {
-        case let .tcp(host, port): opened = tgshim_redis_connect(host, Int32(port), nil, milliseconds)
-        case let .unix(path): opened = tgshim_redis_connect(nil, 0, path, milliseconds)
+        case let .tcp(host, port):
+            if let tls = address.tls {
+                opened = Self.openTLS(host, port, tls, milliseconds)
+            } else {
+                opened = tgshim_link_open(host, Int32(port), nil, nil, milliseconds)
+            }
+        case let .unix(path): opened = tgshim_link_open(nil, 0, path, nil, milliseconds)
         }
-        let code = errno
         guard let opened else {
             throw TickgateError(.system, "out of memory connecting to \(address.description)")
         }
-        // From here every throw frees the context in deinit.
-        context = opened
-        if opened.pointee.err != 0 {
+        // From here every throw closes the link in deinit.
+        link = opened
+        let code = tgshim_link_error(opened)
+        if code != 0 {
             let why = Self.errorText(opened)
-            let kind = Self.kind(opened.pointee.err, code)
-            throw TickgateError(.storeIO, kind == .timeout
-                ? "the Redis server \(address.description) did not accept a connection within the store timeout"
-                : "cannot connect to the Redis server \(address.description): \(why)", store: kind)
+            let kind = Self.kind(code, tgshim_link_errno(opened))
+            let message = switch kind {
+            case .timeout where address.tls != nil:
+                "the Redis server \(address.description) did not accept a TLS link within the store timeout (\(why))"
+            case .timeout: "the Redis server \(address.description) did not accept a connection within the store timeout"
+            case .auth: "cannot open a TLS link to the Redis server \(address.description): \(why)"
+            default: "cannot connect to the Redis server \(address.description): \(why)"
+            }
+            throw TickgateError(.storeIO, message, store: kind)
         }
         if let password = address.password {
             let arguments = address.user.map { ["AUTH", $0, password] } ?? ["AUTH", password]
@@ -111,25 +123,44 @@ final class RedisConnection {
         }
     }
 
-    deinit { redisFree(context) }
+    deinit { tgshim_link_close(link) }
 
-    private static func errorText(_ context: UnsafeMutablePointer<redisContext>) -> String {
-        withUnsafeBytes(of: context.pointee.errstr) { raw in
-            let bytes = raw.prefix { $0 != 0 }
-            let text = String(decoding: bytes, as: UTF8.self)
-            return text.isEmpty ? "error \(context.pointee.err)" : text
+    /// Opens a TLS link: the settings go to C as strings that live for the
+    /// call.
+    private static func openTLS(_ host: String, _ port: Int, _ tls: RedisAddress.TLS,
+                                _ milliseconds: Int64) -> OpaquePointer? {
+        withOptionalCString(tls.caFile) { caFile in
+            withOptionalCString(tls.caDirectory) { caDirectory in
+                withOptionalCString(tls.certificateFile) { certificateFile in
+                    withOptionalCString(tls.keyFile) { keyFile in
+                        withOptionalCString(tls.serverName) { serverName in
+                            var settings = tgshim_tls(ca_file: caFile, ca_dir: caDirectory, cert_file: certificateFile,
+                                                      key_file: keyFile, server_name: serverName)
+                            return tgshim_link_open(host, Int32(port), nil, &settings, milliseconds)
+                        }
+                    }
+                }
+            }
         }
     }
 
-    /// The kind of a hiredis failure: an I/O error whose errno says the
-    /// socket's timeout passed is a timeout; a protocol error is corrupt
-    /// data; the rest (EOF, reset, refused) means the server is out of reach.
+    private static func errorText(_ link: OpaquePointer) -> String {
+        let text = tgshim_link_error_text(link).map { String(cString: $0) } ?? ""
+        return text.isEmpty ? "error \(tgshim_link_error(link))" : text
+    }
+
+    /// The kind of a link's failure: an I/O error whose errno says the
+    /// timeout passed is a timeout; a protocol error is corrupt data; a TLS
+    /// peer the client does not trust (or that refused the client's
+    /// certificate) is a login refused; the rest (EOF, reset, refused, a
+    /// TLS handshake that failed on I/O) means the server is out of reach.
     private static func kind(_ code: Int32, _ number: Int32) -> StoreFailure {
         if code == REDIS_ERR_IO, number == EAGAIN || number == EWOULDBLOCK || number == ETIMEDOUT
             || number == EINPROGRESS {
             return .timeout
         }
         if code == REDIS_ERR_PROTOCOL { return .corrupt }
+        if code == TGSHIM_LINK_ERR_TRUST { return .auth }
         return .unreachable
     }
 
@@ -167,7 +198,7 @@ final class RedisConnection {
         let milliseconds = max(1, left.millisecondsRoundedUp)
         guard milliseconds != timeoutMilliseconds else { return }
         timeoutMilliseconds = milliseconds
-        _ = tgshim_redis_set_timeout(context, milliseconds)
+        tgshim_link_set_timeout(link, milliseconds)
     }
 
     /// Sends one command and reads its reply (Redis's own errors come back
@@ -178,13 +209,13 @@ final class RedisConnection {
     func command(_ arguments: [[UInt8]]) throws(TickgateError) -> RedisReply {
         guard !broken else { throw brokenError }
         let count = arguments.count
-        let context = self.context
+        let link = self.link
         var sent: Int32 = 0
         let reply = withArrayOfPointers(arguments) { pointers, lengths in
-            tgshim_redis_command(context, Int32(count), pointers, lengths, &sent)
+            tgshim_link_command(link, Int32(count), pointers, lengths, &sent)
         }
         delivered = sent != 0
-        guard let reply else { throw failure(errno) }
+        guard let reply else { throw failure() }
         return try copy(reply)
     }
 
@@ -192,20 +223,20 @@ final class RedisConnection {
     /// trip.
     func pipeline(_ commands: [[[UInt8]]]) throws(TickgateError) -> [RedisReply] {
         guard !broken else { throw brokenError }
-        let context = self.context
+        let link = self.link
         for arguments in commands {
             let count = arguments.count
             let queued = withArrayOfPointers(arguments) { pointers, lengths in
-                tgshim_redis_append(context, Int32(count), pointers, lengths)
+                tgshim_link_append(link, Int32(count), pointers, lengths)
             }
-            guard queued == 0 else { throw failure(errno) }
+            guard queued == 0 else { throw failure() }
         }
         delivered = false
-        guard tgshim_redis_flush(context) == 0 else { throw failure(errno) }
+        guard tgshim_link_flush(link) == 0 else { throw failure() }
         delivered = true
         var replies: [RedisReply] = []
         for _ in commands {
-            guard let reply = tgshim_redis_read(context) else { throw failure(errno) }
+            guard let reply = tgshim_link_read(link) else { throw failure() }
             replies.append(try copy(reply))
         }
         return replies
@@ -216,19 +247,22 @@ final class RedisConnection {
     }
 
     /// The error of a failed read or write; the connection is broken.
-    private func failure(_ number: Int32) -> TickgateError {
+    private func failure() -> TickgateError {
         broken = true
-        let kind = Self.kind(context.pointee.err, number)
+        let kind = Self.kind(tgshim_link_error(link), tgshim_link_errno(link))
         switch kind {
         case .timeout:
             return TickgateError(.storeIO, "the Redis server \(address.description) did not answer within the store timeout",
                                  store: .timeout)
+        case .auth:
+            return TickgateError(.storeIO, "the TLS link to the Redis server \(address.description) failed: \(Self.errorText(link))",
+                                 store: .auth)
         case .corrupt:
             return TickgateError(.storeCorrupt,
-                "the Redis server \(address.description) sent what is not Redis's protocol: \(Self.errorText(context))",
+                "the Redis server \(address.description) sent what is not Redis's protocol: \(Self.errorText(link))",
                 store: .corrupt)
         default:
-            return TickgateError(.storeIO, "lost the Redis server \(address.description): \(Self.errorText(context))",
+            return TickgateError(.storeIO, "lost the Redis server \(address.description): \(Self.errorText(link))",
                                  store: kind)
         }
     }
@@ -249,20 +283,20 @@ final class RedisConnection {
 
     /// True if the idle connection was closed by the server (or holds data
     /// nobody asked for): it must not be used.
-    var isStale: Bool { tgshim_redis_stale(context) != 0 }
+    var isStale: Bool { tgshim_link_stale(link) != 0 }
 
     /// The connection's socket, for `shutdown` from another thread.
-    var descriptor: Int32 { context.pointee.fd }
+    var descriptor: Int32 { tgshim_link_fd(link) }
 
     /// Sends a command without reading its reply (a subscriber's PING).
     func send(_ arguments: [[UInt8]]) throws(TickgateError) {
         guard !broken else { throw brokenError }
         let count = arguments.count
-        let context = self.context
+        let link = self.link
         let queued = withArrayOfPointers(arguments) { pointers, lengths in
-            tgshim_redis_append(context, Int32(count), pointers, lengths)
+            tgshim_link_append(link, Int32(count), pointers, lengths)
         }
-        guard queued == 0, tgshim_redis_flush(context) == 0 else { throw failure(errno) }
+        guard queued == 0, tgshim_link_flush(link) == 0 else { throw failure() }
     }
 
     /// Reads the next reply with no command sent (a subscriber's message),
@@ -273,15 +307,21 @@ final class RedisConnection {
         let milliseconds = max(1, wait.millisecondsRoundedUp)
         if milliseconds != timeoutMilliseconds {
             timeoutMilliseconds = milliseconds
-            _ = tgshim_redis_set_timeout(context, milliseconds)
+            tgshim_link_set_timeout(link, milliseconds)
         }
         var timedOut: Int32 = 0
-        guard let reply = tgshim_redis_read_within(context, milliseconds, &timedOut) else {
+        guard let reply = tgshim_link_read_within(link, milliseconds, &timedOut) else {
             if timedOut != 0 { return nil }
-            throw failure(errno)
+            throw failure()
         }
         return try copy(reply)
     }
+}
+
+/// Calls `body` with a C string of `text`, or nil.
+private func withOptionalCString<R>(_ text: String?, _ body: (UnsafePointer<CChar>?) -> R) -> R {
+    guard let text else { return body(nil) }
+    return text.withCString { body($0) }
 }
 
 /// Calls `body` with C pointers to the arguments' bytes and their lengths

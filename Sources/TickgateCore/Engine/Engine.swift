@@ -31,7 +31,13 @@ public final class Engine: @unchecked Sendable {
         var snapshot = StoreSnapshot()
         if let redis = options.redis {
             let opened = try RedisStore(options: redis, clock: clock)
-            snapshot = try opened.load()
+            do {
+                snapshot = try opened.load()
+            } catch {
+                // The store's threads and connections go with the failed open.
+                opened.close()
+                throw error
+            }
             store = opened
         } else if let storeOptions = options.store {
             let opened = try SQLiteStore(options: storeOptions, clock: clock)
@@ -44,7 +50,12 @@ public final class Engine: @unchecked Sendable {
             }
             store = opened
         }
-        try self.init(options: options, clock: clock, store: store, snapshot: snapshot)
+        do {
+            try self.init(options: options, clock: clock, store: store, snapshot: snapshot)
+        } catch {
+            store?.close()
+            throw error
+        }
         // A shared store (Redis) tells of changes to the rules at once, so
         // this engine's copies for local reads follow them. (A SQLite file
         // is looked at once an engine observes something: an app that only

@@ -10,6 +10,9 @@ final class RedisClock: Sendable {
     private struct State {
         var engineTime = ServerClock()
         var realTime = ServerClock()
+        /// The run id of the primary whose time the mapping was learned
+        /// on (Sentinel only: RedisStore+Clock.swift).
+        var primary: String?
     }
 
     private let state = LockedValue(State())
@@ -80,6 +83,15 @@ final class RedisClock: Sendable {
         }
     }
 
+    /// Records that the mapping now rests on the primary `runID`; answers
+    /// the one it rested on before.
+    func rest(on runID: String) -> String? {
+        state.withLock { state in
+            defer { state.primary = runID }
+            return state.primary
+        }
+    }
+
     /// The decision time (µs) of the engine's `instant`, if the mapping is
     /// known.
     func micros(of instant: Instant) -> Int64? {
@@ -100,14 +112,20 @@ final class RedisClock: Sendable {
         try serverTime(time, server) + (try correction(skew, server))
     }
 
+    /// The largest correction (µs): a day. Servers whose clocks differ by
+    /// more are refused, not followed.
+    static let maximumCorrection: Int64 = 86_400_000_000
+
     /// The clock key's correction (µs) of a GET reply.
     static func correction(_ reply: RedisReply, _ server: String) throws(TickgateError) -> Int64 {
         switch reply {
         case .null:
             return 0
         case let .string(bytes):
-            guard bytes.count <= 17, let value = Int64(String(decoding: bytes, as: UTF8.self)),
-                  abs(value) < Int64(1) << 50 else { break }
+            // "RUNID:VALUE": the primary it was set for, and the value.
+            let text = String(decoding: bytes.prefix(80), as: UTF8.self)
+            guard let value = Int64(text.split(separator: ":", omittingEmptySubsequences: false).last ?? ""),
+                  abs(value) <= maximumCorrection else { break }
             return value
         case let .error(text):
             throw TickgateError(.storeIO, "the Redis server \(server) refused to read the clock's correction: \(text.prefix(200))",

@@ -143,18 +143,23 @@ final class RedisPool: @unchecked Sendable {
             store: error.storeFailure)
     }
 
-    /// Closes every idle connection, and each busy one when it comes back
-    /// (the notice link went silent or was lost: they may be dead without
-    /// knowing it; or the Sentinels named a new primary); the next calls
-    /// connect.
+    /// Closes every idle connection (a call timed out: the link may be
+    /// silent); the next calls connect.
     func dropIdle() {
         lock.withLock {
-            generation &+= 1
             open -= idle.count
             for connection in idle { bornIn[ObjectIdentifier(connection)] = nil }
             idle.removeAll()
         }
         lock.broadcast()
+    }
+
+    /// Closes every idle connection, and each busy one when it comes back
+    /// (the notice link was lost: they may be dead without knowing it; or
+    /// the Sentinels named a new primary); the next calls connect.
+    func retireAll() {
+        lock.withLock { generation &+= 1 }
+        dropIdle()
     }
 
     /// Closes every idle connection; later calls fail.

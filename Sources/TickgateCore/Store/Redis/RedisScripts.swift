@@ -14,9 +14,9 @@ enum RedisScripts {
         ("setClock", setClock),
     ]
     /// The SHA1 of `probe`, run by it before any SCRIPT LOAD answered.
-    static let probeSHA = "be090153b1d1db70b0f0cbfca05ea8ba7fc5ea6f"
+    static let probeSHA = "eb365b0e91fc283d87caaa49b8864184aaec35ce"
     /// The SHA1 of `setClock`, run by it before any SCRIPT LOAD answered.
-    static let setClockSHA = "1f5510f9f206d99f68a14d7d9cc34d7a7ac3a495"
+    static let setClockSHA = "aedb0f50d4ce3e577c8b7487520ccdc6ac5a1e67"
 
     /// Scripts/decide.lua
     static let decide = #"""
@@ -48,7 +48,15 @@ enum RedisScripts {
     local CLOCK, NK = KEYS[#KEYS], #KEYS - 1
     local skew
     local function store_time()
-      if not skew then skew = int(redis.call('GET', CLOCK), -MAXT, MAXT) or 0 end
+      if not skew then
+        -- "RUNID:VALUE" (the primary it was set for, and µs), or none.
+        local held = redis.call('GET', CLOCK)
+        skew = 0
+        if held then
+          skew = int(string.match(held, '^[%x]*:?(%-?%d+)$'), -86400000000, 86400000000)
+          if not skew then return error('the clock key holds ' .. string.sub(held, 1, 40)) end
+        end
+      end
       local t = redis.call('TIME')
       return tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
     end
@@ -485,7 +493,15 @@ enum RedisScripts {
     local CLOCK, NK = KEYS[#KEYS], #KEYS - 1
     local skew
     local function store_time()
-      if not skew then skew = int(redis.call('GET', CLOCK), -MAXT, MAXT) or 0 end
+      if not skew then
+        -- "RUNID:VALUE" (the primary it was set for, and µs), or none.
+        local held = redis.call('GET', CLOCK)
+        skew = 0
+        if held then
+          skew = int(string.match(held, '^[%x]*:?(%-?%d+)$'), -86400000000, 86400000000)
+          if not skew then return error('the clock key holds ' .. string.sub(held, 1, 40)) end
+        end
+      end
       local t = redis.call('TIME')
       return tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
     end
@@ -601,7 +617,15 @@ enum RedisScripts {
     local CLOCK, NK = KEYS[#KEYS], #KEYS - 1
     local skew
     local function store_time()
-      if not skew then skew = int(redis.call('GET', CLOCK), -MAXT, MAXT) or 0 end
+      if not skew then
+        -- "RUNID:VALUE" (the primary it was set for, and µs), or none.
+        local held = redis.call('GET', CLOCK)
+        skew = 0
+        if held then
+          skew = int(string.match(held, '^[%x]*:?(%-?%d+)$'), -86400000000, 86400000000)
+          if not skew then return error('the clock key holds ' .. string.sub(held, 1, 40)) end
+        end
+      end
       local t = redis.call('TIME')
       return tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
     end
@@ -705,7 +729,15 @@ enum RedisScripts {
     local CLOCK, NK = KEYS[#KEYS], #KEYS - 1
     local skew
     local function store_time()
-      if not skew then skew = int(redis.call('GET', CLOCK), -MAXT, MAXT) or 0 end
+      if not skew then
+        -- "RUNID:VALUE" (the primary it was set for, and µs), or none.
+        local held = redis.call('GET', CLOCK)
+        skew = 0
+        if held then
+          skew = int(string.match(held, '^[%x]*:?(%-?%d+)$'), -86400000000, 86400000000)
+          if not skew then return error('the clock key holds ' .. string.sub(held, 1, 40)) end
+        end
+      end
       local t = redis.call('TIME')
       return tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
     end
@@ -824,7 +856,15 @@ enum RedisScripts {
     local CLOCK, NK = KEYS[#KEYS], #KEYS - 1
     local skew
     local function store_time()
-      if not skew then skew = int(redis.call('GET', CLOCK), -MAXT, MAXT) or 0 end
+      if not skew then
+        -- "RUNID:VALUE" (the primary it was set for, and µs), or none.
+        local held = redis.call('GET', CLOCK)
+        skew = 0
+        if held then
+          skew = int(string.match(held, '^[%x]*:?(%-?%d+)$'), -86400000000, 86400000000)
+          if not skew then return error('the clock key holds ' .. string.sub(held, 1, 40)) end
+        end
+      end
       local t = redis.call('TIME')
       return tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
     end
@@ -920,7 +960,15 @@ enum RedisScripts {
     local CLOCK, NK = KEYS[#KEYS], #KEYS - 1
     local skew
     local function store_time()
-      if not skew then skew = int(redis.call('GET', CLOCK), -MAXT, MAXT) or 0 end
+      if not skew then
+        -- "RUNID:VALUE" (the primary it was set for, and µs), or none.
+        local held = redis.call('GET', CLOCK)
+        skew = 0
+        if held then
+          skew = int(string.match(held, '^[%x]*:?(%-?%d+)$'), -86400000000, 86400000000)
+          if not skew then return error('the clock key holds ' .. string.sub(held, 1, 40)) end
+        end
+      end
       local t = redis.call('TIME')
       return tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
     end
@@ -1084,7 +1132,15 @@ enum RedisScripts {
     local CLOCK, NK = KEYS[#KEYS], #KEYS - 1
     local skew
     local function store_time()
-      if not skew then skew = int(redis.call('GET', CLOCK), -MAXT, MAXT) or 0 end
+      if not skew then
+        -- "RUNID:VALUE" (the primary it was set for, and µs), or none.
+        local held = redis.call('GET', CLOCK)
+        skew = 0
+        if held then
+          skew = int(string.match(held, '^[%x]*:?(%-?%d+)$'), -86400000000, 86400000000)
+          if not skew then return error('the clock key holds ' .. string.sub(held, 1, 40)) end
+        end
+      end
       local t = redis.call('TIME')
       return tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
     end
@@ -1196,7 +1252,15 @@ enum RedisScripts {
     local CLOCK, NK = KEYS[#KEYS], #KEYS - 1
     local skew
     local function store_time()
-      if not skew then skew = int(redis.call('GET', CLOCK), -MAXT, MAXT) or 0 end
+      if not skew then
+        -- "RUNID:VALUE" (the primary it was set for, and µs), or none.
+        local held = redis.call('GET', CLOCK)
+        skew = 0
+        if held then
+          skew = int(string.match(held, '^[%x]*:?(%-?%d+)$'), -86400000000, 86400000000)
+          if not skew then return error('the clock key holds ' .. string.sub(held, 1, 40)) end
+        end
+      end
       local t = redis.call('TIME')
       return tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
     end

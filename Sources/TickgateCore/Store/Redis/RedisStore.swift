@@ -126,6 +126,9 @@ final class RedisStore: Store {
                          Array("GET".utf8)])
         commands.append([Array("INFO".utf8), Array("memory".utf8)])
         commands.append(keys.skewCommand)
+        // With replicas=N every change is followed by WAIT: a user without
+        // the right to it fails here, not after its first change.
+        if url.replicas > 0 { commands.append([Array("WAIT".utf8), Array("0".utf8), Array("0".utf8)]) }
         let replies = try first.pipeline(commands)
         var shas: [String: [UInt8]] = [:]
         for (script, reply) in zip(RedisScripts.all, replies) {
@@ -185,13 +188,17 @@ final class RedisStore: Store {
         default:
             throw TickgateError(.storeCorrupt, "the Redis server \(address.description) sent a bad reply to SET", store: .corrupt)
         }
+        if url.replicas > 0, case let .error(text) = replies[count + 5] {
+            throw RedisConnection.refused(text, address,
+                "the Redis server \(address.description) refused WAIT, which replicas=\(url.replicas) needs: \(text.prefix(200))")
+        }
         warning = Self.evictionWarning(replies[count + 3], address)
         let pool = RedisPool(topology: topology, timeout: options.timeout, capacity: options.connections, first: first)
         self.pool = pool
         if url.sentinels.isEmpty {
             sentinelWatcher = nil
         } else {
-            let sentinels = SentinelWatcher(topology: topology, timeout: options.timeout) { pool.dropIdle() }
+            let sentinels = SentinelWatcher(topology: topology, timeout: options.timeout) { pool.retireAll() }
             sentinelWatcher = sentinels.start() ? sentinels : nil
         }
     }
@@ -248,13 +255,12 @@ final class RedisStore: Store {
                 throw RedisConnection.refused(text, connection.address)
             }
             if replicas > 0, case .error = reply {} else if replicas > 0 {
-                guard case let .integer(held) = confirmed else {
-                    throw TickgateError(.storeCorrupt, "the Redis server \(connection.address.description) sent a bad WAIT reply",
-                                        store: .corrupt)
-                }
+                var held: Int64 = -1
+                if case let .integer(count) = confirmed { held = count }
                 if held < Int64(replicas) {
+                    let told = held >= 0 ? "\(held) of the \(replicas)" : "none of the \(replicas)"
                     throw TickgateError(.storeUnknown,
-                        "the Redis server \(connection.address.description) made the change, but \(held) of the \(replicas) replicas the URL asks for confirmed they hold it in time (WAIT): a failover could lose it; read the key to learn what holds",
+                        "the Redis server \(connection.address.description) answered, but \(told) replicas the URL asks for confirmed in time that they hold what it holds (WAIT): a failover now could lose a change it made; read the key to learn what holds",
                         store: .notReplicated)
                 }
             }
@@ -267,9 +273,12 @@ final class RedisStore: Store {
     /// `WAIT n ms`: n replicas, waiting at most `replica_timeout_ms` and
     /// never past the call's deadline (0 would wait for ever).
     private func waitCommand(_ replicas: Int, by deadline: Instant) -> [[UInt8]] {
-        var wait = deadline.since(Poller.boottime())
+        // A tenth of what is left stays for the answer to come back, so a
+        // WAIT that ran out is told as such (not as a timeout of the call).
+        let left = deadline.since(Poller.boottime())
+        var wait = Span(nanoseconds: left.nanoseconds - max(left.nanoseconds / 10, 2_000_000))
         if let limit = url.replicaTimeout { wait = min(wait, limit) }
-        let milliseconds = max(1, wait.nanoseconds / 1_000_000 - 1)
+        let milliseconds = max(1, wait.nanoseconds / 1_000_000)
         return [Array("WAIT".utf8), Array(String(replicas).utf8), Array(String(milliseconds).utf8)]
     }
 
@@ -329,7 +338,7 @@ final class RedisStore: Store {
             let new = RedisWatcher(topology: topology, timeout: options.timeout, keys: keys) { notice in
                 // A lost link may have taken the pool's idle connections
                 // with it: they are replaced rather than tried one by one.
-                if notice == .lost || notice == .back { pool.dropIdle() }
+                if notice == .lost || notice == .back { pool.retireAll() }
                 changed(notice)
             }
             watcher = new

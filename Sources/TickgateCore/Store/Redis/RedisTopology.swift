@@ -52,7 +52,7 @@ final class RedisTopology: @unchecked Sendable {
             }
             guard first == "master" else {
                 throw TickgateError(.storeIO,
-                    "the Redis server \(address.description), named by the Sentinels of \(url.service), is a \(first.prefix(20)), not a primary (a failover is under way)",
+                    "the Redis server \(address.description), named by the Sentinels of \(url.service), is a \(first.prefix(20)), not a primary (a failover is under way, or the Sentinels watch the wrong server)",
                     store: .readOnly)
             }
             try onPrimary(connection)
@@ -84,6 +84,7 @@ final class RedisTopology: @unchecked Sendable {
     private func ask(by deadline: Instant) throws(TickgateError) -> RedisAddress {
         let start = lock.withLock { sentinelIndex }
         var reasons: [String] = []
+        var refusedLogin = 0
         let count = url.sentinels.count
         for step in 0..<count {
             let index = (start + step) % count
@@ -113,20 +114,23 @@ final class RedisTopology: @unchecked Sendable {
                     reasons.append("\(sentinel.endpoint.description) knows no service \(url.service)")
                 case let .error(text):
                     if text.hasPrefix("NOAUTH") || text.hasPrefix("WRONGPASS") || text.hasPrefix("NOPERM") {
-                        throw TickgateError(.storeIO,
-                            "the Sentinel \(sentinel.endpoint.description) refused the login (sentinel_user, sentinel_password): \(text.prefix(200))",
-                            store: .auth)
+                        refusedLogin += 1
+                        reasons.append("\(sentinel.endpoint.description) refused the login (sentinel_user, sentinel_password): \(text.prefix(120))")
+                    } else {
+                        reasons.append("\(sentinel.endpoint.description): \(text.prefix(120))")
                     }
-                    reasons.append("\(sentinel.endpoint.description): \(text.prefix(120))")
                 default:
                     reasons.append("\(sentinel.endpoint.description) sent a bad reply")
                 }
-            } catch where error.storeFailure != .auth {
+            } catch {
+                if error.storeFailure == .auth { refusedLogin += 1 }
                 reasons.append(error.message)
             }
         }
+        // One Sentinel that refuses does not stop the others being asked;
+        // if every one refused the login (or its certificate), it is that.
         throw TickgateError(.storeIO,
             "no Sentinel of \(description) named the primary of \(url.service): " + reasons.joined(separator: "; "),
-            store: .unreachable)
+            store: refusedLogin == count ? .auth : .unreachable)
     }
 }

@@ -23,7 +23,9 @@ final class SentinelWatcher: @unchecked Sendable {
 
     init(topology: RedisTopology, timeout: Span, switched: @escaping @Sendable () -> Void) {
         self.topology = topology
-        self.timeout = timeout
+        // Its waits are short whatever the store's timeout: stop() cannot
+        // interrupt a connection being made.
+        self.timeout = min(timeout, .milliseconds(2_000))
         self.switched = switched
     }
 

@@ -26,7 +26,15 @@ end
 local CLOCK, NK = KEYS[#KEYS], #KEYS - 1
 local skew
 local function store_time()
-  if not skew then skew = int(redis.call('GET', CLOCK), -MAXT, MAXT) or 0 end
+  if not skew then
+    -- "RUNID:VALUE" (the primary it was set for, and µs), or none.
+    local held = redis.call('GET', CLOCK)
+    skew = 0
+    if held then
+      skew = int(string.match(held, '^[%x]*:?(%-?%d+)$'), -86400000000, 86400000000)
+      if not skew then return error('the clock key holds ' .. string.sub(held, 1, 40)) end
+    end
+  end
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
 end

@@ -396,10 +396,12 @@ def test_policy_on_a_governs_b_next_send(peers: Callable[..., Peer]) -> None:
     a.ok("set_policy", scope="login", cooldowns_ms=[5_000])
     ticket = b.ok("send_begin", scope="login", subject="second")
     assert b.ok("send_end", ticket=ticket) == 5_000, "B's send did not take the policy A set"
+    # A remaining time is never short and long by at most one round trip
+    # (README, "One clock"), rounded up to the millisecond: a few ms over.
     for peer in (a, b):
         left = peer.ok("remaining", scope="login", subject="second")
-        assert 4_000 < left <= 5_000, (peer.name, left)
-        assert 55_000 < peer.ok("remaining", scope="login", subject="first") <= 60_000
+        assert 4_000 < left <= 5_000 + 10, (peer.name, left)
+        assert 55_000 < peer.ok("remaining", scope="login", subject="first") <= 60_000 + 10
     # B's copy for local reads (engine.policy) follows by the notice.
     started = time.monotonic()
     copied = wait_for(lambda: b.ok("policy", scope="login")["cooldowns_ms"] == [5_000], 1.0)

@@ -230,23 +230,17 @@ final class RedisStore: Store {
         let command = [Array("EVALSHA".utf8), sha, Array(String(names.count + 1).utf8)] + names + [keys.clock] + arguments
         let replicas = changes ? url.replicas : 0
         let reply = try pool.call(by: deadline, changes: changes) { (connection) throws(TickgateError) -> RedisReply in
-            var reply: RedisReply
-            var confirmed: RedisReply = .integer(0)
-            if replicas > 0 {
+            // The script, and WAIT after it in the same round trip.
+            func send() throws(TickgateError) -> (RedisReply, RedisReply) {
+                guard replicas > 0 else { return (try connection.command(command), .integer(0)) }
                 let replies = try connection.pipeline([command, waitCommand(replicas, by: deadline)])
-                (reply, confirmed) = (replies[0], replies[1])
-            } else {
-                reply = try connection.command(command)
+                return (replies[0], replies[1])
             }
+            var (reply, confirmed) = try send()
             if case let .error(text) = reply, text.hasPrefix("NOSCRIPT") {
                 // The server restarted (or its scripts were flushed).
                 _ = try connection.command([Array("SCRIPT".utf8), Array("LOAD".utf8), Array(source.utf8)])
-                if replicas > 0 {
-                    let replies = try connection.pipeline([command, waitCommand(replicas, by: deadline)])
-                    (reply, confirmed) = (replies[0], replies[1])
-                } else {
-                    reply = try connection.command(command)
-                }
+                (reply, confirmed) = try send()
             }
             if case let .error(text) = reply, text.hasPrefix("READONLY") {
                 // A primary turned replica: this call ran nothing; the

@@ -148,41 +148,21 @@ final class RedisWatcher: @unchecked Sendable {
 
     /// Reads notices until the link fails or goes silent.
     private func listen(_ connection: RedisConnection, keysAsked: Bool) {
-        let half = Span(nanoseconds: max(timeout.nanoseconds / 2, 1_000_000))
-        var awaitingPong = false
         var keysAsked = keysAsked
-        while !closed {
+        connection.listen(timeout: timeout, keepGoing: { !closed }, beforeRead: { () -> Bool in
             if !keysAsked && state.withLock({ $0.wantsKeys }) {
                 do throws(TickgateError) {
                     try connection.send([Array("SUBSCRIBE".utf8), keys.keyChannel])
                 } catch {
-                    return
+                    return false
                 }
                 keysAsked = true
             }
-            let reply: RedisReply?
-            do throws(TickgateError) {
-                reply = try connection.read(within: half)
-            } catch {
-                return
-            }
-            guard let reply else {
-                // Silent for half the timeout: ask; silent for the other
-                // half after asking: the link is dead.
-                if awaitingPong { return }
-                do throws(TickgateError) {
-                    try connection.send([Array("PING".utf8)])
-                } catch {
-                    return
-                }
-                awaitingPong = true
-                continue
-            }
-            guard case let .array(parts) = reply, let kind = parts.first?.text else { continue }
-            if kind == "pong" {
-                awaitingPong = false
-            } else if kind == "subscribe", parts.count == 3, case let .string(channel) = parts[1],
-                      channel == keys.keyChannel {
+            return true
+        }) { parts in
+            let kind = parts[0].text
+            if kind == "subscribe", parts.count == 3, case let .string(channel) = parts[1],
+               channel == keys.keyChannel {
                 let owed = state.withLock { state -> Bool in
                     state.hearsKeys = true
                     defer { state.owesReread = false }

@@ -72,31 +72,10 @@ final class SentinelWatcher: @unchecked Sendable {
 
     /// Reads notices until the link fails or goes silent.
     private func listen(_ connection: RedisConnection) {
-        let half = Span(nanoseconds: max(timeout.nanoseconds / 2, 1_000_000))
-        var awaitingPong = false
-        while !closed {
-            let reply: RedisReply?
-            do throws(TickgateError) {
-                reply = try connection.read(within: half)
-            } catch {
-                return
-            }
-            guard let reply else {
-                if awaitingPong { return }
-                do throws(TickgateError) {
-                    try connection.send([Array("PING".utf8)])
-                } catch {
-                    return
-                }
-                awaitingPong = true
-                continue
-            }
-            guard case let .array(parts) = reply, let kind = parts.first?.text else { continue }
-            if kind == "pong" {
-                awaitingPong = false
-            } else if kind == "message", parts.count == 3, let text = parts[2].text,
-                      text.split(separator: " ").first.map(String.init) == topology.url.service {
-                // "SERVICE OLD-IP OLD-PORT NEW-IP NEW-PORT"
+        connection.listen(timeout: timeout, keepGoing: { !closed }) { parts in
+            // "SERVICE OLD-IP OLD-PORT NEW-IP NEW-PORT"
+            if parts[0].text == "message", parts.count == 3, let text = parts[2].text,
+               text.split(separator: " ").first.map(String.init) == topology.url.service {
                 topology.forgetPrimary()
                 switched()
             }

@@ -16,6 +16,13 @@ enum RedisReply: Equatable {
     static let maximumBytes = 64 << 20
     static let maximumDepth = 4
 
+    /// The value of `name` in an INFO reply ("name:value" lines), if any.
+    func infoField(_ name: String) -> Substring? {
+        guard let text else { return nil }
+        let prefix = name + ":"
+        return text.split(whereSeparator: \.isNewline).first(where: { $0.hasPrefix(prefix) })?.dropFirst(prefix.count)
+    }
+
     var text: String? {
         switch self {
         case let .string(bytes): String(decoding: bytes, as: UTF8.self)

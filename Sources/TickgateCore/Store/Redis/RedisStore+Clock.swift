@@ -32,9 +32,8 @@ extension RedisStore {
                                                    [Array("INFO".utf8), Array("server".utf8)]])
             let end = Poller.boottime()
             if case let .error(text) = replies[2] { throw RedisConnection.refused(text, connection.address) }
-            guard let info = replies[2].text,
-                  let line = info.split(whereSeparator: \.isNewline).first(where: { $0.hasPrefix("run_id:") }),
-                  case let runID = String(line.dropFirst("run_id:".count)), !runID.isEmpty, runID.utf8.count <= 64,
+            guard let field = replies[2].infoField("run_id"), case let runID = String(field), !runID.isEmpty,
+                  runID.utf8.count <= 64,
                   runID.allSatisfy({ $0.isHexDigit }) else {
                 throw TickgateError(.storeCorrupt, "the Redis server \(server) sent no run_id in INFO server",
                                     store: .corrupt)

@@ -208,11 +208,7 @@ final class RedisStore: Store {
     /// cooldowns and charges (every one of Tickgate's keys has an expiry,
     /// so volatile-* policies evict them too).
     private static func evictionWarning(_ reply: RedisReply, _ address: RedisAddress) -> String? {
-        guard let text = reply.text,
-              let line = text.split(whereSeparator: \.isNewline)
-                  .first(where: { $0.hasPrefix("maxmemory_policy:") }) else { return nil }
-        let policy = line.dropFirst("maxmemory_policy:".count)
-        guard policy != "noeviction" else { return nil }
+        guard let policy = reply.infoField("maxmemory_policy"), policy != "noeviction" else { return nil }
         return "the Redis server \(address.description) has maxmemory-policy \(policy.prefix(40)): when its memory is full it evicts keys that still decide (live cooldowns, budget charges, sessions); set maxmemory-policy noeviction (README: \"Running Redis for Tickgate\")"
     }
 

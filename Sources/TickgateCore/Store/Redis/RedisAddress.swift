@@ -70,6 +70,8 @@ struct RedisAddress: Equatable, Sendable {
 ///     redis+unix://[[user]:password@]/path/to/redis.sock[?db=N&options]
 ///     redis+sentinel://[[user]:password@]host:port[,host:port...]/service[/db][?options]
 ///     rediss+sentinel://...                       (TLS to Sentinels and primary)
+///     redis+cluster://[[user]:password@]host:port[,host:port...][?options]
+///     rediss+cluster://...                        (TLS to every node)
 ///
 /// Options: `tls_ca_cert_file`, `tls_ca_cert_dir`, `tls_cert_file`,
 /// `tls_key_file`, `tls_server_name` (TLS forms only); `sentinel_user`,
@@ -88,6 +90,9 @@ struct RedisURL: Equatable, Sendable {
     var sentinels: [RedisAddress] = []
     /// The service (Sentinel's "master name").
     var service = ""
+    /// A Redis Cluster's nodes to ask for its slot map first (empty: not
+    /// a cluster).
+    var cluster: [RedisAddress] = []
     /// Replicas that must hold every change before it is acknowledged.
     var replicas = 0
     /// How long a change waits for them (nil: the rest of the call).
@@ -96,9 +101,15 @@ struct RedisURL: Equatable, Sendable {
     static let maximumURLBytes = 4_096
     static let maximumReplicas = 16
     static let maximumSentinels = 16
+    static let maximumSeeds = 64
 
     /// The store as messages name it.
     var description: String {
+        if !cluster.isEmpty {
+            let login = server.user.map { "\($0)@" } ?? ""
+            return (server.tls == nil ? "redis+cluster://" : "rediss+cluster://") + login
+                + cluster.map(\.endpoint.description).joined(separator: ",")
+        }
         guard !sentinels.isEmpty else { return server.description }
         let login = server.user.map { "\($0)@" } ?? ""
         return (server.tls == nil ? "redis+sentinel://" : "rediss+sentinel://") + login
@@ -110,19 +121,20 @@ struct RedisURL: Equatable, Sendable {
     init(parsing url: String) throws(TickgateError) {
         func bad(_ why: String) -> TickgateError {
             TickgateError(.invalidArgument,
-                "options.store_url is not a Redis URL (\(why)): use redis://[user:password@]host[:port][/db], rediss://... (TLS), redis+unix:///path/to/redis.sock or redis+sentinel://[user:password@]host:port[,host:port...]/service[/db]")
+                "options.store_url is not a Redis URL (\(why)): use redis://[user:password@]host[:port][/db], rediss://... (TLS), redis+unix:///path/to/redis.sock, redis+sentinel://[user:password@]host:port[,host:port...]/service[/db] or redis+cluster://[user:password@]host:port[,host:port...]")
         }
         guard url.utf8.count <= Self.maximumURLBytes else { throw bad("longer than \(Self.maximumURLBytes) bytes") }
         guard !url.unicodeScalars.contains(where: { $0.value < 0x21 || $0.value == 0x7f }) else {
             throw bad("it holds a blank or a control character")
         }
-        enum Form { case tcp, unix, sentinel }
+        enum Form { case tcp, unix, sentinel, cluster }
         let schemes: [(String, Form, Bool)] = [
             ("redis://", .tcp, false), ("rediss://", .tcp, true), ("redis+unix://", .unix, false),
             ("redis+sentinel://", .sentinel, false), ("rediss+sentinel://", .sentinel, true),
+            ("redis+cluster://", .cluster, false), ("rediss+cluster://", .cluster, true),
         ]
         guard let (scheme, form, tls) = schemes.first(where: { url.hasPrefix($0.0) }) else {
-            throw bad("it starts with none of redis://, rediss://, redis+unix://, redis+sentinel://, rediss+sentinel://")
+            throw bad("it starts with none of redis://, rediss://, redis+unix://, redis+sentinel://, rediss+sentinel://, redis+cluster://, rediss+cluster://")
         }
         var rest = url.dropFirst(scheme.count)
         // Options, after the first "?".
@@ -159,7 +171,7 @@ struct RedisURL: Equatable, Sendable {
         var sentinelPassword: String?
         for (name, value) in options {
             func file() throws(TickgateError) -> String {
-                guard tls else { throw bad("\(name) needs a TLS form: rediss:// or rediss+sentinel://") }
+                guard tls else { throw bad("\(name) needs a TLS form: rediss://, rediss+sentinel:// or rediss+cluster://") }
                 guard !value.isEmpty, value.utf8.count < 4_096 else { throw bad("\(name) is empty") }
                 return value
             }
@@ -234,6 +246,18 @@ struct RedisURL: Equatable, Sendable {
                                            database: database, tls: tlsSettings))
             self.sentinels = sentinels
             service = String(parts[1])
+        case .cluster:
+            // A cluster has one database (0): no /db.
+            guard !rest.contains("/") else { throw bad("a cluster URL names no database: redis+cluster://host:port[,host:port...]") }
+            let hosts = rest.split(separator: ",", omittingEmptySubsequences: false)
+            guard hosts.count <= Self.maximumSeeds else { throw bad("more than \(Self.maximumSeeds) cluster nodes") }
+            var seeds: [RedisAddress] = []
+            for host in hosts {
+                seeds.append(RedisAddress(endpoint: try Self.endpoint(host, bad), user: user, password: password,
+                                          tls: tlsSettings))
+            }
+            self.init(server: seeds[0])
+            cluster = seeds
         }
         self.replicas = replicas
         self.replicaTimeout = replicaTimeout

@@ -6,17 +6,23 @@
 ///     P clock                   string: µs added to the server's TIME to give the store's
 ///                               time (set when a failover brings a primary whose clock
 ///                               differs: RedisClock); absent means 0
+///     P clock{TAG}              on a Redis Cluster: the clock key of the slot of TAG (never
+///                               written: a cluster's primaries tell time by their own clocks)
 ///     P settings                hash: policies (p:SCOPE), titles (t:SCOPE), budgets (g:NAME)
 ///     P k{SCOPE-NAME SUBJECT}   hash: a key's countdown, send ticket and send record, and
 ///                               each engine's last answer on it (Scripts/decide.lua)
-///     P b{BUDGET-NAME KEY}      sorted set: a budget key's charges
+///     P b{BUDGET-NAME KEY}      sorted set: a budget key's charges (on a cluster also its
+///                               reservations, which count against the cap)
+///     P r{BUDGET-NAME KEY}      on a cluster: sorted set of the reservations not yet
+///                               committed, scored by when each expires (Scripts/reserve.lua)
 ///     P s{REALM}                string: a realm's session, expiring with it
 ///     P events                  pub/sub channel of the settings' and sessions' notices
 ///     P events:k                pub/sub channel of the keys' notices (heard only by
 ///                               engines with observers: one per decision)
 ///
 /// One key's decision touches its one hash (one Redis Cluster slot), its
-/// budgets and the settings.
+/// budgets and the settings; on a cluster the budgets and the settings are
+/// other slots, reached by calls of their own (RedisStore+Cluster.swift).
 /// Notices are "ENGINE k{TAG}" (a key), "ENGINE g" (the settings) and
 /// "ENGINE s{REALM}" (a session), ENGINE naming the engine that made the
 /// change so it can skip its own ("ENGINE w" wakes the engine's own
@@ -28,6 +34,9 @@ struct RedisKeys: Sendable {
 
     let prefix: [UInt8]
     let engine: [UInt8]
+    /// On a Redis Cluster every script's keys are in one slot: each slot
+    /// has a clock key of its own.
+    var cluster = false
 
     /// The part of a key's names inside its braces.
     func tag(_ key: CountdownKey) -> [UInt8] {
@@ -50,12 +59,16 @@ struct RedisKeys: Sendable {
     func hash(tag: [UInt8]) -> [UInt8] { tagged("k", tag) }
     func hash(_ key: CountdownKey) -> [UInt8] { hash(tag: tag(key)) }
 
-    func budget(_ key: BudgetKey) -> [UInt8] {
+    private func budgetTag(_ key: BudgetKey) -> [UInt8] {
         var tag: [UInt8] = []
         Self.name(&tag, key.budget)
         tag.append(contentsOf: key.key.value.utf8)
-        return tagged("b", tag)
+        return tag
     }
+
+    func budget(_ key: BudgetKey) -> [UInt8] { tagged("b", budgetTag(key)) }
+    /// A budget key's reservations (on a cluster).
+    func reservations(_ key: BudgetKey) -> [UInt8] { tagged("r", budgetTag(key)) }
 
     func session(_ realm: KeyName) -> [UInt8] { tagged("s", Array(realm.value.utf8)) }
 
@@ -63,9 +76,16 @@ struct RedisKeys: Sendable {
     var formatKey: [UInt8] { prefix + Array("format".utf8) }
     /// The store clock's correction (µs added to the server's TIME).
     var clock: [UInt8] { prefix + Array("clock".utf8) }
-    var skewCommand: [[UInt8]] { [Array("GET".utf8), clock] }
-    /// The key the open's probe writes and deletes (Scripts/probe.lua).
+    /// The clock key a script on `name` takes (in `name`'s slot).
+    func clock(for name: [UInt8]) -> [UInt8] {
+        guard cluster else { return clock }
+        return clock + [UInt8(ascii: "{")] + RedisSlot.hashTag(name) + [UInt8(ascii: "}")]
+    }
+    func skewCommand(for name: [UInt8]) -> [[UInt8]] { [Array("GET".utf8), clock(for: name)] }
+    /// The key the open's probe writes and deletes (Scripts/probe.lua); on
+    /// a cluster, one per primary (`tag` picks its slot).
     var probe: [UInt8] { prefix + Array("probe".utf8) }
+    func probe(tag: String) -> [UInt8] { probe + Array("{\(tag)}".utf8) }
     var channel: [UInt8] { prefix + Array("events".utf8) }
     var keyChannel: [UInt8] { prefix + Array("events:k".utf8) }
     /// The glob of every key hash (of one scope's if given).

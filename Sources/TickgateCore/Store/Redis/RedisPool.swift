@@ -18,13 +18,15 @@ final class RedisPool: @unchecked Sendable {
     private var generation: UInt64 = 0
     private var bornIn: [ObjectIdentifier: UInt64] = [:]
 
-    init(topology: RedisTopology, timeout: Span, capacity: Int, first: RedisConnection) {
+    init(topology: RedisTopology, timeout: Span, capacity: Int, first: RedisConnection?) {
         self.topology = topology
         self.timeout = timeout
         self.capacity = capacity
-        idle = [first]
-        open = 1
-        bornIn[ObjectIdentifier(first)] = 0
+        if let first {
+            idle = [first]
+            open = 1
+            bornIn[ObjectIdentifier(first)] = 0
+        }
     }
 
     /// A connection, by `deadline` (a boot-clock instant): an idle one, a new

@@ -12,6 +12,9 @@ enum RedisScripts {
         ("merge", merge),
         ("probe", probe),
         ("setClock", setClock),
+        ("reserve", reserve),
+        ("settle", settle),
+        ("addCharges", addCharges),
     ]
     /// The SHA1 of `probe`, run by it before any SCRIPT LOAD answered.
     static let probeSHA = "eb365b0e91fc283d87caaa49b8864184aaec35ce"
@@ -120,7 +123,11 @@ enum RedisScripts {
     -- writes, publishes a notice and answers. The engine applies the answer.
     --
     -- KEYS: 1 the key's hash, 2 the settings hash, 3... the budget keys'
-    -- sorted sets. Beside its twelve fields the key's hash keeps each engine's
+    -- sorted sets; on a Redis Cluster only the key's hash (the settings and
+    -- the budgets are in other slots: ARGV 8 is then the scope's policy as the
+    -- settings hold it, and ARGV 16 the budgets' verdict, reached by the
+    -- engine's reservations, Scripts/reserve.lua: '' every budget has room,
+    -- 'budget|FREES|INDEX' one is full, 'nobudget|INDEX' one is not set). Beside its twelve fields the key's hash keeps each engine's
     -- last answer on it, for a retry: field 'q' .. engine =
     -- "id|real|keep|now|a|before~after" (kept until the server's clock passes
     -- real + keep µs; now '' when it is real; only 'ok' answers are kept: a
@@ -143,7 +150,8 @@ enum RedisScripts {
     -- {'late', now, real}: past its deadline, nothing changed.
     -- {'corrupt', key, why}. A repeated id answers the first answer again and
     -- changes nothing.
-    local K, S = KEYS[1], KEYS[2]
+    local K, S = KEYS[1], nil
+    if NK >= 2 then S = KEYS[2] end
     local FIELDS = {'d', 'p', 'l', 'i', 'c', 'k', 'h', 'n', 'w', 'x', 's', 't'}
     local KNOWN = {d = 1, p = 1, l = 1, i = 1, c = 1, k = 1, h = 1, n = 1, w = 1, x = 1, s = 1, t = 1}
     local op = ARGV[1]
@@ -251,7 +259,7 @@ enum RedisScripts {
     -- with a record, the policy says how long the key must live.
     local pol
     if rec or (op ~= 'start' and op ~= 'cancel') then
-      local stored = redis.pcall('HGET', S, 'p:' .. ARGV[9])
+      local stored = S and redis.pcall('HGET', S, 'p:' .. ARGV[9])
       if type(stored) == 'table' and stored.err then return {'corrupt', S, 'is not a hash'} end
       if stored then
         pol = policy(stored)
@@ -260,7 +268,7 @@ enum RedisScripts {
     end
     if not pol and (rec or (op ~= 'start' and op ~= 'cancel')) then
       pol = policy(ARGV[8])
-      if not pol then return {'corrupt', S, 'the default policy is malformed'} end
+      if not pol then return {'corrupt', S or K, 'the default policy is malformed'} end
     end
     local wrong = pol and pol.wrong or -1
     local tick = tonumber(ARGV[7])
@@ -289,6 +297,13 @@ enum RedisScripts {
       if not b then return {'corrupt', S, 'field "g:' .. string.sub(name, 1, 40) .. '" is not a budget'} end
       b.key = KEYS[j]
       budgets[#budgets + 1] = b
+    end
+    -- On a cluster: the verdict of the reservations on the budgets' slots.
+    local verdict, v_free, v_index = nil, nil, nil
+    if not S and ARGV[16] and ARGV[16] ~= '' then
+      verdict, v_free, v_index = string.match(ARGV[16], '^(%a+)|(%-?%d+)|(%d+)$')
+      if verdict == 'nobudget' then return refused('nobudget', -1, tonumber(v_index)) end
+      if verdict ~= 'budget' then return {'corrupt', K, 'a budgets verdict the engine cannot send'} end
     end
 
     local ticket = ''
@@ -331,6 +346,7 @@ enum RedisScripts {
           end
         end
       end
+      if verdict == 'budget' then return refused('budget', tonumber(v_free), tonumber(v_index)) end
       if latest then return refused('budget', latest, index) end
       for _, b in ipairs(budgets) do
         local member = fmt(now)
@@ -923,10 +939,11 @@ enum RedisScripts {
       return b
     end
 
-    -- Drops every charge of a budget key. ARGV: 1 not after (server µs).
+    -- Drops every charge of a budget key (KEYS 1; on a Redis Cluster KEYS 2,
+    -- its reservations, too). ARGV: 1 not after (server µs).
     -- Answers {'ok'}, or {'late'} (past the deadline: nothing changed).
     if late(ARGV[1]) then return {'late'} end
-    redis.call('DEL', KEYS[1])
+    for j = 1, NK do redis.call('DEL', KEYS[j]) end
     return {'ok'}
     """#
 
@@ -1038,15 +1055,16 @@ enum RedisScripts {
     -- window ("t1,t2"), 15... the charges of each budget key ("t1,t2"), 15 + #
     -- budget keys the engine's name. Answers {'ok'}, {'late'} or
     -- {'corrupt', key, why}. Merging twice is the same as once.
-    local K, S = KEYS[1], KEYS[2]
+    local K, S = KEYS[1], nil
+    if NK >= 2 then S = KEYS[2] end
     local now = clock(ARGV[1])
     if late(ARGV[2]) then return {'late'} end
     local slack = tonumber(ARGV[3])
     if not hash_or_none(K) then return {'corrupt', K, 'is not a hash'} end
     local pol = policy(ARGV[6])
-    local stored = redis.call('HGET', S, 'p:' .. ARGV[7])
+    local stored = S and redis.call('HGET', S, 'p:' .. ARGV[7])
     if stored then pol = policy(stored) end
-    if not pol then return {'corrupt', S, 'field "p:' .. string.sub(ARGV[7], 1, 40) .. '" is not a policy'} end
+    if not pol then return {'corrupt', S or K, 'field "p:' .. string.sub(ARGV[7], 1, 40) .. '" is not a policy'} end
     local h = {}
     local raw = redis.call('HGETALL', K)
     for j = 1, #raw, 2 do h[raw[j]] = raw[j + 1] end
@@ -1330,5 +1348,389 @@ enum RedisScripts {
       held = ARGV[2]
     end
     return held
+    """#
+
+    /// Scripts/reserve.lua
+    static let reserve = #"""
+    -- Shared by every script: integer checks, formatting, the clock, expiry.
+    local MAXT = 9007199254740991
+    -- Every number here is a whole number of at most 2^53 (µs, counts). Each
+    -- call of a C function costs (Redis's Lua): checks are one find each.
+    local find, tonumber = string.find, tonumber
+    local function fmt(x) return string.format('%d', x) end
+    -- A string of digits (a '-' first allowed) within lo..hi, or nil.
+    local function int(v, lo, hi)
+      if not v or #v > 17 or not find(v, '^%-?%d+$') then return nil end
+      local n = tonumber(v)
+      if n < lo or n > hi then return nil end
+      return n
+    end
+    -- digits: a string already matched as digits, within lo..hi, or nil.
+    local function digits(v, lo, hi)
+      if #v > 17 then return nil end
+      local n = tonumber(v)
+      if n < lo or n > hi then return nil end
+      return n
+    end
+    -- The store's clock: the server's TIME plus the correction kept in the
+    -- clock key, the last of every script's KEYS (NK: the keys before it).
+    -- Engines set the correction when a failover brings a primary whose clock
+    -- differs from the old one's (RedisClock.swift), so the store's time runs
+    -- on without a jump.
+    local CLOCK, NK = KEYS[#KEYS], #KEYS - 1
+    local skew
+    local function store_time()
+      if not skew then
+        -- "RUNID:VALUE" (the primary it was set for, and µs), or none.
+        local held = redis.call('GET', CLOCK)
+        skew = 0
+        if held then
+          skew = int(string.match(held, '^[%x]*:?(%-?%d+)$'), -86400000000, 86400000000)
+          if not skew then return error('the clock key holds ' .. string.sub(held, 1, 40)) end
+        end
+      end
+      local t = redis.call('TIME')
+      return tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+    end
+    -- now: the decision's time (ARGV's, or the store's), real: the store's.
+    local function clock(a)
+      local real = store_time()
+      if a == '' then return real, real end
+      return tonumber(a), real
+    end
+    -- True past the call's deadline (store µs; '' = none).
+    local function late(not_after)
+      if not_after == '' then return false end
+      return store_time() > tonumber(not_after)
+    end
+    local function expire(key, life_us, now, slack_ms)
+      local ms = math.ceil((life_us - now) / 1000) + slack_ms
+      if ms < 1 then ms = 1 end
+      redis.call('PEXPIRE', key, fmt(ms))
+    end
+    -- A hash's type must be hash (or absent): anything else is not Tickgate's.
+    local function hash_or_none(key)
+      local t = redis.call('TYPE', key).ok
+      return t == 'hash' or t == 'none'
+    end
+    -- A send policy "c1,c2|max|window|quiet|ticket|wrong" (spans in µs).
+    local function policy(text)
+      if type(text) ~= 'string' or #text > 1024 then return nil end
+      local steps, wmax, window, quiet, ticket, wrong =
+        string.match(text, '^([%d,]+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)$')
+      if not steps then return nil end
+      local cooldowns = {}
+      for part in string.gmatch(steps, '[^,]+') do
+        local v = digits(part, 1, 31536000000000)
+        if not v then return nil end
+        cooldowns[#cooldowns + 1] = v
+      end
+      if #cooldowns == 0 or #cooldowns > 8 then return nil end
+      local p = {cooldowns = cooldowns, wmax = digits(wmax, 0, 1000000), window = digits(window, 0, 31536000000000),
+                 quiet = digits(quiet, 0, 31536000000000), ticket = digits(ticket, 1, 31536000000000),
+                 wrong = digits(wrong, 0, 1000)}
+      if not p.wmax or not p.window or not p.quiet or not p.ticket or not p.wrong then return nil end
+      return p
+    end
+    -- A budget "SENDS/MS,..." -> its windows (lengths in µs) and horizon.
+    local function budget(text)
+      if type(text) ~= 'string' or #text > 256 then return nil end
+      local b = {windows = {}, horizon = 0}
+      for part in string.gmatch(text, '[^,]+') do
+        local cap, ms = string.match(part, '^(%d+)/(%d+)$')
+        cap, ms = int(cap, 1, 100000), int(ms, 1, 31536000000)
+        if not cap or not ms then return nil end
+        b.windows[#b.windows + 1] = {cap = cap, len = ms * 1000}
+        if ms * 1000 > b.horizon then b.horizon = ms * 1000 end
+      end
+      if #b.windows == 0 or #b.windows > 4 then return nil end
+      return b
+    end
+
+    -- On a Redis Cluster, the first step of a send whose budget keys live in
+    -- other slots than its key (README "Budgets across slots"): holds a place
+    -- on one budget key if it has room in every window. The reservation is a
+    -- member of the budget's sorted set at once (so it counts against the cap
+    -- like a charge) and of the reservations' sorted set, scored by when it
+    -- expires (real store time): a grant commits it, a refusal releases it
+    -- (Scripts/settle.lua); one that neither reached (the engine or a primary
+    -- died between) is dropped by the next reservation on the key after it
+    -- expires. KEYS: 1 the budget key's charges, 2 its reservations.
+    -- ARGV: 1 now ('' = TIME), 2 not after (server µs), 3 slack ms, 4 the
+    -- budget ("SENDS/MS,..." as the settings hold it), 5 the member (the
+    -- send's ticket name), 6 how long the reservation lives (µs).
+    -- Answers {'ok', now, real}, {'full', now, real, frees at}, {'late', now,
+    -- real} (nothing changed) or {'corrupt', key, why}. Reserving twice (a
+    -- retry) is the same as once.
+    local B, R = KEYS[1], KEYS[2]
+    local now, real = clock(ARGV[1])
+    if late(ARGV[2]) then return {'late', now, real} end
+    local b = budget(ARGV[4])
+    if not b then return {'corrupt', B, 'its budget is not "SENDS/MS,..."'} end
+    -- Reservations past their time go, from both sets.
+    local gone = redis.pcall('ZRANGEBYSCORE', R, '-inf', fmt(real))
+    if gone.err then return {'corrupt', R, 'is not a sorted set'} end
+    if #gone > 0 then
+      local z = redis.pcall('ZREM', B, unpack(gone))
+      if type(z) == 'table' and z.err then return {'corrupt', B, 'is not a sorted set'} end
+      redis.call('ZREMRANGEBYSCORE', R, '-inf', fmt(real))
+    end
+    local z = redis.pcall('ZREMRANGEBYSCORE', B, '-inf', fmt(now - b.horizon))
+    if type(z) == 'table' and z.err then return {'corrupt', B, 'is not a sorted set'} end
+    if redis.call('ZSCORE', B, ARGV[5]) then return {'ok', now, real} end
+    local latest
+    for _, w in ipairs(b.windows) do
+      local got = redis.call('ZREVRANGE', B, w.cap - 1, w.cap - 1, 'WITHSCORES')
+      if #got == 2 then
+        local at = int(got[2], 0, MAXT)
+        if not at then return {'corrupt', B, 'a charge has the score ' .. string.sub(tostring(got[2]), 1, 40)} end
+        local free = at + w.len
+        if free > now and (not latest or free > latest) then latest = free end
+      end
+    end
+    if latest then return {'full', now, real, latest} end
+    local life = tonumber(ARGV[6])
+    redis.call('ZADD', B, fmt(now), ARGV[5])
+    redis.call('ZADD', R, fmt(real + life), ARGV[5])
+    expire(B, now + b.horizon, now, tonumber(ARGV[3]))
+    local ttl = redis.call('PTTL', R)
+    local want = math.ceil(life / 1000) + 1000
+    if ttl < want then redis.call('PEXPIRE', R, fmt(want)) end
+    return {'ok', now, real}
+    """#
+
+    /// Scripts/settle.lua
+    static let settle = #"""
+    -- Shared by every script: integer checks, formatting, the clock, expiry.
+    local MAXT = 9007199254740991
+    -- Every number here is a whole number of at most 2^53 (µs, counts). Each
+    -- call of a C function costs (Redis's Lua): checks are one find each.
+    local find, tonumber = string.find, tonumber
+    local function fmt(x) return string.format('%d', x) end
+    -- A string of digits (a '-' first allowed) within lo..hi, or nil.
+    local function int(v, lo, hi)
+      if not v or #v > 17 or not find(v, '^%-?%d+$') then return nil end
+      local n = tonumber(v)
+      if n < lo or n > hi then return nil end
+      return n
+    end
+    -- digits: a string already matched as digits, within lo..hi, or nil.
+    local function digits(v, lo, hi)
+      if #v > 17 then return nil end
+      local n = tonumber(v)
+      if n < lo or n > hi then return nil end
+      return n
+    end
+    -- The store's clock: the server's TIME plus the correction kept in the
+    -- clock key, the last of every script's KEYS (NK: the keys before it).
+    -- Engines set the correction when a failover brings a primary whose clock
+    -- differs from the old one's (RedisClock.swift), so the store's time runs
+    -- on without a jump.
+    local CLOCK, NK = KEYS[#KEYS], #KEYS - 1
+    local skew
+    local function store_time()
+      if not skew then
+        -- "RUNID:VALUE" (the primary it was set for, and µs), or none.
+        local held = redis.call('GET', CLOCK)
+        skew = 0
+        if held then
+          skew = int(string.match(held, '^[%x]*:?(%-?%d+)$'), -86400000000, 86400000000)
+          if not skew then return error('the clock key holds ' .. string.sub(held, 1, 40)) end
+        end
+      end
+      local t = redis.call('TIME')
+      return tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+    end
+    -- now: the decision's time (ARGV's, or the store's), real: the store's.
+    local function clock(a)
+      local real = store_time()
+      if a == '' then return real, real end
+      return tonumber(a), real
+    end
+    -- True past the call's deadline (store µs; '' = none).
+    local function late(not_after)
+      if not_after == '' then return false end
+      return store_time() > tonumber(not_after)
+    end
+    local function expire(key, life_us, now, slack_ms)
+      local ms = math.ceil((life_us - now) / 1000) + slack_ms
+      if ms < 1 then ms = 1 end
+      redis.call('PEXPIRE', key, fmt(ms))
+    end
+    -- A hash's type must be hash (or absent): anything else is not Tickgate's.
+    local function hash_or_none(key)
+      local t = redis.call('TYPE', key).ok
+      return t == 'hash' or t == 'none'
+    end
+    -- A send policy "c1,c2|max|window|quiet|ticket|wrong" (spans in µs).
+    local function policy(text)
+      if type(text) ~= 'string' or #text > 1024 then return nil end
+      local steps, wmax, window, quiet, ticket, wrong =
+        string.match(text, '^([%d,]+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)$')
+      if not steps then return nil end
+      local cooldowns = {}
+      for part in string.gmatch(steps, '[^,]+') do
+        local v = digits(part, 1, 31536000000000)
+        if not v then return nil end
+        cooldowns[#cooldowns + 1] = v
+      end
+      if #cooldowns == 0 or #cooldowns > 8 then return nil end
+      local p = {cooldowns = cooldowns, wmax = digits(wmax, 0, 1000000), window = digits(window, 0, 31536000000000),
+                 quiet = digits(quiet, 0, 31536000000000), ticket = digits(ticket, 1, 31536000000000),
+                 wrong = digits(wrong, 0, 1000)}
+      if not p.wmax or not p.window or not p.quiet or not p.ticket or not p.wrong then return nil end
+      return p
+    end
+    -- A budget "SENDS/MS,..." -> its windows (lengths in µs) and horizon.
+    local function budget(text)
+      if type(text) ~= 'string' or #text > 256 then return nil end
+      local b = {windows = {}, horizon = 0}
+      for part in string.gmatch(text, '[^,]+') do
+        local cap, ms = string.match(part, '^(%d+)/(%d+)$')
+        cap, ms = int(cap, 1, 100000), int(ms, 1, 31536000000)
+        if not cap or not ms then return nil end
+        b.windows[#b.windows + 1] = {cap = cap, len = ms * 1000}
+        if ms * 1000 > b.horizon then b.horizon = ms * 1000 end
+      end
+      if #b.windows == 0 or #b.windows > 4 then return nil end
+      return b
+    end
+
+    -- On a Redis Cluster, the last step of a send whose budget keys live in
+    -- other slots (Scripts/reserve.lua): 'commit' makes a reservation a charge
+    -- (it leaves the reservations; it stays in the budget's set, where it
+    -- already counted), 'release' drops it from both (a refused send, or a
+    -- failed send giving its charge back). KEYS: 1 the budget key's charges,
+    -- 2 its reservations. ARGV: 1 'commit' or 'release', 2 the member.
+    -- Answers {'ok'}, or {'lost'} (a commit found neither: the reservation
+    -- expired first, and the grant goes uncharged). Settling twice is the
+    -- same as once.
+    local B, R = KEYS[1], KEYS[2]
+    local t = redis.call('TYPE', B).ok
+    if t ~= 'zset' and t ~= 'none' then return {'corrupt', B, 'is not a sorted set'} end
+    t = redis.call('TYPE', R).ok
+    if t ~= 'zset' and t ~= 'none' then return {'corrupt', R, 'is not a sorted set'} end
+    if ARGV[1] == 'commit' then
+      local held = redis.call('ZREM', R, ARGV[2])
+      if held == 0 and not redis.call('ZSCORE', B, ARGV[2]) then return {'lost'} end
+      return {'ok'}
+    end
+    redis.call('ZREM', B, ARGV[2])
+    redis.call('ZREM', R, ARGV[2])
+    return {'ok'}
+    """#
+
+    /// Scripts/add_charges.lua
+    static let addCharges = #"""
+    -- Shared by every script: integer checks, formatting, the clock, expiry.
+    local MAXT = 9007199254740991
+    -- Every number here is a whole number of at most 2^53 (µs, counts). Each
+    -- call of a C function costs (Redis's Lua): checks are one find each.
+    local find, tonumber = string.find, tonumber
+    local function fmt(x) return string.format('%d', x) end
+    -- A string of digits (a '-' first allowed) within lo..hi, or nil.
+    local function int(v, lo, hi)
+      if not v or #v > 17 or not find(v, '^%-?%d+$') then return nil end
+      local n = tonumber(v)
+      if n < lo or n > hi then return nil end
+      return n
+    end
+    -- digits: a string already matched as digits, within lo..hi, or nil.
+    local function digits(v, lo, hi)
+      if #v > 17 then return nil end
+      local n = tonumber(v)
+      if n < lo or n > hi then return nil end
+      return n
+    end
+    -- The store's clock: the server's TIME plus the correction kept in the
+    -- clock key, the last of every script's KEYS (NK: the keys before it).
+    -- Engines set the correction when a failover brings a primary whose clock
+    -- differs from the old one's (RedisClock.swift), so the store's time runs
+    -- on without a jump.
+    local CLOCK, NK = KEYS[#KEYS], #KEYS - 1
+    local skew
+    local function store_time()
+      if not skew then
+        -- "RUNID:VALUE" (the primary it was set for, and µs), or none.
+        local held = redis.call('GET', CLOCK)
+        skew = 0
+        if held then
+          skew = int(string.match(held, '^[%x]*:?(%-?%d+)$'), -86400000000, 86400000000)
+          if not skew then return error('the clock key holds ' .. string.sub(held, 1, 40)) end
+        end
+      end
+      local t = redis.call('TIME')
+      return tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+    end
+    -- now: the decision's time (ARGV's, or the store's), real: the store's.
+    local function clock(a)
+      local real = store_time()
+      if a == '' then return real, real end
+      return tonumber(a), real
+    end
+    -- True past the call's deadline (store µs; '' = none).
+    local function late(not_after)
+      if not_after == '' then return false end
+      return store_time() > tonumber(not_after)
+    end
+    local function expire(key, life_us, now, slack_ms)
+      local ms = math.ceil((life_us - now) / 1000) + slack_ms
+      if ms < 1 then ms = 1 end
+      redis.call('PEXPIRE', key, fmt(ms))
+    end
+    -- A hash's type must be hash (or absent): anything else is not Tickgate's.
+    local function hash_or_none(key)
+      local t = redis.call('TYPE', key).ok
+      return t == 'hash' or t == 'none'
+    end
+    -- A send policy "c1,c2|max|window|quiet|ticket|wrong" (spans in µs).
+    local function policy(text)
+      if type(text) ~= 'string' or #text > 1024 then return nil end
+      local steps, wmax, window, quiet, ticket, wrong =
+        string.match(text, '^([%d,]+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)$')
+      if not steps then return nil end
+      local cooldowns = {}
+      for part in string.gmatch(steps, '[^,]+') do
+        local v = digits(part, 1, 31536000000000)
+        if not v then return nil end
+        cooldowns[#cooldowns + 1] = v
+      end
+      if #cooldowns == 0 or #cooldowns > 8 then return nil end
+      local p = {cooldowns = cooldowns, wmax = digits(wmax, 0, 1000000), window = digits(window, 0, 31536000000000),
+                 quiet = digits(quiet, 0, 31536000000000), ticket = digits(ticket, 1, 31536000000000),
+                 wrong = digits(wrong, 0, 1000)}
+      if not p.wmax or not p.window or not p.quiet or not p.ticket or not p.wrong then return nil end
+      return p
+    end
+    -- A budget "SENDS/MS,..." -> its windows (lengths in µs) and horizon.
+    local function budget(text)
+      if type(text) ~= 'string' or #text > 256 then return nil end
+      local b = {windows = {}, horizon = 0}
+      for part in string.gmatch(text, '[^,]+') do
+        local cap, ms = string.match(part, '^(%d+)/(%d+)$')
+        cap, ms = int(cap, 1, 100000), int(ms, 1, 31536000000)
+        if not cap or not ms then return nil end
+        b.windows[#b.windows + 1] = {cap = cap, len = ms * 1000}
+        if ms * 1000 > b.horizon then b.horizon = ms * 1000 end
+      end
+      if #b.windows == 0 or #b.windows > 4 then return nil end
+      return b
+    end
+
+    -- On a Redis Cluster, the budget part of a write-back (Scripts/merge.lua):
+    -- every charge an engine made by itself while the store was out of reach
+    -- becomes the store's. KEYS: 1 a budget key. ARGV: 1 now ('' = TIME),
+    -- 2 the charges ("t1,t2", µs), 3 the engine's name. Answers {'ok'} or
+    -- {'corrupt', key, why}. Adding twice is the same as once.
+    local now = clock(ARGV[1])
+    local t = redis.call('TYPE', KEYS[1]).ok
+    if t ~= 'zset' and t ~= 'none' then return {'corrupt', KEYS[1], 'is not a sorted set'} end
+    for part in string.gmatch(ARGV[2], '[^,]+') do
+      local v = int(part, 0, MAXT)
+      if v and v <= now then redis.call('ZADD', KEYS[1], 'NX', fmt(v), fmt(v) .. '-' .. ARGV[3]) end
+    end
+    -- A key made here lives as long as a budget's longest window may.
+    if redis.call('PTTL', KEYS[1]) == -1 then redis.call('PEXPIRE', KEYS[1], 31622400000) end
+    return {'ok'}
     """#
 }

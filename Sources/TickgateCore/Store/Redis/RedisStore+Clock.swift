@@ -28,7 +28,7 @@ extension RedisStore {
         let server = connection.address.description
         for _ in 0..<3 {
             let start = Poller.boottime()
-            let replies = try connection.pipeline([[Array("TIME".utf8)], keys.skewCommand,
+            let replies = try connection.pipeline([[Array("TIME".utf8)], keys.skewCommand(for: keys.clock),
                                                    [Array("INFO".utf8), Array("server".utf8)]])
             let end = Poller.boottime()
             if case let .error(text) = replies[2] { throw RedisConnection.refused(text, connection.address) }

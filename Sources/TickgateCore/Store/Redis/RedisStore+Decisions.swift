@@ -6,7 +6,16 @@ extension RedisStore {
     func decide(_ decision: KeyDecision, budgets named: [BudgetRow], for key: CountdownKey)
         throws(TickgateError) -> DecisionResult {
         if case .read = decision { return try read(key) }
-        let call = clock.begin()
+        if cluster != nil { return try decideOnCluster(decision, budgets: named, for: key) }
+        return try decideOnce(decision, budgets: named, for: key, call: clock.begin(), onCluster: nil)
+    }
+
+    /// One run of Scripts/decide.lua. `onCluster`: nil on one server (the
+    /// script reads the policy and charges the budgets itself); on a
+    /// cluster, the scope's policy as the settings hold it and the
+    /// budgets' verdict (RedisStore+Cluster.swift).
+    func decideOnce(_ decision: KeyDecision, budgets named: [BudgetRow], for key: CountdownKey, call: RedisClock.Call,
+                    onCluster: (policy: [UInt8], verdict: [UInt8])?) throws(TickgateError) -> DecisionResult {
         var op = ""
         var tick = Span.zero
         var a: [UInt8] = [], b: [UInt8] = [], c: [UInt8] = []
@@ -36,17 +45,22 @@ extension RedisStore {
             op = "failed"
         }
         let tag = keys.tag(key)
-        var names = [keys.hash(tag: tag), keys.settings]
+        var names = [keys.hash(tag: tag)]
         var arguments: [[UInt8]] = [
             Array(op.utf8), call.now, call.notAfter, Array(String(slackMilliseconds).utf8),
-            keys.keyChannel, keys.keyNotice(tag: tag), RedisClock.micros(tick), Self.defaultPolicy,
+            keys.keyChannel, keys.keyNotice(tag: tag), RedisClock.micros(tick), onCluster?.policy ?? Self.defaultPolicy,
             Array(key.scope.value.utf8), a, b, c, nextDecision(), keys.engine,
             // An answer is kept for a retry as long as its call may last.
             Array(String(options.timeout.nanoseconds / 1_000 + 1_000_000).utf8),
         ]
-        for row in named {
-            names.append(keys.budget(row.key))
-            arguments.append(Array(row.key.budget.value.utf8))
+        if let onCluster {
+            arguments.append(onCluster.verdict)
+        } else {
+            names.append(keys.settings)
+            for row in named {
+                names.append(keys.budget(row.key))
+                arguments.append(Array(row.key.budget.value.utf8))
+            }
         }
         let reply = try run("decide", keys: names, arguments: arguments, by: call.deadline)
         let fields = try ReplyReader(reply, key: names[0], server: address.description)
@@ -104,7 +118,7 @@ extension RedisStore {
     private func read(_ key: CountdownKey) throws(TickgateError) -> DecisionResult {
         let call = clock.begin()
         let name = keys.hash(key)
-        let (real, replies) = try timedRead([[Array("HGETALL".utf8), name]], by: call.deadline)
+        let (real, replies) = try timedRead([[Array("HGETALL".utf8), name]], on: name, by: call.deadline)
         let (now, offset) = clock.moment(call, real: real)
         let rows = try RedisRows.keyRows(replies[0], for: key, name: name, now: now, offset: offset)
         return DecisionResult(before: rows, after: rows, now: RedisClock.instant(now, offset), refusal: nil)
@@ -119,7 +133,7 @@ extension RedisStore {
     }
 
     /// A send ticket's name in the store: this engine's and its number.
-    private func ticketName(_ ticket: UInt64) -> [UInt8] { Array("\(engineName):\(ticket)".utf8) }
+    func ticketName(_ ticket: UInt64) -> [UInt8] { Array("\(engineName):\(ticket)".utf8) }
 
     /// How long a key outlives what it still decides. Redis replicates a
     /// key's expiry as an instant of the primary's clock: a new primary
@@ -143,31 +157,18 @@ extension RedisStore {
     // MARK: Scope-wide cancel
 
     func cancelAll(scope: KeyName?) throws(TickgateError) {
+        if cluster != nil { return try cancelAllOnCluster(scope: scope) }
         let pattern = keys.hashPattern(scope: scope)
         var cursor = "0"
         repeat {
             let call = clock.begin()
-            let reply = try read([[Array("SCAN".utf8), Array(cursor.utf8), Array("MATCH".utf8), pattern,
-                                   Array("COUNT".utf8), Array("1000".utf8)]], by: call.deadline)[0]
-            guard case let .array(parts) = reply, parts.count == 2, let next = parts[0].text,
-                  case let .array(found) = parts[1] else {
-                throw TickgateError(.storeCorrupt, "the Redis server \(address.description) sent a bad SCAN reply",
-                                    store: .corrupt)
-            }
+            let reply = try exchange(on: nil, by: call.deadline, changes: false) { (connection, _) throws(TickgateError) in
+                [try connection.command([Array("SCAN".utf8), Array(cursor.utf8), Array("MATCH".utf8), pattern,
+                                         Array("COUNT".utf8), Array("1000".utf8)])]
+            }[0]
+            let (next, names) = try scanned(reply, address.description)
             cursor = next
-            var names: [[UInt8]] = []
-            for entry in found { if case let .string(bytes) = entry { names.append(bytes) } }
-            var start = 0
-            while start < names.count {
-                let batch = Array(names[start..<min(start + 100, names.count)])
-                start += batch.count
-                let call = clock.begin()
-                var arguments: [[UInt8]] = [call.now, keys.keyChannel, call.notAfter]
-                for name in batch { arguments.append(keys.keyNotice(hashName: name)) }
-                if case .integer(-1) = try run("cancelKeys", keys: batch, arguments: arguments, by: call.deadline) {
-                    throw late("the cancel of \(batch.count) keys")
-                }
-            }
+            try cancelKeys(names)
         } while cursor != "0"
     }
 }
@@ -204,6 +205,11 @@ extension RedisStore {
             var times: [String] = []
             for charge in charges[budgetKey] ?? [] { times.append(String(decoding: try micros(charge), as: UTF8.self)) }
             arguments.append(Array(times.joined(separator: ",").utf8))
+        }
+        if cluster != nil {
+            let charges = Array(zip(budgetKeys, arguments[14...].map { $0 }))
+            return try mergeOnCluster(arguments: Array(arguments[..<14]) + [keys.engine], for: key, tag: tag,
+                                      charges: charges, call: call)
         }
         arguments.append(keys.engine)
         let names = [keys.hash(tag: tag), keys.settings] + budgetKeys.map { keys.budget($0) }

@@ -42,7 +42,7 @@ extension RedisStore {
     func readSettings() throws(TickgateError) -> StoreSnapshot {
         var snapshot = StoreSnapshot()
         let call = clock.begin()
-        let reply = try read([[Array("HGETALL".utf8), keys.settings]], by: call.deadline)[0]
+        let reply = try read([[Array("HGETALL".utf8), keys.settings]], on: keys.settings, by: call.deadline)[0]
         let settingsKey = String(decoding: keys.settings, as: UTF8.self)
         for (field, value) in try pairs(reply, keys.settings) {
             func bad(_ why: String) -> TickgateError {
@@ -89,8 +89,16 @@ extension RedisStore {
     func charges(of key: BudgetKey) throws(TickgateError) -> [Instant] {
         let call = clock.begin()
         let name = keys.budget(key)
-        let (real, replies) = try timedRead(
-            [[Array("ZRANGE".utf8), name, Array("0".utf8), Array("-1".utf8), Array("WITHSCORES".utf8)]], by: call.deadline)
+        // On a cluster the set holds reservations too: they are not charges.
+        var commands = [[Array("ZRANGE".utf8), name, Array("0".utf8), Array("-1".utf8), Array("WITHSCORES".utf8)]]
+        if cluster != nil {
+            commands.append([Array("ZRANGE".utf8), keys.reservations(key), Array("0".utf8), Array("-1".utf8)])
+        }
+        let (real, replies) = try timedRead(commands, on: name, by: call.deadline)
+        var pending = Set<[UInt8]>()
+        if cluster != nil, case let .array(members) = replies[1] {
+            for member in members { if case let .string(bytes) = member { pending.insert(bytes) } }
+        }
         let (serverNow, offset) = clock.moment(call, real: real)
         guard case let .array(entries) = replies[0], entries.count % 2 == 0 else {
             throw TickgateError(.storeCorrupt, "the Redis key \(String(decoding: name, as: UTF8.self)) sent a bad reply",
@@ -106,6 +114,10 @@ extension RedisStore {
                     "the Redis key \(String(decoding: name, as: UTF8.self)) is corrupt: a charge has the score \(entries[index].text?.prefix(40) ?? "?")",
                     store: .corrupt)
             }
+            if case let .string(member) = entries[index - 1], pending.contains(member) {
+                index += 2
+                continue
+            }
             charges.append(RedisClock.instant(score, offset))
             index += 2
         }
@@ -114,7 +126,8 @@ extension RedisStore {
 
     func resetBudget(_ key: BudgetKey) throws(TickgateError) {
         let call = clock.begin()
-        let reply = try run("resetBudget", keys: [keys.budget(key)], arguments: [call.notAfter], by: call.deadline)
+        let names = cluster == nil ? [keys.budget(key)] : [keys.budget(key), keys.reservations(key)]
+        let reply = try run("resetBudget", keys: names, arguments: [call.notAfter], by: call.deadline)
         if case let .array(parts) = reply, parts.first?.text == "late" { throw late("the reset of \(key.description)") }
     }
 
@@ -142,7 +155,7 @@ extension RedisStore {
     func session(realm: KeyName) throws(TickgateError) -> SessionState? {
         let call = clock.begin()
         let name = keys.session(realm)
-        let (real, replies) = try timedRead([[Array("GET".utf8), name]], by: call.deadline)
+        let (real, replies) = try timedRead([[Array("GET".utf8), name]], on: name, by: call.deadline)
         let (now, offset) = clock.moment(call, real: real)
         guard case let .string(value) = replies[0] else {
             if case .null = replies[0] { return SessionState(loggedIn: false, expiry: nil) }

@@ -70,7 +70,10 @@ final class RedisStore: Store {
     var address: RedisAddress { topology.current }
     let keys: RedisKeys
     let clock: RedisClock
-    let pool: RedisPool
+    /// The connections to the one primary (nil on a cluster).
+    let pool: RedisPool?
+    /// A Redis Cluster's slot map and a pool per primary (nil otherwise).
+    let cluster: RedisCluster?
     /// Names this engine in its notices and its decisions' answers.
     let engineName: String
     /// Script SHA1s as the server reported them at open.
@@ -95,23 +98,96 @@ final class RedisStore: Store {
             throw TickgateError(.invalidArgument, "the store's connections are outside 1 ... 1024")
         }
         engineName = String(UInt64.random(in: 1...UInt64.max), radix: 36)
-        let keys = RedisKeys(prefix: prefix, engine: Array(engineName.utf8))
+        var named = RedisKeys(prefix: prefix, engine: Array(engineName.utf8))
+        named.cluster = !url.cluster.isEmpty
+        let keys = named
         let clock = RedisClock(engineClock, source: options.time, timeout: options.timeout)
         self.keys = keys
         self.clock = clock
-        topology = RedisTopology(url: url, timeout: options.timeout) { (connection) throws(TickgateError) in
+        let topology = RedisTopology(url: url, timeout: options.timeout) { (connection) throws(TickgateError) in
             try Self.align(connection, clock: clock, keys: keys)
         }
-        // One connection now: a bad address, login or database fails the
-        // open, naming the server. In one round trip it loads the scripts,
-        // runs the probe (every command the scripts use: a user without the
-        // right to one fails here, not at its first decision), reads the
-        // server's clock (so even the first decision carries its deadline),
-        // the data's format and the eviction policy.
+        self.topology = topology
         let call = clock.begin()
-        let first = try topology.connect(by: call.deadline)
+        guard keys.cluster else {
+            // One connection now: a bad address, login or database fails
+            // the open, naming the server.
+            let first = try topology.connect(by: call.deadline)
+            let opened = try Self.prepare(first, keys: keys, probe: keys.probe, replicas: url.replicas, format: true,
+                                          by: call.deadline)
+            _ = clock.moment(call, real: opened.real)
+            shas = opened.shas
+            warning = opened.warning
+            let pool = RedisPool(topology: topology, timeout: options.timeout, capacity: options.connections, first: first)
+            self.pool = pool
+            cluster = nil
+            if url.sentinels.isEmpty {
+                sentinelWatcher = nil
+            } else {
+                let sentinels = SentinelWatcher(topology: topology, timeout: options.timeout) { pool.retireAll() }
+                sentinelWatcher = sentinels.start() ? sentinels : nil
+            }
+            return
+        }
+        // A cluster: its slot map, then every primary prepared as one
+        // server is (each loads the scripts and runs the probe on a key of
+        // its own slots), then the data's format on its slot.
+        let cluster = RedisCluster(topology: topology, timeout: options.timeout, capacity: options.connections)
+        try cluster.refresh(by: call.deadline, force: true)
+        let primaries = cluster.primaries
+        guard !primaries.isEmpty else {
+            throw TickgateError(.storeIO, "the Redis Cluster \(url.description) serves no slot (cluster down)",
+                                store: .unreachable)
+        }
+        var shas: [String: [UInt8]] = [:]
+        var warnings: [String] = []
+        var real: Int64?
+        for (index, pool) in primaries.enumerated() {
+            var tag = 0
+            var probe = keys.probe(tag: "0")
+            while tag < 1_000_000, (try? cluster.pool(for: RedisSlot.of(probe), by: call.deadline)) !== pool {
+                tag += 1
+                probe = keys.probe(tag: String(tag))
+            }
+            let (connection, _) = try pool.checkOut(by: call.deadline)
+            defer { pool.checkIn(connection) }
+            let opened = try Self.prepare(connection, keys: keys, probe: probe, replicas: url.replicas, format: false,
+                                          by: call.deadline)
+            if index == 0 { real = opened.real }
+            shas = opened.shas
+            if let warning = opened.warning { warnings.append(warning) }
+        }
+        self.shas = shas
+        warning = warnings.first
+        if let real { _ = clock.moment(call, real: real) }
+        self.cluster = cluster
+        pool = nil
+        sentinelWatcher = nil
+        let set = [Array("SET".utf8), keys.formatKey, Array(String(RedisKeys.format).utf8), Array("NX".utf8),
+                   Array("GET".utf8)]
+        let replies = try exchange(on: keys.formatKey, by: call.deadline, changes: true) {
+            (connection, asking) throws(TickgateError) in try connection.pipeline(asking + [set])
+        }
+        try Self.checkFormat(replies[0], keys: keys, options: options, address: address)
+    }
+
+    /// What the open learnt from one server.
+    struct Prepared {
+        var shas: [String: [UInt8]]
+        var real: Int64
+        var warning: String?
+    }
+
+    /// Readies one server (a primary) in one round trip: loads the scripts,
+    /// runs the probe (every command the scripts use: a user without the
+    /// right to one fails here, not at its first decision), reads the
+    /// server's clock (so even the first decision carries its deadline),
+    /// the data's format (`format`), the eviction policy and whether it is
+    /// a cluster node.
+    static func prepare(_ first: RedisConnection, keys: RedisKeys, probe: [UInt8], replicas: Int, format: Bool,
+                        by deadline: Instant) throws(TickgateError) -> Prepared {
         let address = first.address
-        try first.limit(to: call.deadline)
+        try first.limit(to: deadline)
         // A small command alone first: a server that wants a login closes a
         // connection that sends it more than 16 KiB unauthenticated (the
         // scripts), which would hide its NOAUTH.
@@ -119,16 +195,20 @@ final class RedisStore: Store {
             throw RedisConnection.refused(text, address)
         }
         var commands: [[[UInt8]]] = RedisScripts.all.map { [Array("SCRIPT".utf8), Array("LOAD".utf8), Array($0.source.utf8)] }
-        commands.append([Array("EVALSHA".utf8), Array(RedisScripts.probeSHA.utf8), Array("2".utf8), keys.probe, keys.clock,
-                         keys.channel, keys.wakeNotice])
+        let count = RedisScripts.all.count
+        commands.append([Array("INFO".utf8), Array("cluster".utf8)])
+        commands.append([Array("EVALSHA".utf8), Array(RedisScripts.probeSHA.utf8), Array("2".utf8), probe,
+                         keys.clock(for: probe), keys.channel, keys.wakeNotice])
         commands.append([Array("TIME".utf8)])
-        commands.append([Array("SET".utf8), keys.formatKey, Array(String(RedisKeys.format).utf8), Array("NX".utf8),
-                         Array("GET".utf8)])
+        commands.append(keys.skewCommand(for: probe))
         commands.append([Array("INFO".utf8), Array("memory".utf8)])
-        commands.append(keys.skewCommand)
         // With replicas=N every change is followed by WAIT: a user without
         // the right to it fails here, not after its first change.
-        if url.replicas > 0 { commands.append([Array("WAIT".utf8), Array("0".utf8), Array("0".utf8)]) }
+        if replicas > 0 { commands.append([Array("WAIT".utf8), Array("0".utf8), Array("0".utf8)]) }
+        if format {
+            commands.append([Array("SET".utf8), keys.formatKey, Array(String(RedisKeys.format).utf8), Array("NX".utf8),
+                             Array("GET".utf8)])
+        }
         let replies = try first.pipeline(commands)
         var shas: [String: [UInt8]] = [:]
         for (script, reply) in zip(RedisScripts.all, replies) {
@@ -142,9 +222,15 @@ final class RedisStore: Store {
             }
             shas[script.name] = bytes
         }
-        self.shas = shas
-        let count = RedisScripts.all.count
-        if case let .array(parts) = replies[count], parts.count == 3, parts[0].text == "denied",
+        // A cluster node named with redis://: its keys are spread over
+        // other nodes, which this URL cannot reach.
+        if format, replies[count].infoField("cluster_enabled") == "1" {
+            throw TickgateError(.storeIO,
+                "the Redis server \(address.description) is a Redis Cluster node: name the cluster's nodes with redis+cluster://host:port[,host:port...]",
+                store: .unsupported)
+        }
+        let probeReply = replies[count + 1]
+        if case let .array(parts) = probeReply, parts.count == 3, parts[0].text == "denied",
            let command = parts[1].text?.prefix(40) {
             if parts[2].text?.hasPrefix("READONLY") == true {
                 throw TickgateError(.storeIO,
@@ -155,11 +241,11 @@ final class RedisStore: Store {
                 "the Redis server \(address.description) does not let this user run \(command), which Tickgate's scripts need: \((parts[2].text ?? "").prefix(200)) (README: \"ACL users\" gives the rule)",
                 store: .auth)
         }
-        if case let .error(text) = replies[count + 1] {
+        if case let .error(text) = replies[count + 2] {
             throw RedisConnection.refused(text, address,
                 "the Redis server \(address.description) refused TIME, which Tickgate needs (README: \"ACL users\"): \(text.prefix(300))")
         }
-        if case let .error(text) = replies[count] {
+        if case let .error(text) = probeReply {
             if text.hasPrefix("READONLY") {
                 throw RedisConnection.refused(text, address,
                     "the Redis server \(address.description) is a read-only replica: name its primary, or its Sentinels with redis+sentinel://")
@@ -167,8 +253,24 @@ final class RedisStore: Store {
             throw RedisConnection.refused(text, address,
                 "the Redis server \(address.description) refused a command Tickgate needs (README: \"ACL users\"): \(text.prefix(300))")
         }
-        _ = clock.moment(call, real: try RedisClock.storeTime(replies[count + 1], replies[count + 4], address.description))
-        switch replies[count + 2] {
+        let real = try RedisClock.storeTime(replies[count + 2], replies[count + 3], address.description)
+        var next = count + 5
+        if replicas > 0 {
+            if case let .error(text) = replies[next] {
+                throw RedisConnection.refused(text, address,
+                    "the Redis server \(address.description) refused WAIT, which replicas=\(replicas) needs: \(text.prefix(200))")
+            }
+            next += 1
+        }
+        if format { try checkFormat(replies[next], keys: keys, options: nil, address: address) }
+        return Prepared(shas: shas, real: real, warning: evictionWarning(replies[count + 4], address))
+    }
+
+    /// The reply of `SET format NX GET`: the data's format, which this
+    /// engine must be able to read.
+    static func checkFormat(_ reply: RedisReply, keys: RedisKeys, options: RedisOptions?,
+                            address: RedisAddress) throws(TickgateError) {
+        switch reply {
         case .null:
             break
         case let .string(bytes):
@@ -179,27 +281,15 @@ final class RedisStore: Store {
                     store: .corrupt)
             }
             if format > RedisKeys.format {
+                let prefix = String(decoding: keys.prefix, as: UTF8.self)
                 throw TickgateError(.storeVersion,
-                    "the Redis store \(address.description) (prefix \(options.prefix)) holds data of format \(format), written by a newer Tickgate; this one reads formats up to \(RedisKeys.format): upgrade it",
+                    "the Redis store \(address.description) (prefix \(prefix)) holds data of format \(format), written by a newer Tickgate; this one reads formats up to \(RedisKeys.format): upgrade it",
                     store: .unsupported)
             }
         case let .error(text):
             throw RedisConnection.refused(text, address)
         default:
             throw TickgateError(.storeCorrupt, "the Redis server \(address.description) sent a bad reply to SET", store: .corrupt)
-        }
-        if url.replicas > 0, case let .error(text) = replies[count + 5] {
-            throw RedisConnection.refused(text, address,
-                "the Redis server \(address.description) refused WAIT, which replicas=\(url.replicas) needs: \(text.prefix(200))")
-        }
-        warning = Self.evictionWarning(replies[count + 3], address)
-        let pool = RedisPool(topology: topology, timeout: options.timeout, capacity: options.connections, first: first)
-        self.pool = pool
-        if url.sentinels.isEmpty {
-            sentinelWatcher = nil
-        } else {
-            let sentinels = SentinelWatcher(topology: topology, timeout: options.timeout) { pool.retireAll() }
-            sentinelWatcher = sentinels.start() ? sentinels : nil
         }
     }
 
@@ -213,24 +303,28 @@ final class RedisStore: Store {
     }
 
     /// Runs one script (`EVALSHA`, loaded again on `NOSCRIPT`) by the
-    /// call's deadline; a reply Redis refused is thrown with its kind.
-    /// With `replicas=N` in the URL, a call that may change the store is
-    /// followed, in the same round trip, by `WAIT N`: it is acknowledged
-    /// only once N replicas hold it.
+    /// call's deadline, on the primary of its keys (all in one slot); a
+    /// reply Redis refused is thrown with its kind. The clock key of the
+    /// keys' slot is added as the last key. With `replicas=N` in the URL, a
+    /// call that may change the store is followed, in the same round trip,
+    /// by `WAIT N`: it is acknowledged only once N replicas hold it.
     func run(_ script: String, keys names: [[UInt8]], arguments: [[UInt8]], by deadline: Instant,
              changes: Bool = true) throws(TickgateError) -> RedisReply {
-        guard let sha = shas[script], let source = RedisScripts.all.first(where: { $0.name == script })?.source else {
+        guard let sha = shas[script], let source = RedisScripts.all.first(where: { $0.name == script })?.source,
+              let first = names.first else {
             throw TickgateError(.system, "no script \(script)")
         }
         // Every script's last key is the clock's (Scripts/prelude.lua).
-        let command = [Array("EVALSHA".utf8), sha, Array(String(names.count + 1).utf8)] + names + [keys.clock] + arguments
+        let command = [Array("EVALSHA".utf8), sha, Array(String(names.count + 1).utf8)] + names
+            + [keys.clock(for: first)] + arguments
         let replicas = changes ? url.replicas : 0
-        let reply = try pool.call(by: deadline, changes: changes) { (connection) throws(TickgateError) -> RedisReply in
+        let replies = try exchange(on: first, by: deadline, changes: changes) {
+            (connection, asking) throws(TickgateError) -> [RedisReply] in
             // The script, and WAIT after it in the same round trip.
             func send() throws(TickgateError) -> (RedisReply, RedisReply) {
-                guard replicas > 0 else { return (try connection.command(command), .integer(0)) }
-                let replies = try connection.pipeline([command, waitCommand(replicas, by: deadline)])
-                return (replies[0], replies[1])
+                let sent = asking + [command] + (replicas > 0 ? [waitCommand(replicas, by: deadline)] : [])
+                let replies = try connection.pipeline(sent)
+                return (replies[asking.count], replicas > 0 ? replies[asking.count + 1] : .integer(0))
             }
             var (reply, confirmed) = try send()
             if case let .error(text) = reply, text.hasPrefix("NOSCRIPT") {
@@ -254,10 +348,10 @@ final class RedisStore: Store {
                         store: .notReplicated)
                 }
             }
-            return reply
+            return [reply]
         }
-        if case let .error(text) = reply { throw RedisConnection.refused(text, address) }
-        return reply
+        if case let .error(text) = replies[0] { throw RedisConnection.refused(text, address) }
+        return replies[0]
     }
 
     /// `WAIT n ms`: n replicas, waiting at most `replica_timeout_ms` and
@@ -272,25 +366,111 @@ final class RedisStore: Store {
         return [Array("WAIT".utf8), Array(String(replicas).utf8), Array(String(milliseconds).utf8)]
     }
 
-    /// Plain reads on the store's clock: TIME, `commands` and the clock's
-    /// correction pipelined (one round trip); the store's time (µs) and the
-    /// replies of `commands`.
-    func timedRead(_ commands: [[[UInt8]]], by deadline: Instant) throws(TickgateError) -> (Int64, [RedisReply]) {
-        let replies = try read([[Array("TIME".utf8)]] + commands + [keys.skewCommand], by: deadline)
+    /// Plain reads of `name` (and keys in its slot) on the store's clock:
+    /// TIME, `commands` and the clock's correction pipelined (one round
+    /// trip); the store's time (µs) and the replies of `commands`.
+    func timedRead(_ commands: [[[UInt8]]], on name: [UInt8], by deadline: Instant)
+        throws(TickgateError) -> (Int64, [RedisReply]) {
+        let replies = try read([[Array("TIME".utf8)]] + commands + [keys.skewCommand(for: name)], on: name, by: deadline)
         let real = try RedisClock.storeTime(replies[0], replies[replies.count - 1], address.description)
         return (real, Array(replies[1..<(replies.count - 1)]))
     }
 
-    /// Plain commands, pipelined (one round trip), that change nothing.
-    func read(_ commands: [[[UInt8]]], by deadline: Instant) throws(TickgateError) -> [RedisReply] {
-        let replies = try pool.call(by: deadline, changes: false) { (connection) throws(TickgateError) in
-            try connection.pipeline(commands)
+    /// Plain commands on keys of `name`'s slot (nil: none), pipelined (one
+    /// round trip), that change nothing.
+    func read(_ commands: [[[UInt8]]], on name: [UInt8]?, by deadline: Instant) throws(TickgateError) -> [RedisReply] {
+        let replies = try exchange(on: name, by: deadline, changes: false) { (connection, asking) throws(TickgateError) in
+            Array(try connection.pipeline(asking + commands).dropFirst(asking.count))
         }
         for reply in replies {
             if case let .error(text) = reply { throw RedisConnection.refused(text, address) }
         }
         return replies
     }
+
+    /// Runs `send` on a connection to the primary that holds `name`'s slot
+    /// (nil: any primary; without a cluster, the one primary). `send` puts
+    /// the commands it is given first (`ASKING`, when a slot on its way to
+    /// another node sent the call there) before its own, and answers its
+    /// own replies. On a cluster a `MOVED` reply moves the slot and sends
+    /// again, `ASK` sends once to the node named, `TRYAGAIN` (a slot half
+    /// moved) waits a little and sends again, and a primary that cannot be
+    /// reached has the slot map read again: if the slot has a new primary
+    /// (its replica took over) the call goes there. Never past `deadline`.
+    func exchange(on name: [UInt8]?, by deadline: Instant, changes: Bool,
+                  _ send: (RedisConnection, [[[UInt8]]]) throws(TickgateError) -> [RedisReply])
+        throws(TickgateError) -> [RedisReply] {
+        guard let cluster else {
+            guard let pool else { throw TickgateError(.closed, "the store \(url.description) is closed") }
+            return try pool.call(by: deadline, changes: changes) { (connection) throws(TickgateError) in
+                try send(connection, [])
+            }
+        }
+        let slot = RedisSlot.of(name ?? keys.settings)
+        var askAt: RedisAddress?
+        var redirects = 0
+        while true {
+            let target: RedisPool
+            if let askAt { target = cluster.pool(at: askAt) } else { target = try cluster.pool(for: slot, by: deadline) }
+            let asking: [[[UInt8]]] = askAt == nil ? [] : [[Array("ASKING".utf8)]]
+            let replies: [RedisReply]
+            do throws(TickgateError) {
+                replies = try target.call(by: deadline, changes: changes) { (connection) throws(TickgateError) in
+                    try send(connection, asking)
+                }
+            } catch {
+                // Not sent, or sent and refused: a node that could not be
+                // reached may have been replaced by its replica.
+                guard error.status == .storeIO, error.storeFailure == .unreachable || error.storeFailure == .timeout,
+                      redirects < Self.maximumRedirects else { throw error }
+                redirects += 1
+                let before = cluster.owner(of: slot)
+                askAt = nil
+                if (try? cluster.refresh(by: deadline, force: true)) == nil || cluster.owner(of: slot) == before {
+                    throw error
+                }
+                continue
+            }
+            guard let redirect = replies.lazy.compactMap({ Self.redirect($0) }).first else { return replies }
+            redirects += 1
+            guard redirects <= Self.maximumRedirects, deadline.since(Poller.boottime()).nanoseconds > 0 else {
+                throw TickgateError(.storeIO,
+                    "the Redis Cluster \(url.description) kept sending a call on slot \(slot) elsewhere (\(redirect.text.prefix(80)))",
+                    store: .busy)
+            }
+            switch redirect.kind {
+            case .moved:
+                cluster.moved(redirect.slot, to: url.server.at(redirect.endpoint))
+                try? cluster.refresh(by: deadline)
+                askAt = nil
+            case .ask:
+                askAt = url.server.at(redirect.endpoint)
+            case .tryAgain:
+                askAt = nil
+                Poller.sleep(min(Span.milliseconds(20), deadline.since(Poller.boottime())))
+            }
+        }
+    }
+
+    static let maximumRedirects = 8
+
+    /// A cluster's redirection in a reply: "MOVED 3999 127.0.0.1:6381",
+    /// "ASK 3999 127.0.0.1:6381" or "TRYAGAIN ...".
+    static func redirect(_ reply: RedisReply) -> (kind: RedirectKind, slot: Int, endpoint: RedisAddress.Endpoint,
+                                                 text: String)? {
+        guard case let .error(text) = reply else { return nil }
+        if text.hasPrefix("TRYAGAIN") { return (.tryAgain, 0, .tcp(host: "", port: 0), text) }
+        let parts = text.split(separator: " ")
+        guard parts.count == 3, parts[0] == "MOVED" || parts[0] == "ASK", let slot = Int(parts[1]),
+              (0..<RedisSlot.count).contains(slot), let colon = parts[2].lastIndex(of: ":"),
+              let port = Int(parts[2][parts[2].index(after: colon)...]), (1...65_535).contains(port) else { return nil }
+        var host = parts[2][..<colon]
+        if host.hasPrefix("["), host.hasSuffix("]") { host = host.dropFirst().dropLast() }
+        guard !host.isEmpty, host.utf8.count < 256 else { return nil }
+        return (parts[0] == "MOVED" ? .moved : .ask, slot, .tcp(host: String(host), port: port), text)
+    }
+
+    enum RedirectKind { case moved, ask, tryAgain }
 
     /// A new decision id of this engine.
     func nextDecision() -> [UInt8] {
@@ -308,7 +488,8 @@ final class RedisStore: Store {
 
     func close() {
         sentinelWatcher?.stop()
-        pool.close()
+        pool?.close()
+        cluster?.close()
         let current = watcher.withLock { (watcher: inout RedisWatcher?) -> RedisWatcher? in
             defer { watcher = nil }
             return watcher
@@ -325,10 +506,14 @@ final class RedisStore: Store {
         let started = watcher.withLock { (watcher: inout RedisWatcher?) -> RedisWatcher? in
             if watcher != nil { return nil }
             let pool = self.pool
+            let cluster = self.cluster
             let new = RedisWatcher(topology: topology, timeout: options.timeout, keys: keys) { notice in
                 // A lost link may have taken the pool's idle connections
                 // with it: they are replaced rather than tried one by one.
-                if notice == .lost || notice == .back { pool.retireAll() }
+                if notice == .lost || notice == .back {
+                    pool?.retireAll()
+                    cluster?.retireAll()
+                }
                 changed(notice)
             }
             watcher = new
@@ -342,7 +527,7 @@ final class RedisStore: Store {
         guard let current = watcher.withLock({ $0 }) else { return }
         current.watchKeys { () -> Bool in
             let call = clock.begin()
-            return (try? read([[Array("PUBLISH".utf8), keys.channel, keys.wakeNotice]], by: call.deadline)) != nil
+            return (try? read([[Array("PUBLISH".utf8), keys.channel, keys.wakeNotice]], on: nil, by: call.deadline)) != nil
         }
     }
 }

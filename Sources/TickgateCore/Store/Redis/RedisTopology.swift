@@ -1,6 +1,8 @@
 /// Which server is the store's primary: the URL's server, or (for
 /// `redis+sentinel://`) the one the Sentinels name, checked to be a primary
-/// with `ROLE`. A connection that failed or was answered `READONLY` makes
+/// with `ROLE`; for `redis+cluster://`, any node that answers (the notice
+/// link's: a cluster carries every PUBLISH to every node), the nodes the
+/// slot map named first, then the URL's (`RedisCluster` routes each key). A connection that failed or was answered `READONLY` makes
 /// the engine forget the primary, so the next connection asks the
 /// Sentinels again: the engine follows a failover by itself.
 final class RedisTopology: @unchecked Sendable {
@@ -15,6 +17,8 @@ final class RedisTopology: @unchecked Sendable {
     private var primary: RedisAddress?
     /// The Sentinel that answered last (asked first next time).
     private var sentinelIndex = 0
+    /// A cluster's primaries, as its slot map last named them.
+    private var clusterNodes: [RedisAddress] = []
 
     init(url: RedisURL, timeout: Span,
          onPrimary: @escaping @Sendable (RedisConnection) throws(TickgateError) -> Void = { _ in }) {
@@ -34,6 +38,7 @@ final class RedisTopology: @unchecked Sendable {
     /// instant): with Sentinels, asked for the primary, then checked to be
     /// one (a replica that Sentinel has not promoted yet is not used).
     func connect(by deadline: Instant) throws(TickgateError) -> RedisConnection {
+        if !url.cluster.isEmpty { return try anyNode(by: deadline) }
         let known = lock.withLock { primary }
         guard !url.sentinels.isEmpty else {
             return try RedisConnection(url.server, timeout: left(deadline))
@@ -74,6 +79,31 @@ final class RedisTopology: @unchecked Sendable {
     func forgetPrimary() {
         guard !url.sentinels.isEmpty else { return }
         lock.withLock { primary = nil }
+    }
+
+    /// A cluster's primaries, learnt from its slot map.
+    func learn(_ nodes: [RedisAddress]) {
+        lock.withLock { clusterNodes = nodes }
+    }
+
+    /// A connection to any node of the cluster: the primaries the slot map
+    /// named, then the URL's nodes; each gets an equal share of the time.
+    private func anyNode(by deadline: Instant) throws(TickgateError) -> RedisConnection {
+        var candidates = lock.withLock { clusterNodes }
+        for seed in url.cluster where !candidates.contains(seed) { candidates.append(seed) }
+        var reasons: [String] = []
+        for (step, address) in candidates.enumerated() {
+            let share = Span(nanoseconds: max(deadline.since(Poller.boottime()).nanoseconds / Int64(candidates.count - step),
+                                              1_000_000))
+            do throws(TickgateError) {
+                return try RedisConnection(address, timeout: min(timeout, share))
+            } catch {
+                if error.storeFailure == .auth { throw error }
+                reasons.append(error.message)
+            }
+        }
+        throw TickgateError(.storeIO, "no node of \(description) could be reached: " + reasons.joined(separator: "; "),
+                            store: .unreachable)
     }
 
     private func left(_ deadline: Instant) -> Span {

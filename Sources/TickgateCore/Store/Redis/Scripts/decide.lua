@@ -3,7 +3,11 @@
 -- writes, publishes a notice and answers. The engine applies the answer.
 --
 -- KEYS: 1 the key's hash, 2 the settings hash, 3... the budget keys'
--- sorted sets. Beside its twelve fields the key's hash keeps each engine's
+-- sorted sets; on a Redis Cluster only the key's hash (the settings and
+-- the budgets are in other slots: ARGV 8 is then the scope's policy as the
+-- settings hold it, and ARGV 16 the budgets' verdict, reached by the
+-- engine's reservations, Scripts/reserve.lua: '' every budget has room,
+-- 'budget|FREES|INDEX' one is full, 'nobudget|INDEX' one is not set). Beside its twelve fields the key's hash keeps each engine's
 -- last answer on it, for a retry: field 'q' .. engine =
 -- "id|real|keep|now|a|before~after" (kept until the server's clock passes
 -- real + keep µs; now '' when it is real; only 'ok' answers are kept: a
@@ -26,7 +30,8 @@
 -- {'late', now, real}: past its deadline, nothing changed.
 -- {'corrupt', key, why}. A repeated id answers the first answer again and
 -- changes nothing.
-local K, S = KEYS[1], KEYS[2]
+local K, S = KEYS[1], nil
+if NK >= 2 then S = KEYS[2] end
 local FIELDS = {'d', 'p', 'l', 'i', 'c', 'k', 'h', 'n', 'w', 'x', 's', 't'}
 local KNOWN = {d = 1, p = 1, l = 1, i = 1, c = 1, k = 1, h = 1, n = 1, w = 1, x = 1, s = 1, t = 1}
 local op = ARGV[1]
@@ -134,7 +139,7 @@ end
 -- with a record, the policy says how long the key must live.
 local pol
 if rec or (op ~= 'start' and op ~= 'cancel') then
-  local stored = redis.pcall('HGET', S, 'p:' .. ARGV[9])
+  local stored = S and redis.pcall('HGET', S, 'p:' .. ARGV[9])
   if type(stored) == 'table' and stored.err then return {'corrupt', S, 'is not a hash'} end
   if stored then
     pol = policy(stored)
@@ -143,7 +148,7 @@ if rec or (op ~= 'start' and op ~= 'cancel') then
 end
 if not pol and (rec or (op ~= 'start' and op ~= 'cancel')) then
   pol = policy(ARGV[8])
-  if not pol then return {'corrupt', S, 'the default policy is malformed'} end
+  if not pol then return {'corrupt', S or K, 'the default policy is malformed'} end
 end
 local wrong = pol and pol.wrong or -1
 local tick = tonumber(ARGV[7])
@@ -172,6 +177,13 @@ for j = 3, NK do
   if not b then return {'corrupt', S, 'field "g:' .. string.sub(name, 1, 40) .. '" is not a budget'} end
   b.key = KEYS[j]
   budgets[#budgets + 1] = b
+end
+-- On a cluster: the verdict of the reservations on the budgets' slots.
+local verdict, v_free, v_index = nil, nil, nil
+if not S and ARGV[16] and ARGV[16] ~= '' then
+  verdict, v_free, v_index = string.match(ARGV[16], '^(%a+)|(%-?%d+)|(%d+)$')
+  if verdict == 'nobudget' then return refused('nobudget', -1, tonumber(v_index)) end
+  if verdict ~= 'budget' then return {'corrupt', K, 'a budgets verdict the engine cannot send'} end
 end
 
 local ticket = ''
@@ -214,6 +226,7 @@ elseif op == 'begin' then
       end
     end
   end
+  if verdict == 'budget' then return refused('budget', tonumber(v_free), tonumber(v_index)) end
   if latest then return refused('budget', latest, index) end
   for _, b in ipairs(budgets) do
     local member = fmt(now)

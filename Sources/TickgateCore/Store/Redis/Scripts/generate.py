@@ -19,7 +19,8 @@ HERE = pathlib.Path(__file__).resolve().parent
 TARGET = HERE.parent / "RedisScripts.swift"
 SCRIPTS = [("decide", "decide.lua"), ("cancelKeys", "cancel_keys.lua"), ("put", "put.lua"),
            ("session", "session.lua"), ("resetBudget", "reset_budget.lua"), ("merge", "merge.lua"),
-           ("probe", "probe.lua"), ("setClock", "set_clock.lua")]
+           ("probe", "probe.lua"), ("setClock", "set_clock.lua"), ("reserve", "reserve.lua"), ("settle", "settle.lua"),
+           ("addCharges", "add_charges.lua")]
 
 
 def render() -> str:

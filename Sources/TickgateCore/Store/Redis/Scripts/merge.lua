@@ -9,15 +9,16 @@
 -- window ("t1,t2"), 15... the charges of each budget key ("t1,t2"), 15 + #
 -- budget keys the engine's name. Answers {'ok'}, {'late'} or
 -- {'corrupt', key, why}. Merging twice is the same as once.
-local K, S = KEYS[1], KEYS[2]
+local K, S = KEYS[1], nil
+if NK >= 2 then S = KEYS[2] end
 local now = clock(ARGV[1])
 if late(ARGV[2]) then return {'late'} end
 local slack = tonumber(ARGV[3])
 if not hash_or_none(K) then return {'corrupt', K, 'is not a hash'} end
 local pol = policy(ARGV[6])
-local stored = redis.call('HGET', S, 'p:' .. ARGV[7])
+local stored = S and redis.call('HGET', S, 'p:' .. ARGV[7])
 if stored then pol = policy(stored) end
-if not pol then return {'corrupt', S, 'field "p:' .. string.sub(ARGV[7], 1, 40) .. '" is not a policy'} end
+if not pol then return {'corrupt', S or K, 'field "p:' .. string.sub(ARGV[7], 1, 40) .. '" is not a policy'} end
 local h = {}
 local raw = redis.call('HGETALL', K)
 for j = 1, #raw, 2 do h[raw[j]] = raw[j + 1] end

@@ -178,10 +178,19 @@ struct RedisURL: Equatable, Sendable {
             switch name {
             case "db" where form == .unix:
                 database = try Self.number(Substring(value), upTo: Int(Int32.max), "database", bad)
-            case "tls_ca_cert_file": tlsSettings?.caFile = try file()
-            case "tls_ca_cert_dir": tlsSettings?.caDirectory = try file()
-            case "tls_cert_file": tlsSettings?.certificateFile = try file()
-            case "tls_key_file": tlsSettings?.keyFile = try file()
+            // (file() first: an optional chain would skip it on a plain form.)
+            case "tls_ca_cert_file":
+                let value = try file()
+                tlsSettings?.caFile = value
+            case "tls_ca_cert_dir":
+                let value = try file()
+                tlsSettings?.caDirectory = value
+            case "tls_cert_file":
+                let value = try file()
+                tlsSettings?.certificateFile = value
+            case "tls_key_file":
+                let value = try file()
+                tlsSettings?.keyFile = value
             case "tls_server_name":
                 let value = try file()
                 guard value.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || ".-_:".contains($0)) }) else {

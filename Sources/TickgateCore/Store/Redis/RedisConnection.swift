@@ -185,6 +185,9 @@ final class RedisConnection {
                     store: .auth)
             }
         case "READONLY": kind = .readOnly
+        // A Redis Cluster without a primary for some slot (one failed and
+        // its replica is not promoted yet).
+        case "CLUSTERDOWN": kind = .unreachable
         case "BUSY", "LOADING", "MASTERDOWN", "TRYAGAIN", "OOM", "MISCONF", "NOREPLICAS": kind = .busy
         case "WRONGTYPE": kind = .corrupt
         default: kind = .unsupported

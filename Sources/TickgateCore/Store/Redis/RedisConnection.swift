@@ -232,6 +232,13 @@ final class RedisConnection {
     /// Sends several commands at once and reads their replies: one round
     /// trip.
     func pipeline(_ commands: [[[UInt8]]]) throws(TickgateError) -> [RedisReply] {
+        try sendAll(commands)
+        return try receive(commands.count)
+    }
+
+    /// The first half of `pipeline`: sends the commands, reads nothing (so
+    /// several connections can wait for their replies at once).
+    func sendAll(_ commands: [[[UInt8]]]) throws(TickgateError) {
         guard !broken else { throw brokenError }
         let link = self.link
         for arguments in commands {
@@ -244,8 +251,14 @@ final class RedisConnection {
         delivered = false
         guard tgshim_link_flush(link) == 0 else { throw failure() }
         delivered = true
+    }
+
+    /// The second half of `pipeline`: the replies of `count` commands sent.
+    func receive(_ count: Int) throws(TickgateError) -> [RedisReply] {
+        guard !broken else { throw brokenError }
+        let link = self.link
         var replies: [RedisReply] = []
-        for _ in commands {
+        for _ in 0..<count {
             guard let reply = tgshim_link_read(link) else { throw failure() }
             replies.append(try copy(reply))
         }

@@ -67,20 +67,22 @@ extension RedisStore {
         if verdict.isEmpty, case let .sendBegin(_, _, ticket) = decision, !named.isEmpty {
             member = ticketName(ticket)
             var latest: (at: Int64, index: Int)?
+            let life = RedisClock.micros(reservationLife)
+            let results = runAll(named.enumerated().map { (index, row) in
+                ("reserve", [keys.budget(row.key), keys.reservations(row.key)],
+                 [call.now, call.notAfter, Array(String(slackMilliseconds).utf8), texts[index], member, life])
+            }, by: call.deadline)
+            for (row, result) in zip(named, results) { if case .success = result { reserved.append(row) } }
             do throws(TickgateError) {
                 for (index, row) in named.enumerated() {
-                    let names = [keys.budget(row.key), keys.reservations(row.key)]
-                    let reply = try run("reserve", keys: names, arguments: [
-                        call.now, call.notAfter, Array(String(slackMilliseconds).utf8), texts[index], member,
-                        RedisClock.micros(reservationLife),
-                    ], by: call.deadline)
-                    let answer = try ReplyReader(reply, key: names[0], server: address.description)
+                    let name = keys.budget(row.key)
+                    let answer = try ReplyReader(try results[index].get(), key: name, server: address.description)
                     switch try answer.text(0) {
                     case "ok":
-                        reserved.append(row)
+                        break
                     case "full":
                         let at = try answer.integer(3, 0...Int64(1) << 53)
-                        if latest == nil || at > latest!.at { latest = (at, index) }
+                        if at > (latest?.at ?? -1) { latest = (at, index) }
                     case "late":
                         throw late("the reservation on \(row.key.description)")
                     default:
@@ -120,9 +122,71 @@ extension RedisStore {
     /// Commits or releases `member` on each budget key; one that cannot be
     /// reached keeps its reservation until it expires (the decision stands).
     private func settle(_ rows: [BudgetRow], _ member: [UInt8], commit: Bool, by deadline: Instant) {
-        for row in rows {
-            _ = try? run("settle", keys: [keys.budget(row.key), keys.reservations(row.key)],
-                         arguments: [Array((commit ? "commit" : "release").utf8), member], by: deadline)
+        _ = runAll(rows.map { row in
+            ("settle", [keys.budget(row.key), keys.reservations(row.key)],
+             [Array((commit ? "commit" : "release").utf8), member])
+        }, by: deadline)
+    }
+
+    /// Runs scripts whose keys are in different slots at once: each
+    /// primary's share pipelined on one of its connections, every primary
+    /// sent to before any reply is read, so one round trip for all. A
+    /// script that got no plain answer this way (a redirect, `NOSCRIPT`, a
+    /// lost connection, `replicas=N`) runs again alone by `run`, which
+    /// handles each: the scripts given here count once however often they
+    /// run (a reservation, a commit, a release).
+    func runAll(_ calls: [(script: String, keys: [[UInt8]], arguments: [[UInt8]])],
+                by deadline: Instant) -> [Result<RedisReply, TickgateError>] {
+        var replies = [RedisReply?](repeating: nil, count: calls.count)
+        if let cluster, calls.count > 1, url.replicas == 0 {
+            var groups: [(pool: RedisPool, indexes: [Int], commands: [[[UInt8]]])] = []
+            for (index, call) in calls.enumerated() {
+                guard let sha = shas[call.script], let first = call.keys.first,
+                      let pool = try? cluster.pool(for: RedisSlot.of(first), by: deadline) else { continue }
+                let command = [Array("EVALSHA".utf8), sha, Array(String(call.keys.count + 1).utf8)] + call.keys
+                    + [keys.clock(for: first)] + call.arguments
+                if let group = groups.firstIndex(where: { $0.pool === pool }) {
+                    groups[group].indexes.append(index)
+                    groups[group].commands.append(command)
+                } else {
+                    groups.append((pool, [index], [command]))
+                }
+            }
+            var sent: [(pool: RedisPool, connection: RedisConnection, indexes: [Int])] = []
+            for group in groups {
+                guard let (connection, _) = try? group.pool.checkOut(by: deadline) else { continue }
+                do throws(TickgateError) {
+                    try connection.limit(to: deadline)
+                    try connection.sendAll(group.commands)
+                    sent.append((group.pool, connection, group.indexes))
+                } catch {
+                    group.pool.checkIn(connection)
+                }
+            }
+            for (pool, connection, indexes) in sent {
+                if let got = try? connection.receive(indexes.count) {
+                    for (index, reply) in zip(indexes, got) { replies[index] = reply }
+                }
+                pool.checkIn(connection)
+            }
+        }
+        return calls.indices.map { (index) -> Result<RedisReply, TickgateError> in
+            if let reply = replies[index] {
+                switch reply {
+                case let .error(text):
+                    if Self.redirect(reply) == nil, !text.hasPrefix("NOSCRIPT") {
+                        return .failure(RedisConnection.refused(text, address))
+                    }
+                default:
+                    return .success(reply)
+                }
+            }
+            do throws(TickgateError) {
+                return .success(try run(calls[index].script, keys: calls[index].keys, arguments: calls[index].arguments,
+                                        by: deadline))
+            } catch {
+                return .failure(error)
+            }
         }
     }
 

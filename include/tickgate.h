@@ -301,7 +301,12 @@ typedef struct tg_engine_options {
      * most one of the two; NULL: none):
      *   redis://[[user]:password@]host[:port][/db]      (port 6379, db 0)
      *   redis+unix://[[user]:password@]/path/redis.sock[?db=N]
-     * user and password may be percent-encoded. The open connects, logs in
+     *   redis+sentinel://[[user]:password@]host:port[,host:port...]/service[/db]
+     *   redis+cluster://[[user]:password@]host:port[,host:port...]
+     *   rediss://, rediss+sentinel://, rediss+cluster://  (TLS)
+     * user and password may be percent-encoded; options after '?' (README
+     * "Many servers: the Redis store"). A Redis Cluster node named with
+     * redis:// fails the open (TG_STORE_FAILURE_UNSUPPORTED). The open connects, logs in
      * and selects the database, and fails with TG_E_STORE_IO naming the
      * server if any step fails (unreachable, refused login, bad database;
      * tg_last_store_failure() tells which: TG_STORE_FAILURE_UNREACHABLE,

@@ -98,6 +98,7 @@ struct result {
     double script_us[MAX_PRIMARIES];
     double scripts[MAX_PRIMARIES];
     double hmget[MAX_PRIMARIES];
+    double bus[MAX_PRIMARIES];
 };
 
 static double now_s(void)
@@ -350,6 +351,7 @@ struct counters {
     double script_us;
     long scripts;
     long hmget;
+    long bus;
 };
 
 /* The calls of a command in INFO commandstats, and the microseconds the
@@ -376,7 +378,7 @@ static struct counters read_counters(int port)
     char info[32768];
     const char *at;
     double sys = 0, user = 0;
-    struct counters c = {0, 0, 0, 0};
+    struct counters c = {0, 0, 0, 0, 0};
     cli(port, "info cpu commandstats", info, sizeof info);
     if ((at = strstr(info, "used_cpu_sys:")) != NULL)
         sys = atof(at + strlen("used_cpu_sys:"));
@@ -385,6 +387,10 @@ static struct counters read_counters(int port)
     c.cpu_us = (sys + user) * 1e6;
     c.scripts = calls_of(info, "evalsha", &c.script_us) + calls_of(info, "eval", &c.script_us);
     c.hmget = calls_of(info, "hmget", NULL);
+    /* Cluster bus messages this node took in (a plain server has none). */
+    cli(port, "cluster info", info, sizeof info);
+    if ((at = strstr(info, "cluster_stats_messages_received:")) != NULL)
+        c.bus = atol(at + strlen("cluster_stats_messages_received:"));
     return c;
 }
 
@@ -404,6 +410,7 @@ static void costs(const struct setup *s, const struct counters *before, const st
         r->script_us[k] = (after[k].script_us - before[k].script_us) / n;
         r->scripts[k] = (double)(after[k].scripts - before[k].scripts) / n;
         r->hmget[k] = (double)(after[k].hmget - before[k].hmget) / n;
+        r->bus[k] = (double)(after[k].bus - before[k].bus) / n;
     }
 }
 
@@ -492,8 +499,7 @@ static void *work(void *arg)
     struct worker *k = arg;
     long i = 0;
     while (now_s() < k->until)
-        for (int batch = 0; batch < 16; batch++, i++)
-            send3(k, i, "s");
+        send3(k, i++, "s");
     k->ended = now_s();
     return NULL;
 }
@@ -686,9 +692,9 @@ static double rows(const char *n, const struct setup *set, const struct result *
     for (int i = 0; i < 3; i++)
         for (int k = 0; k < set[i].primaries; k++)
             printf("BENCH cluster_server_cpu_send3 n=%s setup=%s primary=%d port=%d us=%.2f script_us=%.2f scripts=%.2f "
-                   "hmget=%.2f unit=us/decision\n",
+                   "hmget=%.2f bus=%.2f unit=us/decision\n",
                    n, set[i].name, k + 1, set[i].ports[k], r[i].cpu_us[k], r[i].script_us[k], r[i].scripts[k],
-                   r[i].hmget[k]);
+                   r[i].hmget[k], r[i].bus[k]);
     printf("BENCH cluster_server_cpu_total_send3 n=%s plain=%.2f c1=%.2f c3=%.2f unit=us/decision ratio_c1_plain=%.2f\n",
            n, total_cpu(&set[0], &r[0]), total_cpu(&set[1], &r[1]), total_cpu(&set[2], &r[2]),
            total_cpu(&set[0], &r[0]) > 0 ? total_cpu(&set[1], &r[1]) / total_cpu(&set[0], &r[0]) : 0);
@@ -785,7 +791,8 @@ int main(int argc, char **argv)
     scaling = rows("16", set, threads);
     scaling_p = rows("4p", set, procs);
     printf("# cluster_server_cpu_send3: server CPU (INFO cpu: used_cpu_sys + used_cpu_user) per decision on each\n"
-           "# primary; scripts and hmget: requests per decision it served. On a cluster a decision with budgets\n"
+           "# primary; scripts and hmget: requests per decision it served; bus: cluster bus messages it took\n"
+           "# in per decision (a PUBLISH on a cluster goes to every node). On a cluster a decision with budgets\n"
            "# is an HMGET of the settings (on one primary), a reserve and a settle script per budget key, the\n"
            "# decision script, and the end's script, so it costs the servers more than on a plain server.\n"
            "# cluster_capacity_send3: 1e6 / the busiest primary's CPU us per decision, what the servers could\n"

@@ -49,7 +49,9 @@ class Certificates:
             "default_md = sha256\npolicy = any_name\nunique_subject = no\ncopy_extensions = none\n"
             "[any_name]\ncommonName = supplied\n"
             "[server]\nsubjectAltName = IP:127.0.0.1,DNS:localhost\nextendedKeyUsage = serverAuth\n"
-            "[client]\nextendedKeyUsage = clientAuth\n")
+            "[client]\nextendedKeyUsage = clientAuth\n"
+            # A cluster node is a client of the others' bus too.
+            "[node]\nsubjectAltName = IP:127.0.0.1,DNS:localhost\nextendedKeyUsage = serverAuth, clientAuth\n")
         self.ca = self.authority("ca", "Tickgate Test CA")
         self.other_ca = self.authority("other-ca", "Another Test CA")
         self.server = self.signed("server", "localhost", "server")
@@ -57,6 +59,7 @@ class Certificates:
                                    dates=("20200101000000Z", "20210101000000Z"))
         self.stranger = self.signed("stranger", "localhost", "server", ca="other-ca")
         self.client = self.signed("client", "tickgate-client", "client")
+        self.node = self.signed("node", "localhost", "node")
 
     def path(self, name: str) -> str:
         return str(self.folder / name)
@@ -311,3 +314,89 @@ def test_tls_to_a_plain_port_fails_within_the_timeout(tls_server: Callable[..., 
     # Not a certificate problem: the handshake failed on what came back.
     assert failed.value.failure in (tickgate.StoreFailure.UNREACHABLE, tickgate.StoreFailure.TIMEOUT), failed.value
     assert f"rediss://127.0.0.1:{server.plain_port}/0" in str(failed.value)
+
+
+def test_a_cluster_over_tls(certificates: Certificates, tmp_path: Path) -> None:
+    """rediss+cluster://: three primaries that speak TLS only (clients and
+    the cluster bus), made by redis-cli --tls --cluster create; engines
+    decide on keys of every primary, with budget keys on other slots, and a
+    CA that did not sign the nodes is refused at open."""
+    redis_cli = shutil.which("redis-cli")
+    if redis_cli is None:
+        pytest.skip("needs redis-cli (Debian: redis-tools)")
+    assert REDIS_SERVER is not None
+    key = certificates.node[:-len(".pem")] + ".key"
+    processes: List[subprocess.Popen] = []
+    ports: List[int] = []
+    try:
+        while len(ports) < 3:
+            port = free_port()
+            if port + 10000 > 65535 or port in ports:
+                continue
+            folder = tmp_path / str(port)
+            folder.mkdir()
+            processes.append(subprocess.Popen(
+                [REDIS_SERVER, "--port", "0", "--tls-port", str(port), "--bind", "127.0.0.1",
+                 "--tls-cluster", "yes", "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                 # With no plain port the bus would default to 10000 for all.
+                 "--cluster-port", str(port + 10000),
+                 "--cluster-node-timeout", "1000", "--save", "", "--appendonly", "no", "--dir", str(folder),
+                 "--tls-cert-file", certificates.node, "--tls-key-file", key,
+                 "--tls-ca-cert-file", certificates.ca, "--tls-auth-clients", "no"],
+                stdout=open(folder / "redis.log", "ab"), stderr=subprocess.STDOUT))
+            ports.append(port)
+        cli = [redis_cli, "--tls", "--cacert", certificates.ca]
+
+        def answers() -> bool:
+            return all(subprocess.run(cli + ["-p", str(p), "PING"], capture_output=True, text=True).stdout.strip()
+                       == "PONG" for p in ports)
+
+        assert wait_until(answers, 10, 0.05), "the TLS cluster nodes did not start"
+        made = subprocess.run(cli + ["--cluster", "create"] + [f"127.0.0.1:{p}" for p in ports]
+                              + ["--cluster-replicas", "0", "--cluster-yes"], capture_output=True, text=True,
+                              timeout=60)
+        assert made.returncode == 0, made.stdout + made.stderr
+
+        def ready() -> bool:
+            return all("cluster_state:ok" in subprocess.run(cli + ["-p", str(p), "CLUSTER", "INFO"],
+                                                            capture_output=True, text=True).stdout for p in ports)
+
+        assert wait_until(ready, 20, 0.1), "the TLS cluster did not become ready"
+        url = f"rediss+cluster://127.0.0.1:{ports[0]}?tls_ca_cert_file={certificates.ca}"
+        prefix = f"tlscl:{os.getpid()}:{next(_SERIAL)}:"
+        a = tickgate.Engine(store_url=url, store_prefix=prefix, store_timeout_ms=2000)
+        b = tickgate.Engine(store_url=url, store_prefix=prefix, store_timeout_ms=2000)
+        try:
+            a.set_budget("ip", [(5, 60)])
+            a.set_budget("cc", [(100, 60)])
+            granted = 0
+            for i in range(8):
+                try:
+                    b.send_begin("login", f"+86138{i:08d}", budgets=[("ip", "203.0.113.7"), ("cc", "86")]).succeeded()
+                    granted += 1
+                except tickgate.Locked:
+                    pass
+            assert granted == 5
+            assert a.budget_usage("ip", "203.0.113.7").used == 5
+            assert a.budget_usage("cc", "86").used == 5
+            with pytest.raises(tickgate.CoolingDown):
+                a.send_begin("login", "+8613800000000")
+            # The keys are spread over the three primaries.
+            owners = set()
+            for i in range(8):
+                slot = int(subprocess.run(cli + ["-p", str(ports[0]), "CLUSTER", "KEYSLOT",
+                                                 f"{prefix}k{{5:login+86138{i:08d}}}"],
+                                          capture_output=True, text=True).stdout)
+                owners.add(slot * 3 // 16384)
+            assert len(owners) >= 2
+        finally:
+            a.close()
+            b.close()
+        with pytest.raises(tickgate.StoreAuth) as caught:
+            tickgate.Engine(store_url=f"rediss+cluster://127.0.0.1:{ports[1]}?tls_ca_cert_file={certificates.other_ca}",
+                            store_prefix=prefix, store_timeout_ms=2000)
+        assert "not signed by a trusted CA" in caught.value.message
+    finally:
+        for process in processes:
+            process.kill()
+            process.wait()

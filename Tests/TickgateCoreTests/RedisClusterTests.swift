@@ -31,9 +31,16 @@ import Testing
         keys.cluster = true
         let key = CountdownKey(scope: try KeyName("login"), subject: try KeyName("+8613800000000"))
         let budget = BudgetKey(budget: try KeyName("ip"), key: try KeyName("203.0.113.7"))
+        // Names whose own braces would break a tag built from them (a realm "}x").
         for name in [keys.hash(key), keys.budget(budget), keys.reservations(budget), keys.settings, keys.formatKey,
-                     keys.session(try KeyName("app")), keys.probe(tag: "7")] {
+                     keys.session(try KeyName("app")), keys.session(try KeyName("}x")), keys.session(try KeyName("{a}b")),
+                     keys.probe(slot: 7)] {
             #expect(RedisSlot.of(keys.clock(for: name)) == RedisSlot.of(name))
+        }
+        #expect(RedisSlot.of(keys.probe(slot: 7)) == 7)
+        // Every slot has its tag.
+        for slot in [0, 1, 5_460, 5_461, 16_383] {
+            #expect(RedisSlot.of(Array("{\(RedisSlot.representative(of: slot))}".utf8)) == slot)
         }
         #expect(RedisSlot.of(keys.budget(budget)) == RedisSlot.of(keys.reservations(budget)))
         // One server: one clock key.
@@ -62,7 +69,9 @@ import Testing
         let ask = RedisStore.redirect(.error("ASK 12182 [::1]:7002"))
         #expect(ask?.kind == .ask && ask?.endpoint == .tcp(host: "::1", port: 7_002))
         #expect(RedisStore.redirect(.error("TRYAGAIN Multiple keys request during rehashing of slot"))?.kind == .tryAgain)
-        for text in ["MOVED 16384 h:1", "MOVED x h:1", "MOVED 1 h", "MOVED 1 :1", "ERR MOVED 1 h:1", "ASK 1 h:0"] {
+        // No host: the node that answered (cluster-preferred-endpoint-type unknown-endpoint).
+        #expect(RedisStore.redirect(.error("MOVED 1 :6380"))?.endpoint == .tcp(host: "", port: 6_380))
+        for text in ["MOVED 16384 h:1", "MOVED x h:1", "MOVED 1 h", "ERR MOVED 1 h:1", "ASK 1 h:0"] {
             #expect(RedisStore.redirect(.error(text)) == nil, "\(text)")
         }
         #expect(RedisStore.redirect(.string(Array("MOVED 1 h:1".utf8))) == nil)

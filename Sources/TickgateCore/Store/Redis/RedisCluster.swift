@@ -114,6 +114,14 @@ final class RedisCluster: @unchecked Sendable {
     /// The primary of `slot` as last known (-1: none).
     func owner(of slot: Int) -> Int { lock.withLock { Int(owner[slot]) } }
 
+    /// A slot the last map gives to `pool`'s node, if any.
+    func slot(of pool: RedisPool) -> Int? {
+        lock.withLock {
+            guard let index = pools.firstIndex(where: { $0 === pool }) else { return nil }
+            return owner.firstIndex(of: Int32(index))
+        }
+    }
+
     /// The pool of a node a redirect named.
     func pool(at address: RedisAddress) -> RedisPool { lock.withLock { pools[indexLocked(address)] } }
 

@@ -6,7 +6,7 @@
 ///     P clock                   string: µs added to the server's TIME to give the store's
 ///                               time (set when a failover brings a primary whose clock
 ///                               differs: RedisClock); absent means 0
-///     P clock{TAG}              on a Redis Cluster: the clock key of the slot of TAG (never
+///     P clock{N}                on a Redis Cluster: the clock key of slot N's tag (never
 ///                               written: a cluster's primaries tell time by their own clocks)
 ///     P settings                hash: policies (p:SCOPE), titles (t:SCOPE), budgets (g:NAME)
 ///     P k{SCOPE-NAME SUBJECT}   hash: a key's countdown, send ticket and send record, and
@@ -76,16 +76,17 @@ struct RedisKeys: Sendable {
     var formatKey: [UInt8] { prefix + Array("format".utf8) }
     /// The store clock's correction (µs added to the server's TIME).
     var clock: [UInt8] { prefix + Array("clock".utf8) }
-    /// The clock key a script on `name` takes (in `name`'s slot).
+    /// The clock key a script on `name` takes (in `name`'s slot, named by
+    /// the slot's representative tag: a name's own tag may hold braces).
     func clock(for name: [UInt8]) -> [UInt8] {
         guard cluster else { return clock }
-        return clock + [UInt8(ascii: "{")] + RedisSlot.hashTag(name) + [UInt8(ascii: "}")]
+        return clock + Array("{\(RedisSlot.representative(of: RedisSlot.of(name)))}".utf8)
     }
     func skewCommand(for name: [UInt8]) -> [[UInt8]] { [Array("GET".utf8), clock(for: name)] }
     /// The key the open's probe writes and deletes (Scripts/probe.lua); on
-    /// a cluster, one per primary (`tag` picks its slot).
+    /// a cluster, one per primary (in one of its slots).
     var probe: [UInt8] { prefix + Array("probe".utf8) }
-    func probe(tag: String) -> [UInt8] { probe + Array("{\(tag)}".utf8) }
+    func probe(slot: Int) -> [UInt8] { probe + Array("{\(RedisSlot.representative(of: slot))}".utf8) }
     var channel: [UInt8] { prefix + Array("events".utf8) }
     var keyChannel: [UInt8] { prefix + Array("events:k".utf8) }
     /// The glob of every key hash (of one scope's if given).

@@ -74,6 +74,38 @@ final class RedisPool: @unchecked Sendable {
         }
     }
 
+    /// An idle connection, or a new one while fewer than `capacity` are
+    /// open; nil (at once) when all are busy: for a caller that already
+    /// holds a connection of another pool and must not wait for this one.
+    func tryCheckOut(by deadline: Instant) -> RedisConnection? {
+        lock.lock()
+        while let connection = idle.popLast() {
+            if connection.isStale {
+                open -= 1
+                bornIn[ObjectIdentifier(connection)] = nil
+                continue
+            }
+            lock.unlock()
+            return connection
+        }
+        guard !closed, open < capacity else {
+            lock.unlock()
+            return nil
+        }
+        open += 1
+        let born = generation
+        lock.unlock()
+        do throws(TickgateError) {
+            let connection = try topology.connect(by: deadline)
+            lock.withLock { bornIn[ObjectIdentifier(connection)] = born }
+            return connection
+        } catch {
+            lock.withLock { open -= 1 }
+            lock.broadcast()
+            return nil
+        }
+    }
+
     /// Gives a connection back, or closes it if it broke or the store closed.
     func checkIn(_ connection: RedisConnection) {
         lock.withLock {

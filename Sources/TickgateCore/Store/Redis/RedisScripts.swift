@@ -1455,7 +1455,8 @@ enum RedisScripts {
     -- expires (real store time): a grant commits it, a refusal releases it
     -- (Scripts/settle.lua); one that neither reached (the engine or a primary
     -- died between) is dropped by the next reservation on the key after it
-    -- expires. KEYS: 1 the budget key's charges, 2 its reservations.
+    -- expires (the reservations' set lives as long as the charges' set, so
+    -- none is left behind as a charge). KEYS: 1 the budget key's charges, 2 its reservations.
     -- ARGV: 1 now ('' = TIME), 2 not after (server µs), 3 slack ms, 4 the
     -- budget ("SENDS/MS,..." as the settings hold it), 5 the member (the
     -- send's ticket name), 6 how long the reservation lives (µs).
@@ -1467,13 +1468,15 @@ enum RedisScripts {
     if late(ARGV[2]) then return {'late', now, real} end
     local b = budget(ARGV[4])
     if not b then return {'corrupt', B, 'its budget is not "SENDS/MS,..."'} end
-    -- Reservations past their time go, from both sets.
-    local gone = redis.pcall('ZRANGEBYSCORE', R, '-inf', fmt(real))
-    if gone.err then return {'corrupt', R, 'is not a sorted set'} end
-    if #gone > 0 then
+    -- Reservations past their time go, from both sets (500 at a time: Lua's
+    -- unpack has a limit).
+    while true do
+      local gone = redis.pcall('ZRANGEBYSCORE', R, '-inf', fmt(real), 'LIMIT', 0, 500)
+      if gone.err then return {'corrupt', R, 'is not a sorted set'} end
+      if #gone == 0 then break end
       local z = redis.pcall('ZREM', B, unpack(gone))
       if type(z) == 'table' and z.err then return {'corrupt', B, 'is not a sorted set'} end
-      redis.call('ZREMRANGEBYSCORE', R, '-inf', fmt(real))
+      redis.call('ZREM', R, unpack(gone))
     end
     local z = redis.pcall('ZREMRANGEBYSCORE', B, '-inf', fmt(now - b.horizon))
     if type(z) == 'table' and z.err then return {'corrupt', B, 'is not a sorted set'} end
@@ -1493,9 +1496,10 @@ enum RedisScripts {
     redis.call('ZADD', B, fmt(now), ARGV[5])
     redis.call('ZADD', R, fmt(real + life), ARGV[5])
     expire(B, now + b.horizon, now, tonumber(ARGV[3]))
-    local ttl = redis.call('PTTL', R)
-    local want = math.ceil(life / 1000) + 1000
-    if ttl < want then redis.call('PEXPIRE', R, fmt(want)) end
+    -- The reservations live as long as the charges that hold them: were they
+    -- gone first, a reservation never settled would stay a charge.
+    local want = math.max(math.ceil(life / 1000) + 1000, redis.call('PTTL', B))
+    if redis.call('PTTL', R) < want then redis.call('PEXPIRE', R, fmt(want)) end
     return {'ok', now, real}
     """#
 

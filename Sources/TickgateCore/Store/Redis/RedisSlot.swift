@@ -17,6 +17,26 @@ enum RedisSlot {
 
     static func of(_ name: [UInt8]) -> Int { Int(crc16(hashTag(name)) & 0x3fff) }
 
+    /// A short tag of each slot: the decimal number whose CRC16 lands
+    /// there first. A key `{TAG}` built from it is in that slot whatever
+    /// bytes the names of the slot's other keys hold (braces included).
+    static func representative(of slot: Int) -> String { String(representatives[slot & 0x3fff]) }
+
+    private static let representatives: [UInt32] = {
+        var table = [UInt32](repeating: .max, count: count)
+        var filled = 0
+        var number: UInt32 = 0
+        while filled < count {
+            let slot = Int(crc16(Array(String(number).utf8)[...]) & 0x3fff)
+            if table[slot] == .max {
+                table[slot] = number
+                filled += 1
+            }
+            number += 1
+        }
+        return table
+    }()
+
     static func crc16(_ bytes: ArraySlice<UInt8>) -> UInt16 {
         var crc: UInt16 = 0
         for byte in bytes { crc = (crc << 8) ^ table[Int(UInt8(truncatingIfNeeded: crc >> 8) ^ byte)] }

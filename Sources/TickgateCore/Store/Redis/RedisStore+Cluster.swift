@@ -74,6 +74,7 @@ extension RedisStore {
             }, by: call.deadline)
             for (row, result) in zip(named, results) { if case .success = result { reserved.append(row) } }
             do throws(TickgateError) {
+                for result in results { if case let .failure(error) = result { throw error } }
                 for (index, row) in named.enumerated() {
                     let name = keys.budget(row.key)
                     let answer = try ReplyReader(try results[index].get(), key: name, server: address.description)
@@ -90,8 +91,21 @@ extension RedisStore {
                     }
                 }
             } catch {
-                settle(reserved, member, commit: false, by: call.deadline)
-                throw error
+                // Released on every budget key (releasing what was never
+                // reserved is harmless): a reservation whose answer was
+                // lost may hold all the same. If one may and cannot be
+                // released now, the call's outcome is unknown until it
+                // expires.
+                let released = settle(named, member, commit: false, by: settleDeadline(call))
+                let unknown = results.indices.contains { index in
+                    if case let .failure(failure) = results[index], failure.status == .storeUnknown {
+                        return !released[index]
+                    }
+                    return false
+                }
+                if unknown || error.status != .storeUnknown { throw unknown ? Self.unknown(error) : error }
+                throw TickgateError(.storeIO, error.message + " (nothing was reserved or decided)",
+                                    store: error.storeFailure)
             }
             if let latest { verdict = Array("budget|\(latest.at)|\(latest.index)".utf8) }
         }
@@ -102,30 +116,47 @@ extension RedisStore {
         } catch {
             // Unknown: the key may have granted. Its reservations then
             // stay until they expire (never a charge without a grant).
-            if error.status != .storeUnknown { settle(reserved, member, commit: false, by: call.deadline) }
+            if error.status != .storeUnknown, !reserved.isEmpty {
+                settle(reserved, member, commit: false, by: settleDeadline(call))
+            }
             throw error
         }
         // 4. Commit (a grant) or release (a refusal); a failed send gives
         // its charges back.
-        if result.refusal == nil, !reserved.isEmpty {
-            // A grant's charges get a store timeout of their own.
-            settle(reserved, member, commit: true, by: Poller.boottime().advanced(by: options.timeout))
-        } else if !reserved.isEmpty {
-            settle(reserved, member, commit: false, by: call.deadline)
-        }
-        if result.refusal == nil, case let .sendEnd(ticket, _, outcome, _, _, _, _) = decision, outcome == .failed {
-            settle(named, ticketName(ticket), commit: false, by: Poller.boottime().advanced(by: options.timeout))
+        if !reserved.isEmpty { settle(reserved, member, commit: result.refusal == nil, by: settleDeadline(call)) }
+        if result.refusal == nil, case let .sendEnd(ticket, _, outcome, _, _, _, _) = decision, outcome == .failed,
+           !named.isEmpty {
+            settle(named, ticketName(ticket), commit: false, by: settleDeadline(call))
         }
         return result
     }
 
-    /// Commits or releases `member` on each budget key; one that cannot be
-    /// reached keeps its reservation until it expires (the decision stands).
-    private func settle(_ rows: [BudgetRow], _ member: [UInt8], commit: Bool, by deadline: Instant) {
-        _ = runAll(rows.map { row in
+    /// The last step's deadline: what is left of the call, and at least a
+    /// quarter of the store timeout (a grant's charges are not dropped for
+    /// want of time), so a call on a cluster ends within 1.25 times the
+    /// store timeout.
+    private func settleDeadline(_ call: RedisClock.Call) -> Instant {
+        max(call.deadline, Poller.boottime().advanced(by: Span(nanoseconds: options.timeout.nanoseconds / 4)))
+    }
+
+    private static func unknown(_ error: TickgateError) -> TickgateError {
+        TickgateError(.storeUnknown,
+            "\(error.message); a reservation may hold on a budget key until it expires (README \"Redis Cluster\")",
+            store: error.storeFailure)
+    }
+
+    /// Commits or releases `member` on each budget key, answering which
+    /// ones are done; one that cannot be reached keeps its reservation
+    /// until it expires (the decision stands).
+    @discardableResult
+    private func settle(_ rows: [BudgetRow], _ member: [UInt8], commit: Bool, by deadline: Instant) -> [Bool] {
+        runAll(rows.map { row in
             ("settle", [keys.budget(row.key), keys.reservations(row.key)],
              [Array((commit ? "commit" : "release").utf8), member])
-        }, by: deadline)
+        }, by: deadline).map { result in
+            if case let .success(reply) = result, case let .array(parts) = reply, parts.first?.text == "ok" { return true }
+            return false
+        }
     }
 
     /// Runs scripts whose keys are in different slots at once: each
@@ -154,7 +185,9 @@ extension RedisStore {
             }
             var sent: [(pool: RedisPool, connection: RedisConnection, indexes: [Int])] = []
             for group in groups {
-                guard let (connection, _) = try? group.pool.checkOut(by: deadline) else { continue }
+                // Never waits for a busy pool while holding another's
+                // connection: a group whose pool is busy runs alone after.
+                guard let connection = group.pool.tryCheckOut(by: deadline) else { continue }
                 do throws(TickgateError) {
                     try connection.limit(to: deadline)
                     try connection.sendAll(group.commands)
@@ -197,7 +230,12 @@ extension RedisStore {
     func cancelAllOnCluster(scope: KeyName?) throws(TickgateError) {
         guard let cluster else { return }
         let pattern = keys.hashPattern(scope: scope)
-        for pool in cluster.primaries {
+        let primaries = cluster.primaries
+        guard !primaries.isEmpty else {
+            throw TickgateError(.storeIO, "the Redis Cluster \(url.description) serves no slot (cluster down)",
+                                store: .unreachable)
+        }
+        for pool in primaries {
             var cursor = "0"
             repeat {
                 let call = clock.begin()

@@ -107,16 +107,18 @@ extension RedisStore {
         var charges: [Instant] = []
         var index = 1
         while index < entries.count {
+            // A reservation (on a cluster) is no charge, and may be newer
+            // than the TIME read beside it.
+            if case let .string(member) = entries[index - 1], pending.contains(member) {
+                index += 2
+                continue
+            }
             // As the decide script: a charge is a whole time not after now.
             guard let text = entries[index].text, text.utf8.count <= 17, let score = Int64(text), score >= 0,
                   score <= serverNow else {
                 throw TickgateError(.storeCorrupt,
                     "the Redis key \(String(decoding: name, as: UTF8.self)) is corrupt: a charge has the score \(entries[index].text?.prefix(40) ?? "?")",
                     store: .corrupt)
-            }
-            if case let .string(member) = entries[index - 1], pending.contains(member) {
-                index += 2
-                continue
             }
             charges.append(RedisClock.instant(score, offset))
             index += 2

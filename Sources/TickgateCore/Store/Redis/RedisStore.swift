@@ -143,12 +143,9 @@ final class RedisStore: Store {
         var warnings: [String] = []
         var real: Int64?
         for (index, pool) in primaries.enumerated() {
-            var tag = 0
-            var probe = keys.probe(tag: "0")
-            while tag < 1_000_000, (try? cluster.pool(for: RedisSlot.of(probe), by: call.deadline)) !== pool {
-                tag += 1
-                probe = keys.probe(tag: String(tag))
-            }
+            // The probe runs on a key of one of this primary's slots.
+            guard let slot = cluster.slot(of: pool) else { continue }
+            let probe = keys.probe(slot: slot)
             let (connection, _) = try pool.checkOut(by: call.deadline)
             defer { pool.checkIn(connection) }
             let opened = try Self.prepare(connection, keys: keys, probe: probe, replicas: url.replicas, format: false,
@@ -440,11 +437,12 @@ final class RedisStore: Store {
             }
             switch redirect.kind {
             case .moved:
-                cluster.moved(redirect.slot, to: url.server.at(redirect.endpoint))
+                // The map read again first: the redirect is newer than it.
                 try? cluster.refresh(by: deadline)
+                cluster.moved(redirect.slot, to: url.server.at(Self.endpoint(redirect.endpoint, from: target)))
                 askAt = nil
             case .ask:
-                askAt = url.server.at(redirect.endpoint)
+                askAt = url.server.at(Self.endpoint(redirect.endpoint, from: target))
             case .tryAgain:
                 askAt = nil
                 Poller.sleep(min(Span.milliseconds(20), deadline.since(Poller.boottime())))
@@ -453,6 +451,14 @@ final class RedisStore: Store {
     }
 
     static let maximumRedirects = 8
+
+    /// A redirect's endpoint; an empty host ("MOVED 3999 :6380", a cluster
+    /// that announces no endpoint) is the host of the node that answered.
+    private static func endpoint(_ endpoint: RedisAddress.Endpoint, from pool: RedisPool) -> RedisAddress.Endpoint {
+        guard case let .tcp(host, port) = endpoint, host.isEmpty,
+              case let .tcp(known, _) = pool.topology.url.server.endpoint else { return endpoint }
+        return .tcp(host: known, port: port)
+    }
 
     /// A cluster's redirection in a reply: "MOVED 3999 127.0.0.1:6381",
     /// "ASK 3999 127.0.0.1:6381" or "TRYAGAIN ...".
@@ -466,7 +472,7 @@ final class RedisStore: Store {
               let port = Int(parts[2][parts[2].index(after: colon)...]), (1...65_535).contains(port) else { return nil }
         var host = parts[2][..<colon]
         if host.hasPrefix("["), host.hasSuffix("]") { host = host.dropFirst().dropLast() }
-        guard !host.isEmpty, host.utf8.count < 256 else { return nil }
+        guard host.utf8.count < 256 else { return nil }
         return (parts[0] == "MOVED" ? .moved : .ask, slot, .tcp(host: String(host), port: port), text)
     }
 

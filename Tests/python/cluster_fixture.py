@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
+from test_one_truth import budget_key, hash_key
+
 REDIS_SERVER = shutil.which("redis-server")
 REDIS_CLI = shutil.which("redis-cli")
 
@@ -79,14 +81,10 @@ def name(text: str) -> str:
     return f"{len(text.encode('utf-8'))}:{text}"
 
 
-def countdown_key(prefix: str, scope: str, subject: str) -> str:
-    """The hash of the key (scope, subject)."""
-    return f"{prefix}k{{{len(scope.encode('utf-8'))}:{scope}{subject}}}"
-
-
-def charges_key(prefix: str, budget: str, key: str) -> str:
-    """The sorted set of the charges of the budget key (budget, key)."""
-    return f"{prefix}b{{{len(budget.encode('utf-8'))}:{budget}{key}}}"
+# The hash of the key (scope, subject), and the sorted set of the charges of
+# the budget key (budget, key), named as on one server.
+countdown_key = hash_key
+charges_key = budget_key
 
 
 def reservations_key(prefix: str, budget: str, key: str) -> str:

@@ -38,14 +38,7 @@ final class RedisPool: @unchecked Sendable {
                 lock.unlock()
                 throw TickgateError(.closed, "the store \(topology.description) is closed")
             }
-            if let connection = idle.popLast() {
-                // One the server closed while it sat idle (it restarted)
-                // is dropped before anything is sent on it.
-                if connection.isStale {
-                    open -= 1
-                    bornIn[ObjectIdentifier(connection)] = nil
-                    continue
-                }
+            if let connection = popIdleLocked() {
                 lock.unlock()
                 return (connection, false)
             }
@@ -79,12 +72,7 @@ final class RedisPool: @unchecked Sendable {
     /// holds a connection of another pool and must not wait for this one.
     func tryCheckOut(by deadline: Instant) -> RedisConnection? {
         lock.lock()
-        while let connection = idle.popLast() {
-            if connection.isStale {
-                open -= 1
-                bornIn[ObjectIdentifier(connection)] = nil
-                continue
-            }
+        if let connection = popIdleLocked() {
             lock.unlock()
             return connection
         }
@@ -104,6 +92,17 @@ final class RedisPool: @unchecked Sendable {
             lock.broadcast()
             return nil
         }
+    }
+
+    /// An idle connection (the lock held); one the server closed while it
+    /// sat idle (it restarted) is dropped before anything is sent on it.
+    private func popIdleLocked() -> RedisConnection? {
+        while let connection = idle.popLast() {
+            guard connection.isStale else { return connection }
+            open -= 1
+            bornIn[ObjectIdentifier(connection)] = nil
+        }
+        return nil
     }
 
     /// Gives a connection back, or closes it if it broke or the store closed.

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
-from test_one_truth import budget_key, hash_key
+from test_one_truth import Resp, RespError, budget_key, hash_key
 
 REDIS_SERVER = shutil.which("redis-server")
 REDIS_CLI = shutil.which("redis-cli")
@@ -95,41 +95,13 @@ def reservations_key(prefix: str, budget: str, key: str) -> str:
 # -- a few lines of RESP ---------------------------------------------------------
 
 
-class RespError(Exception):
-    pass
-
-
-class Client:
-    """A plain connection to one node on 127.0.0.1 (RESP2; replies decoded as UTF-8)."""
+class Client(Resp):
+    """A plain connection to one node on 127.0.0.1 (test_one_truth's Resp,
+    with the node's port kept and a context manager)."""
 
     def __init__(self, port: int, timeout: float = 5.0) -> None:
+        super().__init__(port=port, timeout=timeout)
         self.port = port
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
-        self.file = self.sock.makefile("rb")
-
-    def __call__(self, *args: object) -> object:
-        parts = [a if isinstance(a, bytes) else str(a).encode() for a in args]
-        self.sock.sendall(b"*%d\r\n" % len(parts) + b"".join(b"$%d\r\n%s\r\n" % (len(p), p) for p in parts))
-        return self._reply()
-
-    def _reply(self) -> object:
-        line = self.file.readline()
-        if not line:
-            raise ConnectionError(f"node {self.port} closed the connection")
-        kind, rest = line[:1], line[1:-2]
-        if kind == b"+":
-            return rest.decode()
-        if kind == b"-":
-            raise RespError(rest.decode())
-        if kind == b":":
-            return int(rest)
-        if kind == b"$":
-            n = int(rest)
-            return None if n < 0 else self.file.read(n + 2)[:-2].decode("utf-8", "replace")
-        if kind == b"*":
-            n = int(rest)
-            return None if n < 0 else [self._reply() for _ in range(n)]
-        raise RespError(f"bad reply {line!r}")
 
     def close(self) -> None:
         with contextlib.suppress(OSError):

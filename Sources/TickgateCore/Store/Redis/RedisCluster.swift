@@ -132,8 +132,6 @@ final class RedisCluster: @unchecked Sendable {
 
     /// The pools of the primaries of the last map.
     var primaries: [RedisPool] { lock.withLock { primaryIndexes.map { pools[$0] } } }
-    /// The primaries of the last map (for messages).
-    var primaryAddresses: [RedisAddress] { lock.withLock { primaryIndexes.map { nodes[$0] } } }
 
     /// Every pool's connections are closed when they come back.
     func retireAll() {

@@ -253,6 +253,14 @@ typedef enum tg_clock_kind {
  * no code goes out that the shared limits did not allow, which is what
  * stops SMS pumping. Other calls fail with TG_E_STORE_IO either way. */
 #define TG_STORE_FAIL_OPEN 0x8u
+/* Redis store only: ask the server for every send and verify. By default
+ * an engine that already knows a key is cooling down, in flight, locked,
+ * its window or a budget spent, or its code dead (from its own decisions
+ * and queries, kept while the server's notices say nothing changed)
+ * refuses again without a round trip, with the same status and remaining
+ * time; grants always go to the server. The default makes the engine hear
+ * every key's change notice. */
+#define TG_STORE_NO_LOCAL_REFUSALS 0x10u
 
 /*
  * Options for tg_engine_open. Initialise with TG_ENGINE_OPTIONS_INIT or

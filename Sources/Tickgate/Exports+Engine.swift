@@ -144,10 +144,10 @@ enum EngineOptionsReader {
             options.tickInterval = interval
         }
         guard raw.store_flags & ~(TG_STORE_START_FRESH_IF_CORRUPT | TG_STORE_FULL_SYNC | TG_STORE_ENGINE_CLOCK
-                                      | TG_STORE_FAIL_OPEN) == 0 else {
+                                      | TG_STORE_FAIL_OPEN | TG_STORE_NO_LOCAL_REFUSALS) == 0 else {
             throw TickgateError(.invalidArgument, "options.store_flags has unknown bits")
         }
-        let redisFlags = TG_STORE_ENGINE_CLOCK | TG_STORE_FAIL_OPEN
+        let redisFlags = TG_STORE_ENGINE_CLOCK | TG_STORE_FAIL_OPEN | TG_STORE_NO_LOCAL_REFUSALS
         let sqliteFlags = TG_STORE_START_FRESH_IF_CORRUPT | TG_STORE_FULL_SYNC
         if raw.store_url == nil, raw.store_flags & redisFlags != 0 {
             throw TickgateError(.invalidArgument,
@@ -169,6 +169,7 @@ enum EngineOptionsReader {
             redis.timeout = .milliseconds(try timeout(raw.store_timeout_ms))
             if raw.store_flags & TG_STORE_ENGINE_CLOCK != 0 { redis.time = .engine }
             redis.failOpen = raw.store_flags & TG_STORE_FAIL_OPEN != 0
+            redis.localRefusals = raw.store_flags & TG_STORE_NO_LOCAL_REFUSALS == 0
             options.redis = redis
         } else if raw.store_prefix != nil {
             throw TickgateError(.invalidArgument, "options.store_prefix needs options.store_url")

@@ -917,14 +917,17 @@ def test_observers_hear_the_store_lost_and_back(own_redis: Callable[..., RedisSe
 
 def test_only_observing_engines_hear_every_decision(own_redis: Callable[..., RedisServer],
                                                      peers: Callable[..., Peer]) -> None:
-    # Each decision publishes one key notice. Engines hear the settings' and
+    # Each decision publishes one key notice. Engines that ask the server
+    # for every refusal (store_local_refusals=False) hear the settings' and
     # sessions' channel from the start, the keys' channel only once they
     # observe a key or scope, so a backend that observes nothing is not
-    # woken by every decision of every server.
+    # woken by every decision of every server. (By default an engine hears
+    # the keys' channel from its open: what it knows to refuse without a
+    # round trip holds only while it hears every change, test_local_refusals.py.)
     server = own_redis()
     prefix = unique_prefix("quiet")
-    a = peers("A", store_url=server.unix_url, store_prefix=prefix)
-    b = peers("B", store_url=server.unix_url, store_prefix=prefix)
+    a = peers("A", store_url=server.unix_url, store_prefix=prefix, store_local_refusals=False)
+    b = peers("B", store_url=server.unix_url, store_prefix=prefix, store_local_refusals=False)
     client = server.client()
 
     def listeners(channel: str) -> int:
@@ -943,6 +946,8 @@ def test_only_observing_engines_hear_every_decision(own_redis: Callable[..., Red
         b.ok("set_policy", scope="login", cooldowns_ms=[5_000])
         assert wait_for(lambda: a.ok("policy", scope="login")["cooldowns_ms"] == [5_000], 2.0)
         assert listeners("events:k") == 1
+        peers("C", store_url=server.unix_url, store_prefix=prefix)
+        assert listeners("events:k") == 2
     finally:
         client.close()
 

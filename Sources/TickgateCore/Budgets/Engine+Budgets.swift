@@ -4,6 +4,7 @@ extension Engine {
         let budget = try budget.validated()
         try write(.budget(name), { (store) throws(TickgateError) in try store.save(budget: budget, name: name) }) { state, _ in
             state.budgets.set(budget, name: name)
+            state.refusals.dropAll()
         }
     }
 
@@ -52,6 +53,7 @@ extension Engine {
         }
         try write(nil, { (store) throws(TickgateError) in try store.resetBudget(key) }) { state, _ in
             state.budgets.reset(key)
+            state.refusals.noticedBudgets()
         }
     }
 }

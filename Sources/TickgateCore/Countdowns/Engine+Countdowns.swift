@@ -63,7 +63,8 @@ extension Engine {
     public func cancelAll(scope: KeyName? = nil) throws(TickgateError) -> Int {
         let body = { () throws(TickgateError) -> Int in
             try self.write(nil, { (store) throws(TickgateError) in try store.cancelAll(scope: scope) }) { state, held in
-                state.cancelAll(scope: scope, held)
+                state.refusals.dropAll()
+                return state.cancelAll(scope: scope, held)
             }
         }
         return store == nil ? try body() : try lanes.withScope(scope, body)

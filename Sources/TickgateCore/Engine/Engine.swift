@@ -62,6 +62,15 @@ public final class Engine: @unchecked Sendable {
         // decides runs no thread for it, and its decisions read the file's
         // rules anyway.)
         if store?.readsThrough == true { watchStore() }
+        // Refusals made again without a round trip need every key's
+        // notice (LocalRefusals).
+        if let store, store.refusesLocally {
+            store.watchKeys()
+            locked.withLock { state in
+                state.refusals.enabled = true
+                state.refusals.keepsBudgets = store.keepsBudgetRefusals
+            }
+        }
     }
 
     /// An engine on `store` (any `Store`; tests pass their own), starting

@@ -52,6 +52,8 @@ final class EngineState {
     var sends = SendBook()
     var budgets = BudgetBook()
     var gates = GateBook()
+    /// On a shared store: refusals made again without asking it.
+    var refusals = LocalRefusals()
     /// Changed through `register` and `unregister` (the scope cache
     /// follows them).
     private(set) var observers = ObserverBook()

@@ -10,6 +10,7 @@ extension Engine {
         let policy = try policy.validated()
         try write(.scope(scope), { (store) throws(TickgateError) in try store.save(policy: policy, scope: scope) }) { state, _ in
             state.sends.setPolicy(policy, scope: scope)
+            state.refusals.dropAll()
         }
     }
 
@@ -45,7 +46,12 @@ extension Engine {
     public func sendBegin(_ key: CountdownKey, budgets: [BudgetKey] = []) throws(TickgateError) -> UInt64 {
         var ticket: UInt64 = 0
         let rulesInStore = store?.holdsRules ?? false
-        return try decide(key, { (state) throws(TickgateError) in
+        return try decide(key, refuse: { state in
+            // The store refuses a budget it does not hold before anything
+            // else: only a send naming budgets this engine knows of.
+            if !budgets.isEmpty && budgets.contains(where: { state.budgets.budgets[$0.budget] == nil }) { return nil }
+            return state.refusals.refuseSend(key, budgets: budgets, at: state.now())
+        }, { (state) throws(TickgateError) in
             ticket = state.sends.takeTicketNumber()
             return .sendBegin(policy: state.policy(of: key.scope), tickInterval: defaultTickInterval, ticket: ticket)
         }, budgets: { (state) throws(TickgateError) in
@@ -120,7 +126,9 @@ extension Engine {
                 throw TickgateError(.expired, "ticket \(ticket) expired before it was ended; its key was freed then")
             }
             guard var countdown = result.after.countdown else {
-                // Failed: the key is free at once.
+                // Failed: the key is free at once, and its charges went
+                // back (its own notice is not heard here).
+                state.refusals.noticedBudgets()
                 state.sends.recordEnd(of: ticket, .ended)
                 if let slot = state.table.find(key) { state.remove(slot: slot) }
                 if state.emit(.sendFailed, key, instance: 0, remaining: .zero, duration: .zero,
@@ -146,7 +154,7 @@ extension Engine {
     /// runs, event `.codeDead`). Throws `.notFound` if no code was sent
     /// since the last `verified`, `.codeDead` if the code is dead already.
     public func verifyFailed(_ key: CountdownKey) throws(TickgateError) -> Int? {
-        try decide(key, { (state) throws(TickgateError) in
+        try decide(key, refuse: { state in state.refusals.refuseVerify(key, at: state.now()) }, { (state) throws(TickgateError) in
             .verifyFailed(policy: state.policy(of: key.scope))
         }) { (state, _, result) throws(TickgateError) -> Int? in
             if let refusal = result.refusal { throw refusal }
@@ -173,7 +181,7 @@ extension Engine {
     /// `.codeDead` (changing nothing) if the code took too many wrong
     /// codes: then the login must be refused.
     public func verified(_ key: CountdownKey) throws(TickgateError) {
-        try decide(key, { (state) throws(TickgateError) in
+        try decide(key, refuse: { state in state.refusals.refuseVerify(key, at: state.now()) }, { (state) throws(TickgateError) in
             .verified(policy: state.policy(of: key.scope))
         }) { (state, held, result) throws(TickgateError) in
             if let refusal = result.refusal { throw refusal }

@@ -29,6 +29,8 @@ extension Engine {
             locked.withLock { state in
                 state.sends.wroteBack(key)
                 state.budgets.wroteBack(charges)
+                // More charges: a budget known spent may free later.
+                if !charges.isEmpty { state.refusals.noticedBudgets() }
             }
         }
     }

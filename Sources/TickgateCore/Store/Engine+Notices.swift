@@ -15,10 +15,18 @@ extension Engine {
         }
         if local { writeBackLocalGrants() }
         try lanes.with(.key(key)) { () throws(TickgateError) in
+            let mark = store.refusesLocally ? locked.withLock { state in state.refusals.mark(key) } : nil
             let result = try store.decide(.read, budgets: [], for: key)
+            let hearing = mark != nil && store.hearsKeys
             try locked.withLock { (state) throws(TickgateError) in
                 try state.checkOpen()
                 state.reconcile(key, to: result.before, at: result.now)
+                // What the read shows refuses sends (a running countdown)
+                // or verifies (a dead code) without asking, until noticed.
+                if mark != nil {
+                    state.refusals.learn(key, mark, rows: result.before, refused: nil, budgets: [],
+                                         hearing: hearing, at: result.now)
+                }
             }
         }
     }
@@ -28,8 +36,16 @@ extension Engine {
     func noticed(_ notice: StoreNotice) {
         switch notice {
         case let .key(key):
-            if locked.withLock({ !$0.closed && $0.observes(key) }) { try? refresh(key, always: true) }
+            let observed = locked.withLock { state -> Bool in
+                state.refusals.noticed(key)
+                return !state.closed && state.observes(key)
+            }
+            if observed { try? refresh(key, always: true) }
+        case .budgets:
+            locked.withLock { state in state.refusals.noticedBudgets() }
         case .settings:
+            // A policy or a budget's windows changed what the store refuses.
+            locked.withLock { state in state.refusals.dropAll() }
             try? refreshSettings()
         case let .session(realm):
             if locked.withLock({
@@ -38,8 +54,10 @@ extension Engine {
                 try? syncSession(realm)
             }
         case .lost:
+            locked.withLock { state in state.refusals.dropAll() }
             storeEvent(.storeLost)
         case .anything, .back:
+            locked.withLock { state in state.refusals.dropAll() }
             // A failure here (the store went away again) is retried by the
             // next interruption's full re-read.
             if hasLocalGrants { writeBackLocalGrants() }

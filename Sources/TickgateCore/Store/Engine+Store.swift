@@ -15,17 +15,22 @@ extension Engine {
     /// process or engine may have changed the key). `apply` gets refusals
     /// too, in `result.refusal`. `budgets`, run under the lock with
     /// `prepare`, names the budget keys the decision reads and charges.
-    func decide<R>(_ key: CountdownKey, _ prepare: (EngineState) throws(TickgateError) -> KeyDecision,
+    /// `refuse`: on a shared store, the refusal this engine already knows
+    /// the store would give (`LocalRefusals`), thrown without asking it.
+    func decide<R>(_ key: CountdownKey, refuse: ((EngineState) -> TickgateError?)? = nil,
+                   _ prepare: (EngineState) throws(TickgateError) -> KeyDecision,
                    budgets: (EngineState) throws(TickgateError) -> [BudgetRow] = { _ in [] },
                    apply: (EngineState, Guarded<EngineState>.Held, DecisionResult) throws(TickgateError) -> R)
         throws(TickgateError) -> R {
-        try decide(resolving: { (_) throws(TickgateError) in key }, prepare, budgets: budgets, apply: apply)
+        try decide(resolving: { (_) throws(TickgateError) in key }, refuse: refuse, prepare, budgets: budgets,
+                   apply: apply)
     }
 
     /// `decide` for a key found under the lock (a ticket's key).
     /// `inMemory` decides in memory even with a store (a ticket granted
     /// "fail open" ends where it began).
     func decide<R>(resolving resolve: (EngineState) throws(TickgateError) -> CountdownKey,
+                   refuse: ((EngineState) -> TickgateError?)? = nil,
                    _ prepare: (EngineState) throws(TickgateError) -> KeyDecision,
                    budgets: (EngineState) throws(TickgateError) -> [BudgetRow] = { _ in [] },
                    inMemory: Bool = false,
@@ -37,15 +42,20 @@ extension Engine {
         }
         let (key, local) = try locked.withLock { (state) throws(TickgateError) -> (CountdownKey, Bool) in
             try state.checkOpen()
-            return (try resolve(state), !state.sends.localKeys.isEmpty)
+            let key = try resolve(state)
+            let local = !state.sends.localKeys.isEmpty
+            // Known already: refused again with no round trip (not while
+            // grants made alone wait to go back: memory is not the store's).
+            if !local, let refuse, let refusal = refuse(state) { throw refusal }
+            return (key, local)
         }
         // What was granted alone during an outage goes back first, so this
         // decision is made on it (a local ticket's own end stays local).
         if local && !inMemory { writeBackLocalGrants() }
         return try lanes.with(.key(key)) { () throws(TickgateError) -> R in
-            let (decision, named) = try locked.withLock { (state) throws(TickgateError) in
+            let (decision, named, mark) = try locked.withLock { (state) throws(TickgateError) in
                 try state.checkOpen()
-                return (try prepare(state), try budgets(state))
+                return (try prepare(state), try budgets(state), state.refusals.mark(key))
             }
             let result: DecisionResult
             do throws(TickgateError) {
@@ -58,10 +68,15 @@ extension Engine {
                                           apply: apply)
             }
             let flushDue = store.flushDue
+            let hearing = mark != nil && store.hearsKeys
             return try locked.withLockWaiting { (state, held) throws(TickgateError) -> R in
                 try state.checkOpen()
                 state.noteFlush(flushDue)
                 state.reconcile(key, to: result.before, at: result.now)
+                if mark != nil {
+                    state.refusals.learn(key, mark, rows: result.after, refused: result.refused,
+                                         budgets: named.map(\.key), hearing: hearing, at: result.now)
+                }
                 return try apply(state, held, result)
             }
         }
@@ -80,6 +95,8 @@ extension Engine {
             let key = try resolve(state)
             let decision = try prepare(state)
             let now = state.now()
+            // Decided here alone: what was known of the store's key is not.
+            if localOnly { state.refusals.drop(key) }
             let (rows, slot) = state.keyRows(key, at: now)
             var result = DecisionResult(before: rows, after: rows, now: now, refusal: nil,
                                         knownSlot: .some(slot), localOnly: localOnly)

@@ -16,6 +16,10 @@ struct DecisionResult {
     var after: KeyRows
     var now: Instant
     var refusal: TickgateError?
+    /// Why, as the store said it (stores that hold the rules): what an
+    /// engine keeps to refuse the same again without asking
+    /// (`LocalRefusals`).
+    var refused: Refusal?
     /// A decision made in memory only: the key's slot in the countdown
     /// table when it was made (nil inside: no slot), so applying it need
     /// not look the key up again. Stores leave it unset.
@@ -111,6 +115,15 @@ protocol Store: AnyObject, Sendable {
     /// (Redis): the engine's copies serve local reads only.
     var holdsRules: Bool { get }
 
+    /// True if this store announces every change of a key and every
+    /// budget charge that goes back (Redis), so an engine may refuse again
+    /// what the store refused, without asking, until told otherwise
+    /// (`LocalRefusals`); `keepsBudgetRefusals`: spent budgets too.
+    var refusesLocally: Bool { get }
+    var keepsBudgetRefusals: Bool { get }
+    /// True while the watch hears the keys' notices.
+    var hearsKeys: Bool { get }
+
     /// Starts telling `changed` what other engines changed, on a thread of
     /// the store's. Stops at `close`.
     func watch(_ changed: @escaping @Sendable (StoreNotice) -> Void)
@@ -134,6 +147,9 @@ enum StoreNotice: Sendable, Equatable {
     case key(CountdownKey)
     /// Another engine changed a policy, titles or a budget.
     case settings
+    /// Another engine gave budget charges back (a failed send, a reset,
+    /// a write-back): a spent budget may have room.
+    case budgets
     /// Another engine logged the realm in or out.
     case session(KeyName)
     /// Another engine or process changed something, unnamed (SQLite):
@@ -149,6 +165,9 @@ extension Store {
     var warning: String? { nil }
     var readsThrough: Bool { false }
     var holdsRules: Bool { false }
+    var refusesLocally: Bool { false }
+    var keepsBudgetRefusals: Bool { false }
+    var hearsKeys: Bool { false }
     func watch(_ changed: @escaping @Sendable (StoreNotice) -> Void) {}
     func watchKeys() {}
     func session(realm: KeyName) throws(TickgateError) -> SessionState? { nil }

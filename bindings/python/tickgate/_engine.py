@@ -82,7 +82,9 @@ class Engine(Managed[int]):
         key (default ``"tickgate:"``); ``store_timeout`` / ``_ms`` bounds
         every call (connecting included); ``store_fail_open`` grants sends
         locally while the server is unreachable (default: refused with
-        :class:`tickgate.StoreIO`); ``store_engine_clock`` decides by this
+        :class:`tickgate.StoreIO`); ``store_local_refusals=False`` asks the
+        server for every send and verify (by default a refusal the engine
+        already knows is made without a round trip); ``store_engine_clock`` decides by this
         engine's clock instead of the server's (manual-clock tests only).
     ``manual_boot`` / ``manual_wall`` / ``manual_boot_id``
         MANUAL clock only: the first readings of its boot clock and its wall
@@ -120,6 +122,7 @@ class Engine(Managed[int]):
         store_prefix: Optional[str] = None,
         store_engine_clock: bool = False,
         store_fail_open: bool = False,
+        store_local_refusals: bool = True,
         manual_boot: Optional[Seconds] = None,
         manual_boot_ms: Optional[int] = None,
         manual_wall: "Optional[Seconds | datetime]" = None,
@@ -150,6 +153,7 @@ class Engine(Managed[int]):
             | (_ffi.TG_STORE_FULL_SYNC if store_full_sync else 0)
             | (_ffi.TG_STORE_ENGINE_CLOCK if store_engine_clock else 0)
             | (_ffi.TG_STORE_FAIL_OPEN if store_fail_open else 0)
+            | (0 if store_local_refusals else _ffi.TG_STORE_NO_LOCAL_REFUSALS)
         )
         if store_url is not None:
             options.store_url = store_url.encode("utf-8")

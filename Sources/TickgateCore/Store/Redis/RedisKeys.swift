@@ -107,6 +107,9 @@ struct RedisKeys: Sendable {
     /// The notice of a key hash's name ("P k{TAG}").
     func keyNotice(hashName: [UInt8]) -> [UInt8] { keyNotice(tag: hashName.dropFirst(prefix.count + 2).dropLast()) }
     var settingsNotice: [UInt8] { engine + Array(" g".utf8) }
+    /// Budget charges went back (decide.lua's failed send, a reset, a
+    /// write-back): spent budgets known to engines may have room.
+    var budgetsNotice: [UInt8] { engine + Array(" b".utf8) }
     /// Wakes this engine's own listener (to subscribe to the keys' notices);
     /// other engines skip it.
     var wakeNotice: [UInt8] { engine + Array(" w".utf8) }
@@ -120,6 +123,7 @@ struct RedisKeys: Sendable {
         let rest = payload[(space + 1)...]
         guard let kind = rest.first else { return nil }
         if kind == UInt8(ascii: "g") { return rest.count == 1 ? .settings : nil }
+        if kind == UInt8(ascii: "b") { return rest.count == 1 ? .budgets : nil }
         guard rest.count >= 3, rest[rest.index(after: rest.startIndex)] == UInt8(ascii: "{"),
               rest.last == UInt8(ascii: "}") else { return nil }
         let inner = Array(rest.dropFirst(2).dropLast())

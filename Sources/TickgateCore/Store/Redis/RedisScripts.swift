@@ -254,19 +254,25 @@ enum RedisScripts {
       return {'refused', now, real, before, '', why, a or -1, b or -1}
     end
 
-    -- The scope's policy, as the store holds it (the default if none is set):
-    -- a bare countdown (start, cancel) on a key with no send record needs none;
-    -- with a record, the policy says how long the key must live.
+    -- The scope's policy and the budgets, as the store holds them (the default
+    -- policy if none is set), in one read: a bare countdown (start, cancel) on
+    -- a key with no send record needs no policy; with a record, the policy
+    -- says how long the key must live.
     local pol
-    if rec or (op ~= 'start' and op ~= 'cancel') then
-      local stored = S and redis.pcall('HGET', S, 'p:' .. ARGV[9])
-      if type(stored) == 'table' and stored.err then return {'corrupt', S, 'is not a hash'} end
-      if stored then
-        pol = policy(stored)
-        if not pol then return {'corrupt', S, 'field "p:' .. string.sub(ARGV[9], 1, 40) .. '" is not a policy'} end
-      end
+    local needs_pol = rec or (op ~= 'start' and op ~= 'cancel')
+    local texts = {}
+    if S and (needs_pol or NK >= 3) then
+      local fields = {'p:' .. ARGV[9]}
+      for j = 3, NK do fields[j - 1] = 'g:' .. ARGV[13 + j] end
+      local got = redis.pcall('HMGET', S, unpack(fields))
+      if got.err then return {'corrupt', S, 'is not a hash'} end
+      texts = got
     end
-    if not pol and (rec or (op ~= 'start' and op ~= 'cancel')) then
+    if needs_pol and texts[1] then
+      pol = policy(texts[1])
+      if not pol then return {'corrupt', S, 'field "p:' .. string.sub(ARGV[9], 1, 40) .. '" is not a policy'} end
+    end
+    if not pol and needs_pol then
       pol = policy(ARGV[8])
       if not pol then return {'corrupt', S or K, 'the default policy is malformed'} end
     end
@@ -290,8 +296,7 @@ enum RedisScripts {
     local budgets = {}
     for j = 3, NK do
       local name = ARGV[13 + j]
-      local text = redis.pcall('HGET', S, 'g:' .. name)
-      if type(text) == 'table' and text.err then return {'corrupt', S, 'is not a hash'} end
+      local text = texts[j - 1]
       if not text then return refused('nobudget', -1, j - 3) end
       local b = budget(text)
       if not b then return {'corrupt', S, 'field "g:' .. string.sub(name, 1, 40) .. '" is not a budget'} end
@@ -348,13 +353,10 @@ enum RedisScripts {
       end
       if verdict == 'budget' then return refused('budget', tonumber(v_free), tonumber(v_index)) end
       if latest then return refused('budget', latest, index) end
+      -- A charge's member is its time and its ticket's name (this engine's
+      -- and its number): no two charges share one.
+      local member = fmt(now) .. '-' .. ARGV[12]
       for _, b in ipairs(budgets) do
-        local member = fmt(now)
-        local k = 0
-        while redis.call('ZSCORE', b.key, member) do
-          k = k + 1
-          member = fmt(now) .. '-' .. k
-        end
         redis.call('ZADD', b.key, fmt(now), member)
         expire(b.key, now + b.horizon, now, slack)
       end
@@ -366,13 +368,19 @@ enum RedisScripts {
         return refused('ticket')
       end
       if ARGV[10] ~= 'ok' then
-        -- A failed send: its charges go back.
+        -- A failed send: its charges go back (and engines that know a
+        -- budget spent hear that it may have room: ENGINE b).
         if cd.c >= 0 then
+          local freed = false
           for _, b in ipairs(budgets) do
             local got = redis.pcall('ZRANGEBYSCORE', b.key, fmt(cd.c), fmt(cd.c), 'LIMIT', 0, 1)
             if got.err then return {'corrupt', b.key, 'is not a sorted set'} end
-            if #got == 1 then redis.call('ZREM', b.key, got[1]) end
+            if #got == 1 then
+              redis.call('ZREM', b.key, got[1])
+              freed = true
+            end
           end
+          if freed and ARGV[5] ~= '' then redis.call('PUBLISH', ARGV[5], ARGV[14] .. ' b') end
         end
         cd = nil
       else
@@ -940,10 +948,13 @@ enum RedisScripts {
     end
 
     -- Drops every charge of a budget key (KEYS 1; on a Redis Cluster KEYS 2,
-    -- its reservations, too). ARGV: 1 not after (server µs).
+    -- its reservations, too). ARGV: 1 not after (server µs), 2 the keys'
+    -- channel, 3 the budgets' notice (engines that know a budget spent hear
+    -- that it may have room).
     -- Answers {'ok'}, or {'late'} (past the deadline: nothing changed).
     if late(ARGV[1]) then return {'late'} end
     for j = 1, NK do redis.call('DEL', KEYS[j]) end
+    if ARGV[2] ~= '' then redis.call('PUBLISH', ARGV[2], ARGV[3]) end
     return {'ok'}
     """#
 
@@ -1116,7 +1127,11 @@ enum RedisScripts {
       -- A key made here lives as long as a budget's longest window may.
       if redis.call('PTTL', KEYS[j]) == -1 then redis.call('PEXPIRE', KEYS[j], 31622400000) end
     end
-    if ARGV[4] ~= '' then redis.call('PUBLISH', ARGV[4], ARGV[5]) end
+    if ARGV[4] ~= '' then
+      redis.call('PUBLISH', ARGV[4], ARGV[5])
+      -- More charges: a budget known spent may free later than was known.
+      if NK >= 3 then redis.call('PUBLISH', ARGV[4], engine .. ' b') end
+    end
     return {'ok'}
     """#
 

@@ -110,7 +110,7 @@ extension RedisStore {
         default:
             error = refusal.error(key, at: moment)
         }
-        return DecisionResult(before: before, after: before, now: moment, refusal: error)
+        return DecisionResult(before: before, after: before, now: moment, refusal: error, refused: refusal)
     }
 
     /// A query: TIME, HGETALL and the clock's correction pipelined (one round trip, no script:

@@ -129,7 +129,8 @@ extension RedisStore {
     func resetBudget(_ key: BudgetKey) throws(TickgateError) {
         let call = clock.begin()
         let names = cluster == nil ? [keys.budget(key)] : [keys.budget(key), keys.reservations(key)]
-        let reply = try run("resetBudget", keys: names, arguments: [call.notAfter], by: call.deadline)
+        let reply = try run("resetBudget", keys: names, arguments: [call.notAfter, keys.keyChannel, keys.budgetsNotice],
+                            by: call.deadline)
         if case let .array(parts) = reply, parts.first?.text == "late" { throw late("the reset of \(key.description)") }
     }
 

@@ -24,6 +24,9 @@ public struct RedisOptions: Sendable {
     /// While the server cannot be reached, grant sends by the engine's
     /// memory alone (marked local-only) instead of refusing them.
     public var failOpen = false
+    /// Refuse again, without a round trip, what the server refused or set
+    /// in place while its notices say nothing changed (`LocalRefusals`).
+    public var localRefusals = true
 
     public static let defaultPrefix = "tickgate:"
     public static let maximumPrefixBytes = 64
@@ -507,6 +510,11 @@ final class RedisStore: Store {
 
     var readsThrough: Bool { true }
     var holdsRules: Bool { true }
+    var refusesLocally: Bool { options.localRefusals }
+    /// On a cluster a reservation that goes back (Scripts/settle.lua) frees
+    /// room unannounced: spent budgets are asked for every time.
+    var keepsBudgetRefusals: Bool { cluster == nil }
+    var hearsKeys: Bool { watcher.withLock { $0 }?.hearsKeys ?? false }
 
     func watch(_ changed: @escaping @Sendable (StoreNotice) -> Void) {
         let started = watcher.withLock { (watcher: inout RedisWatcher?) -> RedisWatcher? in

@@ -75,6 +75,9 @@ final class RedisWatcher: @unchecked Sendable {
 
     private var closed: Bool { state.withLock { $0.closed } }
 
+    /// True while the keys' notices are heard on a live link.
+    var hearsKeys: Bool { state.withLock { $0.hearsKeys && $0.descriptor != nil } }
+
     /// Subscribes to the keys' notices too, and waits (at most the timeout)
     /// until the server confirms it, so no key change after this returns
     /// goes unheard. `wake` makes the listening thread look (it publishes

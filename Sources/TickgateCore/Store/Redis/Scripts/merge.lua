@@ -70,5 +70,9 @@ for j = 3, NK do
   -- A key made here lives as long as a budget's longest window may.
   if redis.call('PTTL', KEYS[j]) == -1 then redis.call('PEXPIRE', KEYS[j], 31622400000) end
 end
-if ARGV[4] ~= '' then redis.call('PUBLISH', ARGV[4], ARGV[5]) end
+if ARGV[4] ~= '' then
+  redis.call('PUBLISH', ARGV[4], ARGV[5])
+  -- More charges: a budget known spent may free later than was known.
+  if NK >= 3 then redis.call('PUBLISH', ARGV[4], engine .. ' b') end
+end
 return {'ok'}

@@ -16,8 +16,9 @@ extension Engine {
     /// too, in `result.refusal`. `budgets`, run under the lock with
     /// `prepare`, names the budget keys the decision reads and charges.
     /// `refuse`: on a shared store, the refusal this engine already knows
-    /// the store would give (`LocalRefusals`), thrown without asking it.
-    func decide<R>(_ key: CountdownKey, refuse: ((EngineState) -> TickgateError?)? = nil,
+    /// the store would give (`LocalRefusals`), thrown without asking it
+    /// (not escaping: nothing is allocated for it on the way to memory).
+    func decide<R>(_ key: CountdownKey, refuse: (EngineState) -> TickgateError? = { _ in nil },
                    _ prepare: (EngineState) throws(TickgateError) -> KeyDecision,
                    budgets: (EngineState) throws(TickgateError) -> [BudgetRow] = { _ in [] },
                    apply: (EngineState, Guarded<EngineState>.Held, DecisionResult) throws(TickgateError) -> R)
@@ -30,7 +31,7 @@ extension Engine {
     /// `inMemory` decides in memory even with a store (a ticket granted
     /// "fail open" ends where it began).
     func decide<R>(resolving resolve: (EngineState) throws(TickgateError) -> CountdownKey,
-                   refuse: ((EngineState) -> TickgateError?)? = nil,
+                   refuse: (EngineState) -> TickgateError? = { _ in nil },
                    _ prepare: (EngineState) throws(TickgateError) -> KeyDecision,
                    budgets: (EngineState) throws(TickgateError) -> [BudgetRow] = { _ in [] },
                    inMemory: Bool = false,
@@ -46,7 +47,7 @@ extension Engine {
             let local = !state.sends.localKeys.isEmpty
             // Known already: refused again with no round trip (not while
             // grants made alone wait to go back: memory is not the store's).
-            if !local, let refuse, let refusal = refuse(state) { throw refusal }
+            if !local, let refusal = refuse(state) { throw refusal }
             return (key, local)
         }
         // What was granted alone during an outage goes back first, so this

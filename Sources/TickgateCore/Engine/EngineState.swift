@@ -158,11 +158,16 @@ final class EngineState {
     /// The key as memory holds it, for a decision made in memory.
     func keyRows(_ key: CountdownKey, at now: Instant) -> (rows: KeyRows, slot: Int32?) {
         let slot = table.find(key)
-        let running = slot.flatMap { isRunning($0, at: now) ? self.countdown($0, key: key) : nil }
+        var running: Countdown?
+        if let slot, isRunning(slot, at: now) { running = countdown(slot, key: key) }
         return (KeyRows(countdown: running, record: sends.records.isEmpty ? nil : sends.records[key]), slot)
     }
 
-    func policy(of scope: KeyName) -> SendPolicy { sends.policies[scope] ?? SendPolicy() }
+    func policy(of scope: KeyName) -> SendPolicy {
+        // Most scopes keep the default: no lookup, and no new array.
+        if sends.policies.isEmpty { return SendPolicy.standard }
+        return sends.policies[scope] ?? SendPolicy.standard
+    }
 
     /// The state of a key with nothing running.
     func restingState(_ key: CountdownKey) -> ButtonState {

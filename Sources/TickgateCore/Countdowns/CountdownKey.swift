@@ -18,6 +18,15 @@ public struct CountdownKey: Hashable, Comparable, Sendable {
     /// "scope/subject", for messages.
     public var description: String { "\(scope.value)/\(subject.value)" }
 
+    /// The dictionaries' hash (send records, local keys, key observers):
+    /// the two names' digests mixed once, instead of feeding both to a
+    /// SipHash `Hasher` on every lookup.
+    public func _rawHashValue(seed: Int) -> Int {
+        Int(truncatingIfNeeded: ByteHash.mix(
+            UInt64(UInt(bitPattern: scope.digest)) ^ UInt64(UInt(bitPattern: seed)),
+            UInt64(UInt(bitPattern: subject.digest)) ^ KeyName.mixer))
+    }
+
     /// Calls `body` with the scope's and the subject's UTF-8 bytes.
     func withBytes<T>(_ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) -> T) -> T {
         // Names are native strings: their bytes are read in place, with no
@@ -44,7 +53,13 @@ public struct KeyName: Hashable, Comparable, Sendable {
     public let value: String
     /// A hash of the bytes, computed once: keys are hashed and compared on
     /// every call, names are made once per call.
-    private let digest: Int
+    fileprivate let digest: Int
+
+    /// The digests' seed, drawn once per process (a host cannot pick names
+    /// that collide without knowing it), and the constant that mixes a
+    /// digest into a dictionary's hash.
+    private static let seed = UInt64.random(in: 1 ... .max)
+    fileprivate static let mixer: UInt64 = 0x9e37_79b9_7f4a_7c15
 
     /// Validates raw bytes; `role` ("scope", "subject") names the field in the
     /// error message.
@@ -86,10 +101,11 @@ public struct KeyName: Hashable, Comparable, Sendable {
         value = copy
     }
 
+    /// The bytes' digest: `ByteHash` under the process's seed (a few
+    /// multiplies for a phone number, where a `Hasher` ran SipHash).
+    @inline(__always)
     private static func digest(of bytes: UnsafeRawBufferPointer) -> Int {
-        var hasher = Hasher()
-        hasher.combine(bytes: bytes)
-        return hasher.finalize()
+        Int(truncatingIfNeeded: ByteHash.hash(bytes, seed: seed))
     }
 
     /// Whether the name's bytes are `bytes`.
@@ -104,6 +120,11 @@ public struct KeyName: Hashable, Comparable, Sendable {
 
     /// Calls `body` with the name's UTF-8 bytes.
     public func withBytes<T>(_ body: (UnsafeRawBufferPointer) -> T) -> T {
+        // Names are native strings: their bytes are read in place (a
+        // mutable copy for `withUTF8` costs a retain and a release).
+        if let result = value.utf8.withContiguousStorageIfAvailable({ body(UnsafeRawBufferPointer($0)) }) {
+            return result
+        }
         var text = value
         return text.withUTF8 { body(UnsafeRawBufferPointer($0)) }
     }
@@ -116,13 +137,11 @@ public struct KeyName: Hashable, Comparable, Sendable {
             == unsafeBitCast(b.value, to: (UInt64, UInt64).self) {
             return true
         }
-        var left = a.value
-        var right = b.value
-        return left.withUTF8 { l in
-            right.withUTF8 { r in
+        return a.withBytes { l in
+            b.withBytes { r in
                 guard l.count == r.count else { return false }
                 guard let lb = l.baseAddress, let rb = r.baseAddress else { return true }
-                return memcmp(lb, rb, l.count) == 0
+                return ByteHash.equal(lb, rb, count: l.count)
             }
         }
     }
@@ -141,6 +160,13 @@ public struct KeyName: Hashable, Comparable, Sendable {
 
     public func hash(into hasher: inout Hasher) {
         hasher.combine(digest)
+    }
+
+    /// The dictionaries' hash (policies, titles, scope observers): the
+    /// digest mixed with the table's seed in one multiply, not a `Hasher`.
+    public func _rawHashValue(seed: Int) -> Int {
+        Int(truncatingIfNeeded: ByteHash.mix(
+            UInt64(UInt(bitPattern: digest)) ^ UInt64(UInt(bitPattern: seed)), Self.mixer))
     }
 }
 

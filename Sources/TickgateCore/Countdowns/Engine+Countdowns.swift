@@ -192,19 +192,23 @@ extension EngineState {
     /// Puts `countdown` in its key's slot, ending whatever ran there (an
     /// open ticket becomes cancelled).
     func replace(with countdown: Countdown, at now: Instant, known: Int32?? = .none) {
-        let slot = known ?? table.find(countdown.key)
-        if let slot, let old = self.countdown(slot, key: countdown.key) {
+        // The old run is read from its record: no names are made (nor
+        // copied) unless an observer is told of its end.
+        let slot: Int32?
+        if let known { slot = known } else { slot = table.find(countdown.key) }
+        if let slot, table.isLive(slot) {
+            let old = table.record(slot)
             if old.phase == .sending, old.ticket != countdown.ticket {
                 sends.recordEnd(of: old.ticket, old.deadline <= now ? .expired : .cancelled)
             }
-            if old.deadline <= now {
-                // The run in the slot reached its deadline but its timer has
-                // not fired yet: announce its end before the new run starts.
-                if emit(old.phase == .sending ? .sendFailed : .finished, old.key,
-                        instance: old.instance, remaining: .zero, duration: old.duration,
-                        state: restingState(old.key)) {
-                    poller.wake()
-                }
+            // The run in the slot reached its deadline but its timer has
+            // not fired yet: announce its end before the new run starts
+            // (`emit` tells no one when nothing is observed).
+            if old.deadline <= now, hasCountdownObservers,
+               emit(old.phase == .sending ? .sendFailed : .finished, countdown.key,
+                    instance: old.instance, remaining: .zero, duration: old.duration,
+                    state: restingState(countdown.key)) {
+                poller.wake()
             }
         }
         insert(countdown, at: now, known: .some(slot))

@@ -128,7 +128,10 @@ final class EngineState {
     func countdown(_ slot: Int32, key known: CountdownKey? = nil) -> Countdown? {
         guard table.isLive(slot) else { return nil }
         let record = table.record(slot)
-        return Countdown(key: known ?? table.key(slot), phase: record.phase, ticket: record.ticket,
+        // (No `??`: its autoclosure would capture, and copy, the key.)
+        let key: CountdownKey
+        if let known { key = known } else { key = table.key(slot) }
+        return Countdown(key: key, phase: record.phase, ticket: record.ticket,
                          instance: record.instance, deadline: record.deadline,
                          duration: record.duration,
                          tickInterval: .milliseconds(Int64(record.tickMilliseconds)))
@@ -160,11 +163,16 @@ final class EngineState {
     /// The key as memory holds it, for a decision made in memory.
     func keyRows(_ key: CountdownKey, at now: Instant) -> (rows: KeyRows, slot: Int32?) {
         let slot = table.find(key)
-        let running = slot.flatMap { isRunning($0, at: now) ? self.countdown($0, key: key) : nil }
+        var running: Countdown?
+        if let slot, isRunning(slot, at: now) { running = countdown(slot, key: key) }
         return (KeyRows(countdown: running, record: sends.records.isEmpty ? nil : sends.records[key]), slot)
     }
 
-    func policy(of scope: KeyName) -> SendPolicy { sends.policies[scope] ?? SendPolicy() }
+    func policy(of scope: KeyName) -> SendPolicy {
+        // Most scopes keep the default: no lookup, and no new array.
+        if sends.policies.isEmpty { return SendPolicy.standard }
+        return sends.policies[scope] ?? SendPolicy.standard
+    }
 
     /// The state of a key with nothing running.
     func restingState(_ key: CountdownKey) -> ButtonState {
@@ -204,8 +212,12 @@ final class EngineState {
     /// Puts a countdown in its key's slot; `known` is the key's slot if
     /// the caller looked it up already (saves hashing the key again).
     func insert(_ countdown: Countdown, at now: Instant, known: Int32?? = .none) {
+        // Plain `if let`s, no `??`: an autoclosure capturing `countdown`
+        // copied it (two names, a retain each) at every use.
+        let existing: Int32?
+        if let known { existing = known } else { existing = table.find(countdown.key) }
         let slot: Int32
-        if let existing = known ?? table.find(countdown.key) {
+        if let existing {
             slot = existing
             table.update(slot, deadline: countdown.deadline, duration: countdown.duration,
                          tickInterval: countdown.tickInterval, phase: countdown.phase,
@@ -215,8 +227,9 @@ final class EngineState {
                                 tickInterval: countdown.tickInterval, phase: countdown.phase,
                                 instance: countdown.instance, ticket: countdown.ticket)
         }
-        wheel.schedule(slot, at: Self.nextFireTime(of: countdown, at: now,
-                                                  observed: isObserved(countdown.key)))
+        let observed = hasCountdownObservers && isObserved(countdown.key)
+        wheel.schedule(slot, at: Self.nextFireTime(deadline: countdown.deadline, interval: countdown.tickInterval,
+                                                  phase: countdown.phase, at: now, observed: observed))
     }
 
     /// Ends the record in a slot and its timer.

@@ -3,6 +3,56 @@ enum TicketEnd {
     case ended, expired, cancelled
 }
 
+/// A ticket number as a dictionary key. Numbers come from this engine's
+/// counter, not from the host, so one multiply spreads them: the ticket
+/// tables are touched several times per send decision, and a `Hasher`
+/// (SipHash) cost more than the rest of each lookup.
+struct TicketNumber: Hashable {
+    let value: UInt64
+
+    @inline(__always)
+    init(_ value: UInt64) { self.value = value }
+
+    func _rawHashValue(seed: Int) -> Int {
+        Int(truncatingIfNeeded: ByteHash.mix(value ^ UInt64(UInt(bitPattern: seed)), 0x9e37_79b9_7f4a_7c15))
+    }
+
+    func hash(into hasher: inout Hasher) { hasher.combine(value) }
+}
+
+/// A dictionary keyed by ticket number, read by number as `[UInt64: Value]`
+/// is (`tickets[ticket]`), hashed as a `TicketNumber`.
+struct TicketTable<Value> {
+    private var storage: [TicketNumber: Value] = [:]
+
+    var isEmpty: Bool { storage.isEmpty }
+
+    subscript(ticket: UInt64) -> Value? {
+        get { storage.isEmpty ? nil : storage[TicketNumber(ticket)] }
+        set { storage[TicketNumber(ticket)] = newValue }
+    }
+
+    @discardableResult
+    mutating func removeValue(forKey ticket: UInt64) -> Value? {
+        storage.isEmpty ? nil : storage.removeValue(forKey: TicketNumber(ticket))
+    }
+}
+
+/// A set of ticket numbers (`contains` as `Set<UInt64>` has it).
+struct TicketSet {
+    private var storage: Set<TicketNumber> = []
+
+    var isEmpty: Bool { storage.isEmpty }
+
+    func contains(_ ticket: UInt64) -> Bool { !storage.isEmpty && storage.contains(TicketNumber(ticket)) }
+
+    mutating func insert(_ ticket: UInt64) { storage.insert(TicketNumber(ticket)) }
+
+    mutating func remove(_ ticket: UInt64) {
+        if !storage.isEmpty { storage.remove(TicketNumber(ticket)) }
+    }
+}
+
 /// The resend flow's state: each key's send history, each scope's policy
 /// and titles, and the send tickets, open and recently ended. Every way
 /// this state changes is a method below; the engine's send code reads the
@@ -15,19 +65,19 @@ struct SendBook {
     /// Set through `EngineState.setTitles` (the title cache follows them).
     fileprivate(set) var titles: [KeyName: TitleSet] = [:]
     /// Open tickets and their keys.
-    private(set) var tickets: [UInt64: CountdownKey] = [:]
+    private(set) var tickets = TicketTable<CountdownKey>()
     private var nextTicket: UInt64 = 0
     /// Open tickets that charged budgets: which, and when (a failed send
     /// returns the charge).
-    private(set) var charges: [UInt64: (budgets: [BudgetKey], at: Instant)] = [:]
+    private(set) var charges = TicketTable<(budgets: [BudgetKey], at: Instant)>()
     /// Tickets granted "fail open" (the store unreachable): they end in
     /// memory, where they began.
-    private(set) var localTickets: Set<UInt64> = []
+    private(set) var localTickets = TicketSet()
     /// Keys whose state this engine decided alone (fail open): written back
     /// to the store when it is reached again (`Engine.writeBackLocalGrants`).
     private(set) var localKeys: Set<CountdownKey> = []
     /// How recent tickets ended, the oldest evicted first.
-    private(set) var endedTickets: [UInt64: TicketEnd] = [:]
+    private(set) var endedTickets = TicketTable<TicketEnd>()
     private var endedOrder: [UInt64] = []
     static let endedTicketsKept = 4096
 

@@ -31,6 +31,10 @@ public struct SendPolicy: Sendable, Equatable {
         self.maximumWrongCodes = maximumWrongCodes
     }
 
+    /// The default policy, made once (`SendPolicy()` allocates its array
+    /// of cooldowns): what a scope with no policy of its own decides by.
+    static let standard = SendPolicy()
+
     /// Throws unless every field is in range.
     public func validated() throws(TickgateError) -> SendPolicy {
         guard (1...Self.maximumSteps).contains(cooldowns.count) else {

@@ -70,13 +70,20 @@ def ab_page(url: str, requests: int, concurrency: int) -> tuple[float, float, fl
     return rps, p50, p99
 
 
+# A request with no answer in this many seconds (a slow or busy machine)
+# is given up: status NO_ANSWER, its code may or may not have gone out.
+ANSWER_TIMEOUT = 60
+NO_ANSWER = 0
+
+
 def get_codes(cluster: Cluster, requests: int, threads: int, numbers: int, addresses: int) -> tuple[
-        float, list[float], list[tuple[str, str, int]]]:
+        float, list[float], list[tuple[str, str, int, float, float]]]:
     """Posts /send REQUESTS times from THREADS threads; returns (requests/s,
-    latencies in ms, [(number, address, status)], in the same order)."""
+    latencies in ms, [(number, address, status, sent, answered)], in the
+    same order; sent and answered are time.monotonic() seconds)."""
     phones = [f"+86139{n:08d}" for n in range(numbers)]
     clients = [f"198.51.{n // 250}.{n % 250 + 1}" for n in range(addresses)]
-    results: list[tuple[str, str, int]] = []
+    results: list[tuple[str, str, int, float, float]] = []
     latencies: list[float] = []
     lock = threading.Lock()
     per_thread = requests // threads
@@ -84,17 +91,25 @@ def get_codes(cluster: Cluster, requests: int, threads: int, numbers: int, addre
     def worker(index: int) -> None:
         rng = random.Random(index)
         port = cluster.ports[index % len(cluster.ports)]
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=ANSWER_TIMEOUT)
         mine, spent = [], []
         for _ in range(per_thread):
             phone, address = rng.choice(phones), rng.choice(clients)
             started = time.perf_counter()
-            connection.request("POST", "/send", body=json.dumps({"phone": phone}),
-                               headers={"Content-Type": "application/json", "X-Forwarded-For": address})
-            response = connection.getresponse()
-            response.read()
+            sent = time.monotonic()
+            try:
+                connection.request("POST", "/send", body=json.dumps({"phone": phone}),
+                                   headers={"Content-Type": "application/json", "X-Forwarded-For": address})
+                response = connection.getresponse()
+                response.read()
+                status = response.status
+            except TimeoutError:
+                # No answer in time: counted, and a new connection for the next.
+                connection.close()
+                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=ANSWER_TIMEOUT)
+                status = NO_ANSWER
             spent.append((time.perf_counter() - started) * 1000)
-            mine.append((phone, address, response.status))
+            mine.append((phone, address, status, sent, time.monotonic()))
         connection.close()
         with lock:
             results.extend(mine)
@@ -110,24 +125,56 @@ def get_codes(cluster: Cluster, requests: int, threads: int, numbers: int, addre
     return len(results) / elapsed, latencies, results
 
 
-def check_budgets(cluster: Cluster, results: list[tuple[str, str, int]], global_cap: int) -> str:
-    """Every cap held; returns a line that says so, or raises AssertionError."""
-    granted = [(phone, address) for phone, address, status in results if status == 200]
-    unexpected = collections.Counter(status for _, _, status in results if status not in (200, 409, 429, 503))
+def over_cap(grants: list[tuple[float, float]], cap: int, window: float) -> tuple[bool, bool]:
+    """Grants (sent, answered) of one key against "at most cap in any
+    window seconds": (broken, over). broken: cap + 1 grants surely within
+    one window (the last answered less than `window` after the first was
+    sent); over: more than cap grants, but a window may have passed between
+    them (a run longer than the window on a slow machine), so none broke."""
+    grants = sorted(grants)
+    broken = any(grants[i + cap][1] - grants[i][0] < window for i in range(len(grants) - cap))
+    return broken, len(grants) > cap
+
+
+def check_budgets(cluster: Cluster, results: list[tuple[str, str, int, float, float]], global_cap: int) -> str:
+    """Every cap held; returns a line that says so, or raises AssertionError.
+    A cap counts within its window (the number's cooldown 60 s, the address
+    600 s, all 3600 s): a run that outlasts a window, on a slow machine, may
+    grant more, and that is reported, not an error."""
+    granted = [(phone, address, sent, answered) for phone, address, status, sent, answered in results
+               if status == 200]
+    unanswered = sum(1 for *_, status, _, _ in results if status == NO_ANSWER)
+    unexpected = collections.Counter(status for _, _, status, _, _ in results
+                                     if status not in (200, 409, 429, 503, NO_ANSWER))
     assert not unexpected, f"unexpected answers: {dict(unexpected)}"
-    per_phone = collections.Counter(phone for phone, _ in granted)
-    per_address = collections.Counter(address for _, address in granted)
-    assert max(per_phone.values(), default=0) <= 1, f"a number got {max(per_phone.values())} codes in its cooldown"
-    assert max(per_address.values(), default=0) <= ADDRESS_CAP, \
-        f"an address got {max(per_address.values())} codes (cap {ADDRESS_CAP})"
-    assert len(granted) <= global_cap, f"{len(granted)} codes granted in all (cap {global_cap})"
+    per_phone: dict[str, list] = collections.defaultdict(list)
+    per_address: dict[str, list] = collections.defaultdict(list)
+    for phone, address, sent, answered in granted:
+        per_phone[phone].append((sent, answered))
+        per_address[address].append((sent, answered))
+    notes = []
+    for name, groups, cap, window in (("a number", per_phone, 1, 60.0), ("an address", per_address, ADDRESS_CAP, 600.0),
+                                      ("all", {"all": [(g[2], g[3]) for g in granted]}, global_cap, 3600.0)):
+        over = 0
+        for key, grants in groups.items():
+            broken, more = over_cap(grants, cap, window)
+            assert not broken, f"{name} ({key}) got more than {cap} codes within {window:.0f} s"
+            over += more
+        if over:
+            notes.append(f"{over} of {name} over {cap} in a run longer than its {window:.0f} s window")
     sent = [line for line in cluster.sms_lines() if " sent " in line]
-    assert len(sent) == len(granted), f"the gateway sent {len(sent)} codes, the servers said {len(granted)}"
-    refused = collections.Counter(status for _, _, status in results if status != 200)
+    # A request given up may have had its code sent.
+    assert len(granted) <= len(sent) <= len(granted) + unanswered, \
+        f"the gateway sent {len(sent)} codes, the servers said {len(granted)} ({unanswered} requests unanswered)"
+    refused = collections.Counter(status for _, _, status, _, _ in results if status != 200)
+    most_phone = max((len(g) for g in per_phone.values()), default=0)
+    most_address = max((len(g) for g in per_address.values()), default=0)
+    slow = f"; on a slow machine: {unanswered} unanswered in {ANSWER_TIMEOUT} s" if unanswered else ""
+    slow += "; " + ", ".join(notes) if notes else ""
     return (f"# web_budgets: {len(granted)} codes granted, {len(sent)} in the SMS log; most per number "
-            f"{max(per_phone.values(), default=0)} (cap 1), per address {max(per_address.values(), default=0)} "
+            f"{most_phone} (cap 1), per address {most_address} "
             f"(cap {ADDRESS_CAP}), in all {len(granted)} (cap {global_cap}); refusals {dict(sorted(refused.items()))}: "
-            "nothing over any cap")
+            f"nothing over any cap within its window{slow}")
 
 
 def main() -> int:
@@ -158,7 +205,7 @@ def main() -> int:
             print("# web_page: no ab (Debian: apache2-utils); no page rows", flush=True)
         rps, latencies, results = get_codes(cluster, send_requests, threads, numbers, addresses)
         # A granted request waits for the gateway; a refused one does not.
-        sent = [ms for ms, (*_, status) in zip(latencies, results) if status == 200]
+        sent = [ms for ms, (_, _, status, _, _) in zip(latencies, results) if status == 200]
         print(f"BENCH web_get_code n={len(results)} rps={rps:.0f} p50_ms={percentile(latencies, 0.5):.0f} "
               f"p99_ms={percentile(latencies, 0.99):.0f} unit=req/s granted={len(sent)} "
               f"granted_p50_ms={percentile(sent, 0.5):.0f} granted_p99_ms={percentile(sent, 0.99):.0f} "

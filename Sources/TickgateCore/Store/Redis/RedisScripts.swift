@@ -17,7 +17,7 @@ enum RedisScripts {
         ("addCharges", addCharges),
     ]
     /// The SHA1 of `probe`, run by it before any SCRIPT LOAD answered.
-    static let probeSHA = "eb365b0e91fc283d87caaa49b8864184aaec35ce"
+    static let probeSHA = "c6f83b39cd3d7378586a1571c2a4c109f6c9f2ad"
     /// The SHA1 of `setClock`, run by it before any SCRIPT LOAD answered.
     static let setClockSHA = "aedb0f50d4ce3e577c8b7487520ccdc6ac5a1e67"
 
@@ -1239,7 +1239,7 @@ enum RedisScripts {
     -- other engine skips it). Answers 'ok', or {'denied', command, error}.
     local K = KEYS[1]
     local calls = {
-      {'TIME'}, {'TYPE', K}, {'HSET', K, 'p', '1'}, {'HGET', K, 'p'}, {'HGETALL', K},
+      {'TIME'}, {'TYPE', K}, {'HSET', K, 'p', '1'}, {'HGET', K, 'p'}, {'HMGET', K, 'p'}, {'HGETALL', K},
       {'PEXPIRE', K, '60000'}, {'PTTL', K}, {'HDEL', K, 'p'}, {'ZADD', K, '1', 'p'}, {'ZSCORE', K, 'p'},
       {'ZRANGE', K, '0', '0'}, {'ZREVRANGE', K, '0', '0', 'WITHSCORES'}, {'ZRANGEBYSCORE', K, '0', '1'},
       {'ZREMRANGEBYSCORE', K, '0', '0'}, {'ZREM', K, 'p'}, {'GET', K}, {'SET', K, '1', 'PX', '60000'},

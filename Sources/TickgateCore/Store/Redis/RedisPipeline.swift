@@ -207,14 +207,18 @@ final class RedisPipeline: @unchecked Sendable {
     }
 
     /// Poisons the link: the requests written get `error` (they may have
-    /// run), those not written (`unsent`, and the queued) get "broken".
+    /// run), those not written (`unsent`, and the queued) get "broken". A
+    /// reply past the limits is the error of the request it answered; the
+    /// others written after it get "broken" (they may have run too).
     private func fail(_ error: TickgateError, unsent: [Request], on connection: RedisConnection, driver: Request) {
         connection.discard()
         pthread_mutex_lock(mutex)
         if failure == nil { failure = error }
-        for request in written {
+        let after = error.status == .storeIO ? error : Self.brokenError(connection, error)
+        for (index, request) in written.enumerated() {
             let sent = !unsent.contains { $0 === request }
-            request.finish(sent ? error : Self.brokenError(connection, error), delivered: sent, poisoned: true)
+            request.finish(sent ? (index == 0 ? error : after) : Self.brokenError(connection, error), delivered: sent,
+                           poisoned: true)
             if request !== driver { pthread_cond_signal(request.condition) }
         }
         for request in queued {

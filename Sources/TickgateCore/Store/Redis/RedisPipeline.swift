@@ -144,13 +144,13 @@ final class RedisPipeline: @unchecked Sendable {
             pthread_mutex_lock(mutex)
             if me.done {
                 me.drives = false
-                if let next = written.first ?? queued.first {
-                    next.drives = true
-                    pthread_cond_signal(next.condition)
-                } else {
-                    driving = false
-                }
+                let next = written.first ?? queued.first
+                next?.drives = true
+                if next == nil { driving = false }
                 pthread_mutex_unlock(mutex)
+                // Signalled after the unlock, so that it does not wake only
+                // to wait for the mutex.
+                if let next { pthread_cond_signal(next.condition) }
                 return
             }
             // Requests past their deadline before they were written end
@@ -196,13 +196,14 @@ final class RedisPipeline: @unchecked Sendable {
             pthread_mutex_lock(mutex)
             let head = written[0]
             head.replies.append(reply)
-            if head.replies.count == head.commands.count {
+            let complete = head.replies.count == head.commands.count
+            if complete {
                 written.removeFirst()
                 head.delivered = true
                 head.done = true
-                if head !== me { pthread_cond_signal(head.condition) }
             }
             pthread_mutex_unlock(mutex)
+            if complete && head !== me { pthread_cond_signal(head.condition) }
         }
     }
 

@@ -4,7 +4,7 @@
 /// back until its deadline. Calls that can share (`share`: plain requests,
 /// no WAIT, MULTI or SUBSCRIBE) pipeline their requests on a connection
 /// other calls use at the same time (RedisPipeline): a new connection is
-/// taken only while each shared one has `sharers` calls on it. A server
+/// taken only while each shared one has `sharersPerConnection` calls on it. A server
 /// that went away and came back is reached again by the next call, without
 /// reopening the engine.
 final class RedisPool: @unchecked Sendable {

@@ -58,7 +58,8 @@ public struct RedisOptions: Sendable {
 /// reads the key, its scope's policy and its budgets from the store,
 /// decides, writes and answers; the engine applies the answer. Its parts:
 /// `RedisKeys` (where everything lives), `RedisPool` (connections,
-/// deadlines, retries), `RedisClock` (the server's time), `RedisScripts`
+/// deadlines, retries) and `RedisPipeline` (calls of several threads on one
+/// connection), `RedisClock` (the server's time), `RedisScripts`
 /// (the scripts, from Scripts/*.lua), the decisions
 /// (RedisStore+Decisions.swift), the settings and sessions
 /// (RedisStore+Settings.swift) and the notices (`RedisWatcher`).

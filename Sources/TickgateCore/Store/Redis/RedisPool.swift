@@ -3,10 +3,10 @@
 /// new one while fewer than `capacity` are open, or waits for one to come
 /// back until its deadline. Calls that can share (`share`: plain requests,
 /// no WAIT, MULTI or SUBSCRIBE) pipeline their requests on a connection
-/// other calls use at the same time (RedisPipeline): a new connection is
-/// taken only while each shared one has `sharersPerConnection` calls on it. A server
-/// that went away and came back is reached again by the next call, without
-/// reopening the engine.
+/// other calls use at the same time (RedisPipeline): another connection is
+/// taken only while each shared one has `sharersPerConnection` calls on it.
+/// A server that went away and came back is reached again by the next
+/// call, without reopening the engine.
 final class RedisPool: @unchecked Sendable {
     let topology: RedisTopology
     let timeout: Span

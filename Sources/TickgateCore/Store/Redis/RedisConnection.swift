@@ -66,7 +66,8 @@ enum RedisReply: Equatable {
 
 /// One connection to the Redis server (a link of the C shim: plain TCP, a
 /// unix socket or TLS, with hiredis for the protocol), used by one thread
-/// at a time (the store's pool hands it out). Every read and write waits
+/// at a time (the store's pool hands it out to one call, or to several
+/// whose requests `shared` pipelines, one thread at a time on the link). Every read and write waits
 /// at most until the call's deadline; a connection that timed out or lost
 /// its server is `broken` and is thrown away. Failures carry their kind
 /// from the link's error code (hiredis's, or a TLS peer not trusted) and
@@ -80,6 +81,8 @@ final class RedisConnection {
     private(set) var delivered = false
     /// The link's timeout last set (ms), so a call sets it only if it moved.
     private var timeoutMilliseconds: Int64
+    /// The calls pipelined on the connection while the pool shares it.
+    let shared = RedisPipeline()
 
     /// Connects, authenticates and selects the database; every step waits
     /// at most `timeout`.
@@ -263,6 +266,20 @@ final class RedisConnection {
             replies.append(try copy(reply))
         }
         return replies
+    }
+
+    /// The next reply of the commands sent, if it begins within `wait`
+    /// (the rest of it comes by the call's deadline); nil if none began (the
+    /// connection stays usable): a pipeline's driver then writes the
+    /// requests queued meanwhile.
+    func receive(beginningWithin wait: Span) throws(TickgateError) -> RedisReply? {
+        guard !broken else { throw brokenError }
+        var timedOut: Int32 = 0
+        guard let reply = tgshim_link_read_within(link, max(1, wait.millisecondsRoundedUp), &timedOut) else {
+            if timedOut != 0 { return nil }
+            throw failure()
+        }
+        return try copy(reply)
     }
 
     private var brokenError: TickgateError {

@@ -61,7 +61,8 @@ public struct RedisOptions: Sendable {
 /// reads the key, its scope's policy and its budgets from the store,
 /// decides, writes and answers; the engine applies the answer. Its parts:
 /// `RedisKeys` (where everything lives), `RedisPool` (connections,
-/// deadlines, retries), `RedisClock` (the server's time), `RedisScripts`
+/// deadlines, retries) and `RedisPipeline` (calls of several threads on one
+/// connection), `RedisClock` (the server's time), `RedisScripts`
 /// (the scripts, from Scripts/*.lua), the decisions
 /// (RedisStore+Decisions.swift), the settings and sessions
 /// (RedisStore+Settings.swift) and the notices (`RedisWatcher`).
@@ -318,8 +319,7 @@ final class RedisStore: Store {
         let command = [Array("EVALSHA".utf8), sha, Array(String(names.count + 1).utf8)] + names
             + [keys.clock(for: first)] + arguments
         let replicas = changes ? url.replicas : 0
-        let replies = try exchange(on: first, by: deadline, changes: changes) {
-            (connection, asking) throws(TickgateError) -> [RedisReply] in
+        func body<C: RedisRequests>(_ connection: C, _ asking: [[[UInt8]]]) throws(TickgateError) -> [RedisReply] {
             // The script, and WAIT after it in the same round trip.
             func send() throws(TickgateError) -> (RedisReply, RedisReply) {
                 let sent = asking + [command] + (replicas > 0 ? [waitCommand(replicas, by: deadline)] : [])
@@ -350,6 +350,15 @@ final class RedisStore: Store {
             }
             return [reply]
         }
+        // WAIT holds its connection until the replicas answer: it is not
+        // shared (the requests pipelined behind it would wait as long).
+        let replies = replicas > 0
+            ? try exchange(on: first, by: deadline, changes: changes) { (connection, asking) throws(TickgateError) in
+                try body(connection, asking)
+            }
+            : try exchange(sharing: first, by: deadline, changes: changes) { (share, asking) throws(TickgateError) in
+                try body(share, asking)
+            }
         if case let .error(text) = replies[0] { throw RedisConnection.refused(text, address) }
         return replies[0]
     }
@@ -379,8 +388,8 @@ final class RedisStore: Store {
     /// Plain commands on keys of `name`'s slot (nil: none), pipelined (one
     /// round trip), that change nothing.
     func read(_ commands: [[[UInt8]]], on name: [UInt8]?, by deadline: Instant) throws(TickgateError) -> [RedisReply] {
-        let replies = try exchange(on: name, by: deadline, changes: false) { (connection, asking) throws(TickgateError) in
-            Array(try connection.pipeline(asking + commands).dropFirst(asking.count))
+        let replies = try exchange(sharing: name, by: deadline, changes: false) { (share, asking) throws(TickgateError) in
+            Array(try share.pipeline(asking + commands).dropFirst(asking.count))
         }
         for reply in replies {
             if case let .error(text) = reply { throw RedisConnection.refused(text, address) }
@@ -400,11 +409,34 @@ final class RedisStore: Store {
     func exchange(on name: [UInt8]?, by deadline: Instant, changes: Bool,
                   _ send: (RedisConnection, [[[UInt8]]]) throws(TickgateError) -> [RedisReply])
         throws(TickgateError) -> [RedisReply] {
+        try route(on: name, by: deadline) { (pool, asking) throws(TickgateError) in
+            try pool.call(by: deadline, changes: changes) { (connection) throws(TickgateError) in
+                try send(connection, asking)
+            }
+        }
+    }
+
+    /// `exchange` for plain requests (no WAIT, MULTI or SUBSCRIBE), which
+    /// calls of other threads pipeline on the same connection at the same
+    /// time (`RedisPool.share`): `send` gets its share of one.
+    func exchange(sharing name: [UInt8]?, by deadline: Instant, changes: Bool,
+                  _ send: (RedisShare, [[[UInt8]]]) throws(TickgateError) -> [RedisReply])
+        throws(TickgateError) -> [RedisReply] {
+        try route(on: name, by: deadline) { (pool, asking) throws(TickgateError) in
+            try pool.share(by: deadline, changes: changes) { (share) throws(TickgateError) in
+                try send(share, asking)
+            }
+        }
+    }
+
+    /// The routing of `exchange`: `call` runs the call on a pool, with the
+    /// commands to put first.
+    private func route(on name: [UInt8]?, by deadline: Instant,
+                       _ call: (RedisPool, [[[UInt8]]]) throws(TickgateError) -> [RedisReply])
+        throws(TickgateError) -> [RedisReply] {
         guard let cluster else {
             guard let pool else { throw TickgateError(.closed, "the store \(url.description) is closed") }
-            return try pool.call(by: deadline, changes: changes) { (connection) throws(TickgateError) in
-                try send(connection, [])
-            }
+            return try call(pool, [])
         }
         let slot = RedisSlot.of(name ?? keys.settings)
         var askAt: RedisAddress?
@@ -415,9 +447,7 @@ final class RedisStore: Store {
             let asking: [[[UInt8]]] = askAt == nil ? [] : [[Array("ASKING".utf8)]]
             let replies: [RedisReply]
             do throws(TickgateError) {
-                replies = try target.call(by: deadline, changes: changes) { (connection) throws(TickgateError) in
-                    try send(connection, asking)
-                }
+                replies = try call(target, asking)
             } catch {
                 // Not sent, or sent and refused: a node that could not be
                 // reached may have been replaced by its replica.

@@ -173,6 +173,13 @@ extension EngineState {
 
     // MARK: Reconciling with other processes
 
+    /// How far apart the store's deadline of a run and memory's may be for
+    /// both to be taken as one run (of the same phase and length): the
+    /// store's time maps onto this engine's clock a little differently
+    /// after each round trip; another engine's new run of the same length
+    /// this close is the same countdown to anyone reading it.
+    static let sameRun = Span.milliseconds(100)
+
     /// Makes memory agree with what the store held for one key before a
     /// decision (another process or engine may have changed it), with the
     /// events that change makes.
@@ -186,6 +193,18 @@ extension EngineState {
                     state: restingState(key)) {
                 poller.wake()
             }
+        case let (memory?, stored?) where memory.deadline != stored.deadline && memory.phase == stored.phase
+            && memory.duration == stored.duration && memory.deadline.since(stored.deadline) <= Self.sameRun
+            && stored.deadline.since(memory.deadline) <= Self.sameRun:
+            // The same run, its deadline mapped onto this engine's clock by
+            // a later round trip (the store's time is mapped by the tightest
+            // bound so far): it keeps its instance and its ticket (a
+            // ticket's end finds its run), and takes the store's deadline.
+            var countdown = stored
+            countdown.instance = memory.instance
+            countdown.ticket = memory.ticket
+            insert(countdown, at: now)
+            armIfEarlier()
         case let (memory, stored?) where memory == nil || memory?.deadline != stored.deadline
             || memory?.phase != stored.phase:
             // Another process started or changed it.

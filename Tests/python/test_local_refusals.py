@@ -254,3 +254,28 @@ def test_the_host_can_ask_every_time(own_redis: Callable[..., RedisServer], peer
     for _ in range(10):
         b.fails("send_begin", scope="login", subject="+30")
     assert evalsha_calls(server) == before + 10
+
+
+def test_an_unknown_outcome_of_its_own_drops_what_is_known(own_redis: Callable[..., RedisServer],
+                                                            peers: Callable[..., Peer]) -> None:
+    # A's cancel may or may not have run (the server stopped past the
+    # timeout): A cannot know the key any more, so it asks again.
+    import os
+    import signal
+    server = own_redis()
+    prefix = unique_prefix("unknown")
+    a = peers("A", store_url=server.unix_url, store_prefix=prefix, store_timeout_ms=300)
+    a.ok("send_end", ticket=a.ok("send_begin", scope="login", subject="+40"))
+    refused_locally(server, a, "send_begin", times=5, scope="login", subject="+40")
+    assert server.process is not None
+    os.kill(server.process.pid, signal.SIGSTOP)
+    try:
+        reply = a.call("cancel", scope="login", subject="+40")
+    finally:
+        os.kill(server.process.pid, signal.SIGCONT)
+    assert reply.get("error") == "StoreUnknown", reply
+    time.sleep(0.3)   # the late script runs (and is refused) before the count
+    before = evalsha_calls(server)
+    # (The late cancel was refused by its deadline: the key still cools.)
+    assert a.fails("send_begin", scope="login", subject="+40")["error"] == "CoolingDown"
+    assert evalsha_calls(server) > before, "A refused by what it knew after a call of its own ended UNKNOWN"

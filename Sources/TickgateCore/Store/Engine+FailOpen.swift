@@ -29,6 +29,8 @@ extension Engine {
             locked.withLock { state in
                 state.sends.wroteBack(key)
                 state.budgets.wroteBack(charges)
+                // The merge changed the key (its notice is this engine's own).
+                state.refusals.noticed(key)
                 // More charges: a budget known spent may free later.
                 if !charges.isEmpty { state.refusals.noticedBudgets() }
             }

@@ -67,6 +67,15 @@ extension Engine {
                 // granted (or refused) by this engine's memory alone.
                 return try decideInMemory(resolving: { _ in key }, prepare, budgets: budgets, localOnly: true,
                                           apply: apply)
+            } catch where error.status == .storeUnknown {
+                // The change may have been made (its notice is this
+                // engine's own, unheard): nothing known of the key holds,
+                // nor of the budgets whose charges it may have given back.
+                locked.withLock { state in
+                    state.refusals.noticed(key)
+                    if !named.isEmpty { state.refusals.noticedBudgets() }
+                }
+                throw error
             }
             let flushDue = store.flushDue
             let hearing = mark != nil && store.hearsKeys
@@ -144,7 +153,14 @@ extension Engine {
                           apply: (EngineState, Guarded<EngineState>.Held) throws(TickgateError) -> R)
         throws(TickgateError) -> R {
         try locked.withLock { (state) throws(TickgateError) in try state.checkOpen() }
-        try store(current)
+        do throws(TickgateError) {
+            try store(current)
+        } catch where error.status == .storeUnknown {
+            // A rule, a reset or a scope-wide cancel may have been made:
+            // nothing this engine knew to refuse holds.
+            locked.withLock { state in state.refusals.dropAll() }
+            throw error
+        }
         let flushDue = current.flushDue
         return try locked.withLockWaiting { (state, held) throws(TickgateError) -> R in
             try state.checkOpen()

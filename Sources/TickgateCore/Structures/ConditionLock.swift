@@ -28,7 +28,12 @@ final class ConditionLock: @unchecked Sendable {
     func broadcast() { pthread_cond_broadcast(condition) }
 
     /// Waits for `broadcast()` at most `span`; the caller holds the lock.
-    func wait(upTo span: Span) {
+    func wait(upTo span: Span) { Self.wait(condition, mutex, upTo: span) }
+
+    /// Waits on `condition` at most `span`, `mutex` held (a condition of
+    /// another owner's, as the pipelined connections' waiters have).
+    static func wait(_ condition: UnsafeMutablePointer<pthread_cond_t>,
+                     _ mutex: UnsafeMutablePointer<pthread_mutex_t>, upTo span: Span) {
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
         let total = Int64(now.tv_nsec) + span.nanoseconds % 1_000_000_000

@@ -126,7 +126,7 @@ final class RedisPipeline: @unchecked Sendable {
                 request.finish(Self.lateError(connection), delivered: false)
                 break
             }
-            Self.wait(request.condition, mutex, upTo: left)
+            ConditionLock.wait(request.condition, mutex, upTo: left)
         }
         pthread_mutex_unlock(mutex)
         delivered = request.delivered
@@ -178,7 +178,9 @@ final class RedisPipeline: @unchecked Sendable {
                     try connection.limit(to: limit)
                     try connection.sendAll(batch.count == 1 ? batch[0].commands : batch.flatMap(\.commands))
                 } catch {
-                    fail(error, unsent: batch, on: connection, driver: me)
+                    // One request cut short ran nothing; of several, the
+                    // first may have gone out whole and run.
+                    fail(error, unsent: batch.count == 1 ? batch : [], on: connection, driver: me)
                     continue
                 }
             }
@@ -241,17 +243,6 @@ final class RedisPipeline: @unchecked Sendable {
         TickgateError(.storeIO,
             "the Redis server \(connection.address.description) did not answer within the store timeout",
             store: .timeout)
-    }
-
-    /// Waits for `condition` at most `span` (the mutex held).
-    private static func wait(_ condition: UnsafeMutablePointer<pthread_cond_t>,
-                             _ mutex: UnsafeMutablePointer<pthread_mutex_t>, upTo span: Span) {
-        var now = timespec()
-        clock_gettime(CLOCK_REALTIME, &now)
-        let total = Int64(now.tv_nsec) + span.nanoseconds % 1_000_000_000
-        var until = timespec(tv_sec: now.tv_sec + Int(span.nanoseconds / 1_000_000_000 + total / 1_000_000_000),
-                             tv_nsec: Int(total % 1_000_000_000))
-        _ = pthread_cond_timedwait(condition, mutex, &until)
     }
 }
 

@@ -70,14 +70,7 @@ final class RedisPool: @unchecked Sendable {
             // All are open and some shared: one stops taking calls, so
             // that it comes back once those on it end.
             if sharing.count == sharers.count, let index = leastShared() { sharing.remove(at: index) }
-            let left = deadline.since(Poller.boottime())
-            guard left.nanoseconds > 0 else {
-                lock.unlock()
-                throw TickgateError(.storeIO,
-                    "all \(capacity) connections to \(topology.description) stayed busy for the store timeout",
-                    store: .timeout)
-            }
-            lock.wait(upTo: left)
+            try waitForAConnection(by: deadline)
         }
     }
 
@@ -121,15 +114,21 @@ final class RedisPool: @unchecked Sendable {
                 }
             }
             if let least { return joinLocked(sharing[least]) }
-            let left = deadline.since(Poller.boottime())
-            guard left.nanoseconds > 0 else {
-                lock.unlock()
-                throw TickgateError(.storeIO,
-                    "all \(capacity) connections to \(topology.description) stayed busy for the store timeout",
-                    store: .timeout)
-            }
-            lock.wait(upTo: left)
+            try waitForAConnection(by: deadline)
         }
+    }
+
+    /// Waits (the lock held) until a connection may be free, or throws
+    /// (the lock released) once `deadline` has passed.
+    private func waitForAConnection(by deadline: Instant) throws(TickgateError) {
+        let left = deadline.since(Poller.boottime())
+        guard left.nanoseconds > 0 else {
+            lock.unlock()
+            throw TickgateError(.storeIO,
+                "all \(capacity) connections to \(topology.description) stayed busy for the store timeout",
+                store: .timeout)
+        }
+        lock.wait(upTo: left)
     }
 
     /// One more call on `connection` (the lock held; released).

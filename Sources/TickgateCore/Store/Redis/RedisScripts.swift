@@ -373,12 +373,15 @@ enum RedisScripts {
         if cd.c >= 0 then
           local freed = false
           for _, b in ipairs(budgets) do
-            local got = redis.pcall('ZRANGEBYSCORE', b.key, fmt(cd.c), fmt(cd.c), 'LIMIT', 0, 1)
-            if got.err then return {'corrupt', b.key, 'is not a sorted set'} end
-            if #got == 1 then
-              redis.call('ZREM', b.key, got[1])
-              freed = true
+            -- Its own charge by name; one of its moment (a charge named the
+            -- older way) if none.
+            local gone = redis.pcall('ZREM', b.key, fmt(cd.c) .. '-' .. cd.k)
+            if type(gone) == 'table' and gone.err then return {'corrupt', b.key, 'is not a sorted set'} end
+            if gone == 0 then
+              local got = redis.call('ZRANGEBYSCORE', b.key, fmt(cd.c), fmt(cd.c), 'LIMIT', 0, 1)
+              if #got == 1 then gone = redis.call('ZREM', b.key, got[1]) end
             end
+            if gone > 0 then freed = true end
           end
           if freed and ARGV[5] ~= '' then redis.call('PUBLISH', ARGV[5], ARGV[14] .. ' b') end
         end
@@ -445,6 +448,9 @@ enum RedisScripts {
     local keep = tonumber(ARGV[15])
     local answer = ARGV[13] .. '|' .. fmt(real) .. '|' .. ARGV[15] .. '|' .. ARGV[2] .. '|' .. wrong .. '|' .. before ..
       '~'
+    -- A decision that changed nothing (a verify of a key with no record)
+    -- writes nothing and tells no one: its repeat answers the same.
+    if life < 0 and n_fields == 0 then return {'ok', now, real, '', '', '', wrong, -1} end
     if life < 0 then
       -- Nothing left to decide: the hash keeps the answers only, briefly (a
       -- hash with none of the twelve fields is a key with nothing).

@@ -75,6 +75,27 @@ def wait_until(predicate: Callable[[], bool], timeout: float = 10.0, interval: f
     return predicate()
 
 
+def refused_once_noticed(call: Callable[[], object], expected: type, stale: type,
+                         timeout: float = 10.0) -> BaseException:
+    """Calls `call` until it raises `expected` and returns that error.
+
+    An engine on Redis refuses locally by what the server last told it
+    until another engine's change reaches it as a notice (README "Refusals
+    without a round trip", the one stale window): meanwhile `call` may raise
+    the `stale` error. Anything else, a grant included, fails the test."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            result = call()
+        except expected as error:
+            return error
+        except stale:
+            if time.monotonic() > deadline:
+                pytest.fail(f"still {stale.__name__} after {timeout} s: the notice never arrived")
+            continue
+        pytest.fail(f"granted where {expected.__name__} was due: {result!r}")
+
+
 class Collector:
     """A thread-safe event list for callbacks."""
 

@@ -104,7 +104,21 @@
      * the key (a query) to learn what holds. tg_last_store_failure()        \
      * tells the kind (TG_STORE_FAILURE_TIMEOUT or                           \
      * TG_STORE_FAILURE_UNREACHABLE). */                                     \
-    XX(TG_E_STORE_UNKNOWN, 20, "store outcome unknown")
+    XX(TG_E_STORE_UNKNOWN, 20, "store outcome unknown")                     \
+    /* The subject of a guarded scope (tg_guard_set) is not a phone number   \
+     * in E.164 form: "+", a country calling code and at most 15 digits in   \
+     * all, nothing else. Nothing was charged. */                            \
+    XX(TG_E_INVALID_NUMBER, 21, "invalid phone number")                      \
+    /* The guard of the scope does not send codes to this destination: its  \
+     * country or prefix is not on the allowed list, or is on the refused    \
+     * list; the message names the rule. Nothing was charged. */             \
+    XX(TG_E_DESTINATION_REFUSED, 22, "destination refused")                  \
+    /* The guard of the scope (in TG_GUARD_ENFORCE mode) sees SMS pumping:   \
+     * a signal crossed its threshold (too many unverified codes to the      \
+     * number's country or from the client's address, or too many countries  \
+     * from one address); the message names the warnings. Nothing was        \
+     * charged. */                                                           \
+    XX(TG_E_PUMPING_SUSPECTED, 23, "SMS pumping suspected")
 
 /* The kinds of store failure (tg_store_failure): what
  * tg_last_store_failure() tells after a store error (TG_E_STORE_IO,

@@ -71,7 +71,8 @@ static int enums(void)
         TG_E_BUSY,      TG_E_VERSION,          TG_E_SYSTEM,
         TG_E_IN_FLIGHT, TG_E_LOCKED,           TG_E_EXPIRED,
         TG_E_INVALID_TEMPLATE, TG_E_STORE_CORRUPT, TG_E_STORE_VERSION,
-        TG_E_STORE_IO,  TG_E_CODE_DEAD,        TG_E_STORE_UNKNOWN};
+        TG_E_STORE_IO,  TG_E_CODE_DEAD,        TG_E_STORE_UNKNOWN,
+        TG_E_INVALID_NUMBER, TG_E_DESTINATION_REFUSED, TG_E_PUMPING_SUSPECTED};
     tg_store_failure store_failures[] = {
         TG_STORE_FAILURE_NONE,    TG_STORE_FAILURE_UNREACHABLE,
         TG_STORE_FAILURE_TIMEOUT, TG_STORE_FAILURE_AUTH,
@@ -125,11 +126,11 @@ static int tables(void)
 {
     int bad = 0, index = 0;
     TG_STATUS_MAP(CHECK_STATUS)
-    bad += index != 21;
+    bad += index != 24;
     index = 0;
     TG_STORE_FAILURE_MAP(CHECK_FAILURE)
     bad += index != 9;
-    bad += sizeof status_names / sizeof status_names[0] != 21;
+    bad += sizeof status_names / sizeof status_names[0] != 24;
     bad += status_names[TG_E_STORE_UNKNOWN][0] != 'T';
     return bad;
 }
@@ -287,7 +288,7 @@ int main(void)
     c(request, TG_CANCEL_TIMED_OUT, NULL);
     d(NULL);
     failures += v(&info, NULL) != 1;
-    failures += enums() != 21 + 9 + 2 + 2 + 11 + 6 + 2 + 3 + 3 + 6;
+    failures += enums() != 24 + 9 + 2 + 2 + 11 + 6 + 2 + 3 + 3 + 6;
     failures += tables();
     failures += signatures() == 0;
     failures += default_options.struct_size != sizeof(tg_engine_options);

@@ -40,6 +40,9 @@ EXPECTED = {
     Status.E_STORE_IO: tickgate.StoreIO,
     Status.E_CODE_DEAD: tickgate.CodeDead,
     Status.E_STORE_UNKNOWN: tickgate.StoreUnknown,
+    Status.E_INVALID_NUMBER: tickgate.InvalidNumber,
+    Status.E_DESTINATION_REFUSED: tickgate.DestinationRefused,
+    Status.E_PUMPING_SUSPECTED: tickgate.PumpingSuspected,
 }
 # TG_E_STORE_IO by the kind of its failure (tg_last_store_failure()).
 STORE_IO_BY_FAILURE = {

@@ -77,6 +77,19 @@ public enum Status: Int32, Sendable {
     /// tg_last_store_failure() tells the kind (TG_STORE_FAILURE_TIMEOUT or
     /// TG_STORE_FAILURE_UNREACHABLE).
     case storeUnknown = 20
+    /// The subject of a guarded scope (tg_guard_set) is not a phone number in
+    /// E.164 form: "+", a country calling code and at most 15 digits in all,
+    /// nothing else. Nothing was charged.
+    case invalidNumber = 21
+    /// The guard of the scope does not send codes to this destination: its
+    /// country or prefix is not on the allowed list, or is on the refused list;
+    /// the message names the rule. Nothing was charged.
+    case destinationRefused = 22
+    /// The guard of the scope (in TG_GUARD_ENFORCE mode) sees SMS pumping: a
+    /// signal crossed its threshold (too many unverified codes to the number's
+    /// country or from the client's address, or too many countries from one
+    /// address); the message names the warnings. Nothing was charged.
+    case pumpingSuspected = 23
 
     /// Static English text for the status (`tg_status_string`).
     public var text: StaticString {
@@ -102,6 +115,9 @@ public enum Status: Int32, Sendable {
         case .storeIO: "store I/O error"
         case .codeDead: "code dead"
         case .storeUnknown: "store outcome unknown"
+        case .invalidNumber: "invalid phone number"
+        case .destinationRefused: "destination refused"
+        case .pumpingSuspected: "SMS pumping suspected"
         }
     }
 }

@@ -90,6 +90,19 @@ class Status(IntEnum):
     #: tg_last_store_failure() tells the kind (TG_STORE_FAILURE_TIMEOUT or
     #: TG_STORE_FAILURE_UNREACHABLE).
     E_STORE_UNKNOWN = 20
+    #: The subject of a guarded scope (tg_guard_set) is not a phone number in
+    #: E.164 form: "+", a country calling code and at most 15 digits in all,
+    #: nothing else. Nothing was charged.
+    E_INVALID_NUMBER = 21
+    #: The guard of the scope does not send codes to this destination: its
+    #: country or prefix is not on the allowed list, or is on the refused list;
+    #: the message names the rule. Nothing was charged.
+    E_DESTINATION_REFUSED = 22
+    #: The guard of the scope (in TG_GUARD_ENFORCE mode) sees SMS pumping: a
+    #: signal crossed its threshold (too many unverified codes to the number's
+    #: country or from the client's address, or too many countries from one
+    #: address); the message names the warnings. Nothing was charged.
+    E_PUMPING_SUSPECTED = 23
 
 
 class StoreFailure(IntEnum):
@@ -151,4 +164,7 @@ STATUS_TEXT: Dict[Status, str] = {
     Status.E_STORE_IO: "store I/O error",
     Status.E_CODE_DEAD: "code dead",
     Status.E_STORE_UNKNOWN: "store outcome unknown",
+    Status.E_INVALID_NUMBER: "invalid phone number",
+    Status.E_DESTINATION_REFUSED: "destination refused",
+    Status.E_PUMPING_SUSPECTED: "SMS pumping suspected",
 }

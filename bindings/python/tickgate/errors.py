@@ -15,7 +15,7 @@ for it (:class:`StoreUnreachable`, :class:`StoreTimeout`, :class:`StoreAuth`,
 
 from __future__ import annotations
 
-from typing import Dict, FrozenSet, Optional, Type
+from typing import Dict, FrozenSet, Optional, Tuple, Type
 
 from ._enums import Status, StoreFailure
 from ._status import STATUS_TEXT
@@ -53,6 +53,9 @@ __all__ = [
     "StoreUnsupported",
     "StoreUnknown",
     "CodeDead",
+    "InvalidNumber",
+    "DestinationRefused",
+    "PumpingSuspected",
     "RequestCancelled",
     "LibraryError",
     "LibraryNotFound",
@@ -323,6 +326,28 @@ class StoreUnknown(_StoreError):
     STATUS = Status.E_STORE_UNKNOWN
 
 
+class InvalidNumber(TickgateError, ValueError):
+    """``TG_E_INVALID_NUMBER``: the subject of a guarded scope is not a phone
+    number in E.164 form ("+", a country calling code, at most 15 digits)."""
+
+    STATUS = Status.E_INVALID_NUMBER
+
+
+class DestinationRefused(TickgateError):
+    """``TG_E_DESTINATION_REFUSED``: the scope's guard does not send codes to
+    the number's country or prefix; the message names the rule."""
+
+    STATUS = Status.E_DESTINATION_REFUSED
+
+
+class PumpingSuspected(TickgateError):
+    """``TG_E_PUMPING_SUSPECTED``: a pumping signal of the scope's guard
+    crossed its threshold (enforce mode); ``warnings`` names them."""
+
+    STATUS = Status.E_PUMPING_SUSPECTED
+    warnings: Tuple[str, ...] = ()
+
+
 class RequestCancelled(Exception):
     """A gate request was cancelled instead of run (raised by
     :meth:`tickgate.aio.AsyncGate.require`); ``reason`` is the
@@ -358,6 +383,9 @@ _BY_STATUS: Dict[int, Type[TickgateError]] = {
         StoreIO,
         CodeDead,
         StoreUnknown,
+        InvalidNumber,
+        DestinationRefused,
+        PumpingSuspected,
     )
 }
 # TG_E_STORE_IO by the kind of its failure (any other kind: StoreIO itself).

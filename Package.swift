@@ -21,7 +21,7 @@ let package = Package(
         // Exclusivity checks stay on in every build but release (as in
         // CMakeLists.txt; the build.swift_flags test compares the two).
         .target(name: "TickgateCore", dependencies: ["CTickgateShim"],
-                exclude: ["Store/Redis/Scripts"],
+                exclude: ["Store/Redis/Scripts", "Numbers/countries.tsv", "Numbers/generate.py"],
                 swiftSettings: [
                     .swiftLanguageMode(.v6),
                     .unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release)),

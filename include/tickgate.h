@@ -1180,6 +1180,204 @@ tg_status tg_gate_subscribe(tg_engine *engine, const char *realm,
                             tg_destroy_fn destroy,
                             tg_subscription *out_subscription);
 
+/* ------------------------------------------------------------------------ */
+/* SMS pumping: numbers, destinations, allow lists and conversion signals    */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A guard (one per scope, such as "login") stops SMS pumping: bots asking
+ * codes for numbers they are paid for. With a guard set, every send of
+ * the scope (tg_send_begin, tg_send_begin_budgeted, tg_send_begin_from)
+ * is checked in this order before the key's cooldowns, window and
+ * budgets, and a refusal charges nothing:
+ *
+ * 1. The subject must be a phone number in E.164 form ("+8613800000000"):
+ *    else TG_E_INVALID_NUMBER. Its country is found by longest prefix on
+ *    the ITU table of country calling codes (tg_number_parse).
+ * 2. Always-allow lists (numbers, client address ranges, countries): a
+ *    match skips 3 and 4 (and the budgets, with always_allow_skips_budgets),
+ *    and the record names the entry.
+ * 3. Destination lists: a number whose country or prefix is not on
+ *    allowed_destinations (when set) or is on refused_destinations gets
+ *    TG_E_DESTINATION_REFUSED, the message naming the rule.
+ * 4. Conversion signals (mode RECORD_ONLY or ENFORCE): codes sent that
+ *    were never verified (tg_verified), counted per country of the number
+ *    and per client address over the last hour and day, against thresholds
+ *    that grow with the verified traffic (README "Stopping SMS pumping"):
+ *    a send that crosses one raises its warning (TG_WARNING_*); ENFORCE
+ *    refuses it with TG_E_PUMPING_SUSPECTED, RECORD_ONLY only records it.
+ *
+ * A granted send counts as an unverified code from its grant; a send that
+ * ends TG_SEND_FAILED is given back; tg_verified marks the key's last code
+ * verified. On a store (SQLite, Redis) the guard and the counts live in
+ * the store, read in one step per send, so every process judges by the
+ * same counts.
+ */
+
+/* Longest list text of a tg_guard field, in bytes. */
+#define TG_GUARD_LIST_MAX_BYTES 65536
+
+/* How a guard treats its signals. */
+typedef enum tg_guard_mode {
+    /* Numbers and destination lists only; nothing is counted. */
+    TG_GUARD_OFF = 0,
+    /* Signals are counted and judged; a send that crosses a threshold is
+     * granted and its record carries the warnings (a first rollout). */
+    TG_GUARD_RECORD_ONLY = 1,
+    /* A send that crosses a threshold is refused: TG_E_PUMPING_SUSPECTED. */
+    TG_GUARD_ENFORCE = 2
+} tg_guard_mode;
+
+/* The signals' warnings, as bits of tg_guard_record.warnings. */
+/* Unverified codes to the number's country in the last 24 h. */
+#define TG_WARNING_UNVERIFIED_BY_COUNTRY_DAILY 0x1u
+/* Unverified codes to the number's country in the last hour. */
+#define TG_WARNING_UNVERIFIED_BY_COUNTRY_HOURLY 0x2u
+/* Unverified codes asked from the client address in the last 24 h. */
+#define TG_WARNING_UNVERIFIED_BY_ADDRESS_DAILY 0x4u
+/* Unverified codes asked from the client address in the last hour. */
+#define TG_WARNING_UNVERIFIED_BY_ADDRESS_HOURLY 0x8u
+/* Countries asked from the client address in the last 24 h. */
+#define TG_WARNING_COUNTRIES_BY_ADDRESS_DAILY 0x10u
+
+/*
+ * A scope's guard. Lists are comma-separated text (no spaces), NULL or ""
+ * for none, each at most TG_GUARD_LIST_MAX_BYTES:
+ * - destinations: a region code of ISO 3166-1 ("CN", "US") or a prefix
+ *   ("+86", "+1876", "+4475"): "CN,+1876";
+ * - numbers: exact ("+15550100") or a pattern where '?' is one digit and a
+ *   final '*' any digits ("+1555010?,+1555*");
+ * - addresses: IPv4 or IPv6 addresses or CIDR ranges
+ *   ("203.0.113.0/24,2001:db8::/32");
+ * - countries: region codes of the number.
+ * The thresholds (README "Stopping SMS pumping") default to the formulas
+ * of Authgear's fraud-protection spec; each is 0 to 1000000 (divisors at
+ * least 1, history_days 1 to 60).
+ */
+typedef struct tg_guard {
+    uint32_t struct_size; /* sizeof(tg_guard) as the caller was compiled */
+    tg_guard_mode mode;
+    const char *allowed_destinations;
+    const char *refused_destinations;
+    const char *always_allow_numbers;
+    const char *always_allow_addresses;
+    const char *always_allow_countries;
+    /* Non-zero: an always-allowed send skips the budgets too. */
+    int always_allow_skips_budgets;
+    uint32_t country_daily_minimum;     /* 20 */
+    uint32_t country_history_percent;   /* 20: of the most verified in a day */
+    uint32_t country_day_percent;       /* 20: of the last 24 h's verified */
+    uint32_t country_hourly_minimum;    /* 3 */
+    uint32_t country_hourly_divisor;    /* 6: of the daily threshold */
+    uint32_t country_hour_percent;      /* 20: of the last hour's verified */
+    uint32_t address_daily_minimum;     /* 10 */
+    uint32_t address_day_percent;       /* 20: of its last 24 h's verified */
+    uint32_t address_hourly_minimum;    /* 5 */
+    uint32_t address_hourly_divisor;    /* 6 */
+    uint32_t address_countries_maximum; /* 3 */
+    uint32_t history_days;              /* 14 */
+} tg_guard;
+
+#define TG_GUARD_INIT \
+    { sizeof(tg_guard), TG_GUARD_RECORD_ONLY, NULL, NULL, NULL, NULL, NULL, 0, \
+      20, 20, 20, 3, 6, 20, 10, 20, 5, 6, 3, 14 }
+
+/*
+ * Fill *guard with the defaults (as TG_GUARD_INIT does: RECORD_ONLY, no
+ * lists). Pass sizeof *guard as struct_size.
+ * Errors: TG_E_INVALID_ARGUMENT (guard NULL), TG_E_VERSION.
+ */
+tg_status tg_guard_init(tg_guard *guard, size_t struct_size);
+
+/*
+ * Set scope's guard (the strings are copied), or remove it (guard NULL).
+ * Kept in the store like a policy: every engine on the store guards the
+ * scope from its next send.
+ * Errors: TG_E_INVALID_KEY (scope), TG_E_INVALID_ARGUMENT (an unknown
+ * mode, a list entry that does not parse or a list too long, a threshold
+ * out of range; the message names it), TG_E_VERSION. Store: may wait.
+ */
+tg_status tg_guard_set(tg_engine *engine, const char *scope,
+                       const tg_guard *guard);
+
+/*
+ * tg_send_begin_budgeted with the client's address (IPv4 or IPv6 text,
+ * "203.0.113.7", "2001:db8::1"; NULL or "" when unknown), which the guard
+ * counts signals by and matches against always_allow_addresses.
+ * Errors: those of tg_send_begin_budgeted; TG_E_INVALID_NUMBER,
+ * TG_E_DESTINATION_REFUSED, TG_E_PUMPING_SUSPECTED on a guarded scope;
+ * TG_E_INVALID_ARGUMENT (client_address is no address). Store: may wait.
+ */
+tg_status tg_send_begin_from(tg_engine *engine, const char *scope,
+                             const char *number, const char *client_address,
+                             const tg_budget_key *budgets, size_t budget_count,
+                             tg_ticket *out_ticket, int64_t *out_wait_ms,
+                             size_t *out_budget_index);
+
+/* A number as tg_number_parse reads it. */
+typedef struct tg_number_info {
+    uint32_t struct_size;  /* set by the caller: sizeof(tg_number_info) */
+    char calling_code[4];  /* "86", "1", "880" (NUL-terminated) */
+    char region[4];        /* "CN"; "" for a non-geographic code (+800) */
+    uint32_t digits;       /* digits after the '+' */
+} tg_number_info;
+
+/*
+ * Read an E.164 number ("+", a country calling code, at most 15 digits)
+ * into *out_info (set its struct_size first): its country calling code
+ * and region by longest prefix on the ITU table the library carries.
+ * Errors: TG_E_INVALID_NUMBER (the message says why),
+ * TG_E_INVALID_ARGUMENT (a NULL), TG_E_VERSION. Store: never.
+ */
+tg_status tg_number_parse(const char *number, tg_number_info *out_info);
+
+/*
+ * The decision record of one send of a guarded scope, as a records
+ * subscription receives it. Every pointer is valid during the callback
+ * only.
+ */
+typedef struct tg_guard_record {
+    uint32_t struct_size;        /* sizeof(tg_guard_record) of the library */
+    const char *scope;
+    const char *number;          /* the subject as given */
+    const char *country;         /* "CN", "+800", or "" if no E.164 number */
+    const char *client_address;  /* canonical text, or "" if none */
+    int64_t wall_ms;             /* when, in ms since 1970 (wall clock) */
+    tg_status status;            /* TG_OK (granted) or why it was refused */
+    const char *message;         /* "" when granted */
+    tg_ticket ticket;            /* the ticket when granted, else 0 */
+    tg_guard_mode mode;
+    uint32_t warnings;           /* TG_WARNING_* raised (any mode) */
+    const char *bypass;          /* the always-allow entry matched, or NULL */
+    const char *rule;            /* the destination rule that refused, or NULL */
+    /* The counts it was judged by (0 when not judged), this send not
+     * counted, and the thresholds. */
+    uint32_t country_unverified_day, country_unverified_hour;
+    uint32_t country_verified_day, country_verified_hour;
+    uint32_t country_verified_daily_max;
+    uint32_t address_unverified_day, address_unverified_hour;
+    uint32_t address_verified_day, address_countries_day;
+    uint32_t country_daily_threshold, country_hourly_threshold;
+    uint32_t address_daily_threshold, address_hourly_threshold;
+} tg_guard_record;
+
+typedef void (*tg_guard_record_fn)(const tg_guard_record *record,
+                                   void *user_data);
+
+/*
+ * Receive the decision record of every send of scope's guard (granted or
+ * refused), delivered like countdown events: on the engine thread or in
+ * tg_engine_dispatch(), never inside the call that made it. Ends with
+ * tg_unsubscribe; destroy (may be NULL) runs exactly once then. When this
+ * call fails, neither callback nor destroy ever runs.
+ * Errors: TG_E_INVALID_KEY (scope), TG_E_INVALID_ARGUMENT (callback or
+ * out_subscription NULL). Store: never.
+ */
+tg_status tg_guard_subscribe(tg_engine *engine, const char *scope,
+                             tg_guard_record_fn callback, void *user_data,
+                             tg_destroy_fn destroy,
+                             tg_subscription *out_subscription);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -143,6 +143,7 @@ ENUMS = {
     "tg_cancel_reason": tickgate.CancelReason,
     "tg_require_result": tickgate.RequireResult,
     "tg_gate_event_kind": tickgate.GateEventKind,
+    "tg_guard_mode": tickgate.GuardMode,
 }
 ENUM_PREFIX = {
     "tg_status": "TG_",
@@ -155,6 +156,7 @@ ENUM_PREFIX = {
     "tg_cancel_reason": "TG_CANCEL_",
     "tg_require_result": "TG_REQUIRE_",
     "tg_gate_event_kind": "TG_GATE_",
+    "tg_guard_mode": "TG_GUARD_",
 }
 
 
@@ -235,6 +237,9 @@ STRUCTS = {
     "tg_budget": _ffi.tg_budget,
     "tg_budget_key": _ffi.tg_budget_key,
     "tg_budget_usage": _ffi.tg_budget_usage,
+    "tg_guard": _ffi.tg_guard,
+    "tg_number_info": _ffi.tg_number_info,
+    "tg_guard_record": _ffi.tg_guard_record,
 }
 
 

@@ -564,7 +564,7 @@ static void test_restore_same_boot(void)
     dispatch(e);
     ASSERT_STATUS(tg_engine_close(e), TG_OK);
     ASSERT_EQ_INT(db_int_path(path, "SELECT count(*) FROM countdowns"), 3);
-    ASSERT_EQ_INT(db_int_path(path, "PRAGMA user_version"), 3);
+    ASSERT_EQ_INT(db_int_path(path, "PRAGMA user_version"), 4);
 
     /* --- same boot, 10 s later --- */
     e = open_manual(path, "boot-A", BOOT0 + 10000, WALL0 + 10000);
@@ -1021,7 +1021,7 @@ static void test_bad_garbage_start_fresh(void)
         /* a new, working store in its place */
         ASSERT_STATUS(tg_countdown_start(e, "otp", "u", 60000, 0, 0, NULL), TG_OK);
         ASSERT_STATUS(tg_engine_close(e), TG_OK);
-        ASSERT_EQ_INT(db_int_path(path, "PRAGMA user_version"), 3);
+        ASSERT_EQ_INT(db_int_path(path, "PRAGMA user_version"), 4);
         ASSERT(stat(path, &st) == 0 && (st.st_mode & 0777) == 0600);
         e = open_manual(path, "boot-A", BOOT0 + 1000, WALL0);
         if (e) {
@@ -1143,7 +1143,7 @@ static void test_migrate_from_version_1(void)
         ASSERT_STATUS(tg_gate_login_succeeded(e, "account", 60000), TG_OK);
         ASSERT_STATUS(tg_engine_close(e), TG_OK);
     }
-    ASSERT_EQ_INT(db_int_path(path, "PRAGMA user_version"), 3);
+    ASSERT_EQ_INT(db_int_path(path, "PRAGMA user_version"), 4);
     ASSERT_EQ_INT(db_int_path(path, "SELECT ttl_ns FROM sessions WHERE realm = 'account'"),
                   INT64_C(60000000000));
     remove_dir(dir);
@@ -2019,7 +2019,7 @@ static void test_open_while_other_creates(void)
     if (s == TG_OK) {
         ASSERT_STATUS(tg_countdown_start(e, "otp", "u", 60000, 0, 0, NULL), TG_OK);
         ASSERT_STATUS(tg_engine_close(e), TG_OK);
-        ASSERT_EQ_INT(db_int_path(path, "PRAGMA user_version"), 3);
+        ASSERT_EQ_INT(db_int_path(path, "PRAGMA user_version"), 4);
     }
     if (pid > 0)
         waitpid(pid, &status, 0);
@@ -2113,7 +2113,7 @@ static void test_two_processes_first_open(void)
                 waitpid(pid[i], &status[i], 0);
             ASSERT(pid[i] > 0 && WIFEXITED(status[i]) && WEXITSTATUS(status[i]) == 0);
         }
-        ASSERT_EQ_INT(db_int_path(sub, "PRAGMA user_version"), 3);
+        ASSERT_EQ_INT(db_int_path(sub, "PRAGMA user_version"), 4);
     }
     printf("  %d of %d opens of a new store failed\n", failed_opens, procs * rounds);
     ASSERT_EQ_INT(failed_opens, 0);

@@ -199,6 +199,7 @@ extension Engine {
     /// what to release after it (a request's user data).
     enum Call {
         case gate(Observer)
+        case record(Observer)
         case run(GateRequest, UInt64)
         case cancel(GateRequest, UInt64, CancelReason)
 
@@ -208,6 +209,8 @@ extension Engine {
             switch self {
             case .gate(let observer):
                 if case .gate(let event) = item.payload { observer.deliverGate(event) }
+            case .record(let observer):
+                if case .record(let record, _) = item.payload { observer.deliverRecord(record) }
             case .run(let request, let id): request.handlers.run(id)
             case .cancel(let request, let id, let reason): request.handlers.cancel(id, reason)
             }
@@ -215,14 +218,14 @@ extension Engine {
 
         var hasRelease: Bool {
             switch self {
-            case .gate: false
+            case .gate, .record: false
             case .run, .cancel: true
             }
         }
 
         func release() {
             switch self {
-            case .gate: break
+            case .gate, .record: break
             case .run(let request, _), .cancel(let request, _, _): request.handlers.release()
             }
         }
@@ -248,6 +251,10 @@ extension Engine {
             guard let subscription = state.observers.subscriptions[event.subscription] else { return nil }
             state.dispatch.runningSubscription = event.subscription
             return .gate(subscription.observer)
+        case .record(_, let id):
+            guard let subscription = state.observers.subscriptions[id] else { return nil }
+            state.dispatch.runningSubscription = id
+            return .record(subscription.observer)
         case .run(let id):
             guard let request = state.gates.deliver(id, .ready) else { return nil }
             return .run(request, id)

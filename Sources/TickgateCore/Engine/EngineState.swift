@@ -54,6 +54,8 @@ final class EngineState {
     var gates = GateBook()
     /// On a shared store: refusals made again without asking it.
     var refusals = LocalRefusals()
+    /// The scopes' guards against SMS pumping (Pumping/).
+    var guards = GuardBook()
     /// Changed through `register` and `unregister` (the scope cache
     /// follows them).
     private(set) var observers = ObserverBook()
@@ -333,7 +335,7 @@ final class EngineState {
                 dispatch.pending.append(PendingEvent(instance: 0, event: Event(
                     kind: kind, scope: scope, subject: EventSubject(validated: UnsafeRawBufferPointer(start: nil, count: 0)),
                     remaining: .zero, duration: .zero, subscription: id, state: .idle, title: "")))
-            case .realm:
+            case .realm, .records:
                 continue
             }
         }

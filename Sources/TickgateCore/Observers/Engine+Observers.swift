@@ -8,7 +8,10 @@ extension Engine {
         // Notices of other engines' changes of keys start with the first
         // key or scope observer (an engine that observes none needs none).
         watchStore()
-        if case .realm = target {} else { store?.watchKeys() }
+        switch target {
+        case .realm, .records: break
+        case .key, .scope: store?.watchKeys()
+        }
         // The key as the store holds it now, so its first event is right.
         if case let .key(key) = target { try refresh(key) }
         if case let .realm(realm) = target { try syncSession(realm) }
@@ -31,6 +34,8 @@ extension Engine {
                 state.queueState(of: key, for: id, at: now)
                 state.rescheduleForTicks(key, at: now)
             }
+        case .records:
+            break
         }
         state.armIfEarlier()
         if wasEmpty && !state.dispatch.pending.isEmpty { poller.wake() }

@@ -147,6 +147,8 @@ public enum SubscriptionTarget: Sendable {
     case scope(KeyName)
     /// A login gate's realm.
     case realm(KeyName)
+    /// The decision records of a guarded scope's sends (`GuardRecord`).
+    case records(KeyName)
 }
 
 /// An observer: `deliver` runs for each event (on the engine thread or in
@@ -157,13 +159,17 @@ public final class Observer: Sendable {
     public let deliver: @Sendable (Event) -> Void
     /// Receives the events of a realm subscription.
     public let deliverGate: @Sendable (GateEvent) -> Void
+    /// Receives the decision records of a records subscription.
+    public let deliverRecord: @Sendable (GuardRecord) -> Void
     public let release: @Sendable () -> Void
 
     public init(deliver: @escaping @Sendable (Event) -> Void = { _ in },
                 deliverGate: @escaping @Sendable (GateEvent) -> Void = { _ in },
+                deliverRecord: @escaping @Sendable (GuardRecord) -> Void = { _ in },
                 release: @escaping @Sendable () -> Void = {}) {
         self.deliver = deliver
         self.deliverGate = deliverGate
+        self.deliverRecord = deliverRecord
         self.release = release
     }
 }

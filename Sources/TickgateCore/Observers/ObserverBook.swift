@@ -10,6 +10,7 @@ struct ObserverBook {
     private(set) var keyObservers: [CountdownKey: [SubscriptionID]] = [:]
     private(set) var scopeObservers: [KeyName: [SubscriptionID]] = [:]
     private(set) var realmObservers: [KeyName: [SubscriptionID]] = [:]
+    private(set) var recordObservers: [KeyName: [SubscriptionID]] = [:]
     private var nextSubscription: SubscriptionID = 0
     /// The observer found last: the events of a pass mostly go to one.
     private var lastObserver: (id: SubscriptionID, observer: Observer)?
@@ -34,6 +35,8 @@ struct ObserverBook {
             countObserver(of: scope, 1)
         case .realm(let realm):
             realmObservers[realm, default: []].append(id)
+        case .records(let scope):
+            recordObservers[scope, default: []].append(id)
         }
         return id
     }
@@ -54,6 +57,9 @@ struct ObserverBook {
         case .realm(let realm):
             realmObservers[realm]?.removeAll { $0 == id }
             if realmObservers[realm]?.isEmpty == true { realmObservers.removeValue(forKey: realm) }
+        case .records(let scope):
+            recordObservers[scope]?.removeAll { $0 == id }
+            if recordObservers[scope]?.isEmpty == true { recordObservers.removeValue(forKey: scope) }
         }
         return subscription
     }

@@ -7,6 +7,8 @@ struct PendingEvent {
         case gate(GateEvent)
         case run(UInt64)
         case cancel(UInt64, CancelReason)
+        /// A guarded send's decision record, for one records subscription.
+        case record(GuardRecord, SubscriptionID)
     }
 
     var instance: UInt64

@@ -43,7 +43,7 @@ extension Engine {
     /// send that names budget keys is granted only if each has room, and
     /// is charged to all of them (a refusal by a budget carries its index
     /// in `budgets`).
-    public func sendBegin(_ key: CountdownKey, budgets: [BudgetKey] = []) throws(TickgateError) -> UInt64 {
+    func decideSendBegin(_ key: CountdownKey, budgets: [BudgetKey] = []) throws(TickgateError) -> UInt64 {
         var ticket: UInt64 = 0
         let rulesInStore = store?.holdsRules ?? false
         return try decide(key, refuse: { state in
@@ -80,8 +80,8 @@ extension Engine {
     /// next step, the server's retry-after if longer, or the time until the
     /// window frees a send if longer still) and its length is returned; on
     /// failure the key is free at once and zero is returned.
-    public func sendEnd(_ ticket: UInt64, _ outcome: SendOutcome,
-                        serverRetryAfter: Span = .zero) throws(TickgateError) -> Span {
+    func decideSendEnd(_ ticket: UInt64, _ outcome: SendOutcome,
+                       serverRetryAfter: Span = .zero) throws(TickgateError) -> Span {
         guard serverRetryAfter >= .zero, serverRetryAfter <= Limits.maximumDuration else {
             throw TickgateError(.invalidDuration, "server retry-after is outside 0 ... 365 days")
         }
@@ -180,7 +180,7 @@ extension Engine {
     /// cancelled and the key is IDLE (a lock of the window stays). Throws
     /// `.codeDead` (changing nothing) if the code took too many wrong
     /// codes: then the login must be refused.
-    public func verified(_ key: CountdownKey) throws(TickgateError) {
+    func decideVerified(_ key: CountdownKey) throws(TickgateError) {
         try decide(key, refuse: { state in state.refusals.refuseVerify(key, at: state.now()) }, { (state) throws(TickgateError) in
             .verified(policy: state.policy(of: key.scope))
         }) { (state, held, result) throws(TickgateError) in

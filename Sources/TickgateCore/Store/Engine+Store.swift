@@ -252,6 +252,7 @@ extension EngineState {
         for scope in sends.titles.keys where titles[scope] == nil { setTitles(nil, scope: scope) }
         for (scope, set) in titles where sends.titles[scope] != set { setTitles(set, scope: scope) }
         budgets.replaceBudgets(Dictionary(settings.budgets, uniquingKeysWith: { $1 }))
+        guards.replaceRules(Dictionary(settings.guards, uniquingKeysWith: { $1 }))
     }
 
     /// Loads everything the store holds into a new engine's state. Every
@@ -268,6 +269,7 @@ extension EngineState {
         for (scope, policy) in snapshot.policies { sends.setPolicy(policy, scope: scope) }
         for (scope, titles) in snapshot.titles { setTitles(titles, scope: scope) }
         for (name, budget) in snapshot.budgets { budgets.set(budget, name: name) }
+        for (scope, rules) in snapshot.guards { guards.set(rules, scope: scope) }
         for session in snapshot.sessions { gates.logIn(session.realm, expiry: session.expiry) }
         armIfEarlier()
     }

@@ -49,7 +49,7 @@ struct StoredSession {
 /// safely by several processes; its rows and transactions. Used by one
 /// thread at a time (the store's lock).
 final class SQLiteFile {
-    static let schemaVersion: Int64 = 3
+    static let schemaVersion: Int64 = 4
     /// Schema steps: entry i takes a store from version i to i + 1.
     static let migrations: [[String]] = [
         [
@@ -96,6 +96,25 @@ final class SQLiteFile {
             "ALTER TABLE send_records ADD COLUMN code_dead INTEGER NOT NULL DEFAULT 0",
             "ALTER TABLE policies ADD COLUMN max_wrong_codes INTEGER NOT NULL DEFAULT 5",
             "ALTER TABLE titles ADD COLUMN code_dead TEXT NOT NULL DEFAULT 'Too many attempts: get a new code'",
+        ],
+        // 4: guards against SMS pumping, their codes and verifications
+        // (times in wall-clock ns).
+        [
+            "CREATE TABLE guards(scope TEXT PRIMARY KEY NOT NULL, rules TEXT NOT NULL) WITHOUT ROWID",
+            """
+            CREATE TABLE guard_codes(scope TEXT NOT NULL, id TEXT NOT NULL, subject TEXT NOT NULL,
+                country TEXT NOT NULL, address TEXT, sent_ns INTEGER NOT NULL, verified_ns INTEGER,
+                PRIMARY KEY(scope, id)) WITHOUT ROWID
+            """,
+            "CREATE INDEX guard_codes_by_country ON guard_codes(scope, country, sent_ns)",
+            "CREATE INDEX guard_codes_by_address ON guard_codes(scope, address, sent_ns)",
+            "CREATE INDEX guard_codes_by_subject ON guard_codes(scope, subject, sent_ns)",
+            """
+            CREATE TABLE guard_verifications(scope TEXT NOT NULL, country TEXT NOT NULL, address TEXT,
+                at_ns INTEGER NOT NULL)
+            """,
+            "CREATE INDEX guard_verifications_by_country ON guard_verifications(scope, country, at_ns)",
+            "CREATE INDEX guard_verifications_by_address ON guard_verifications(scope, address, at_ns)",
         ],
     ]
 
@@ -651,6 +670,114 @@ final class SQLiteFile {
     static func encode(_ stamp: Stamp) -> String { "\(stamp.boot)/\(stamp.wall)/\(stamp.bootID)" }
 
     // MARK: SQL
+
+    // MARK: Guards (Pumping/)
+
+    func save(guard rules: Guard?, scope: KeyName) throws(TickgateError) {
+        if let rules {
+            try run("INSERT OR REPLACE INTO guards(scope, rules) VALUES(?, ?)", [.text(scope.value), .text(rules.encoded)])
+        } else {
+            try run("DELETE FROM guards WHERE scope = ?", [.text(scope.value)])
+        }
+    }
+
+    /// Every guard, or the scope's.
+    func guards(scope: KeyName? = nil) throws(TickgateError) -> [(KeyName, Guard)] {
+        var rows: [(KeyName, Guard)] = []
+        try query("SELECT scope, rules FROM guards" + (scope == nil ? "" : " WHERE scope = ?"),
+                  scope.map { [.text($0.value)] } ?? [], table: "guards") { (row) throws(TickgateError) in
+            let name = try row.keyName(0, "scope")
+            row.name = "row (\(name.value))"
+            let text = try row.text(1, "rules", maximumBytes: 1 << 20)
+            let snapshot = row
+            rows.append((name, try Guard.decode(text) { snapshot.corrupt("rules", $0) }))
+        }
+        return rows
+    }
+
+    private func count(_ sql: String, _ values: [Value]) throws(TickgateError) -> Int {
+        var result = 0
+        try query(sql, values, table: "guard_codes") { (row) throws(TickgateError) in
+            result = Int(try row.integer(0, "count", 0...Int64.max))
+        }
+        return result
+    }
+
+    /// The signals' counts of a send to `country` from `address` at wall
+    /// time `now` (ns).
+    func guardCounts(scope: KeyName, country: String, address: String?, now: Int64) throws(TickgateError)
+        -> (counts: GuardCounts, days: [Int64: Int]) {
+        let day: Int64 = 86_400_000_000_000, hour: Int64 = 3_600_000_000_000
+        let s = Value.text(scope.value), c = Value.text(country)
+        var counts = GuardCounts()
+        let unverified = "SELECT COUNT(*) FROM guard_codes WHERE scope = ? AND country = ? AND sent_ns > ? AND verified_ns IS NULL"
+        counts.countryUnverifiedDay = try count(unverified, [s, c, .int(now - day)])
+        counts.countryUnverifiedHour = try count(unverified, [s, c, .int(now - hour)])
+        let verified = "SELECT COUNT(*) FROM guard_verifications WHERE scope = ? AND country = ? AND at_ns > ?"
+        counts.countryVerifiedDay = try count(verified, [s, c, .int(now - day)])
+        counts.countryVerifiedHour = try count(verified, [s, c, .int(now - hour)])
+        var days: [Int64: Int] = [:]
+        try query("""
+            SELECT at_ns / \(day), COUNT(*) FROM guard_verifications WHERE scope = ? AND country = ? AND at_ns > ?
+            GROUP BY at_ns / \(day)
+            """, [s, c, .int(now - Int64(GuardThresholds.maximumHistoryDays + 1) * day)],
+                  table: "guard_verifications") { (row) throws(TickgateError) in
+            days[try row.integer(0, "day", Int64.min...Int64.max)] = Int(try row.integer(1, "count", 0...Int64.max))
+        }
+        if let address {
+            let a = Value.text(address)
+            counts.hasAddress = true
+            let byAddress = "SELECT COUNT(*) FROM guard_codes WHERE scope = ? AND address = ? AND sent_ns > ? AND verified_ns IS NULL"
+            counts.addressUnverifiedDay = try count(byAddress, [s, a, .int(now - day)])
+            counts.addressUnverifiedHour = try count(byAddress, [s, a, .int(now - hour)])
+            counts.addressVerifiedDay = try count(
+                "SELECT COUNT(*) FROM guard_verifications WHERE scope = ? AND address = ? AND at_ns > ?", [s, a, .int(now - day)])
+            var asked: Set<String> = [country]
+            try query("SELECT DISTINCT country FROM guard_codes WHERE scope = ? AND address = ? AND sent_ns > ?",
+                      [s, a, .int(now - day)], table: "guard_codes") { (row) throws(TickgateError) in
+                asked.insert(try row.text(0, "country", maximumBytes: 16))
+            }
+            try query("SELECT DISTINCT country FROM guard_verifications WHERE scope = ? AND address = ? AND at_ns > ?",
+                      [s, a, .int(now - day)], table: "guard_verifications") { (row) throws(TickgateError) in
+                asked.remove(try row.text(0, "country", maximumBytes: 16))
+            }
+            counts.addressCountriesDay = asked.count
+        }
+        return (counts, days)
+    }
+
+    func guardSent(scope: KeyName, subject: KeyName, code: String, country: String, address: String?,
+                   now: Int64) throws(TickgateError) {
+        try run("DELETE FROM guard_codes WHERE scope = ? AND sent_ns < ?", [.text(scope.value), .int(now - 86_400_000_000_000)])
+        try run("INSERT OR REPLACE INTO guard_codes(scope, id, subject, country, address, sent_ns) VALUES(?, ?, ?, ?, ?, ?)",
+                [.text(scope.value), .text(code), .text(subject.value), .text(country),
+                 address.map { .text($0) } ?? .null, .int(now)])
+    }
+
+    func guardReturned(scope: KeyName, code: String) throws(TickgateError) {
+        try run("DELETE FROM guard_codes WHERE scope = ? AND id = ? AND verified_ns IS NULL", [.text(scope.value), .text(code)])
+    }
+
+    func guardVerified(scope: KeyName, subject: KeyName, country: String, now: Int64) throws(TickgateError) {
+        var latest: (id: String, verified: Bool, address: String?)?
+        try query("""
+            SELECT id, verified_ns IS NOT NULL, address FROM guard_codes WHERE scope = ? AND subject = ?
+            ORDER BY sent_ns DESC LIMIT 1
+            """, [.text(scope.value), .text(subject.value)], table: "guard_codes") { (row) throws(TickgateError) in
+            latest = (try row.text(0, "id", maximumBytes: 64), try row.integer(1, "verified", 0...1) == 1,
+                      row.isNull(2) ? nil : try row.text(2, "address", maximumBytes: 64))
+        }
+        var address: String?
+        if let latest, !latest.verified {
+            try run("UPDATE guard_codes SET verified_ns = ? WHERE scope = ? AND id = ?",
+                    [.int(now), .text(scope.value), .text(latest.id)])
+            address = latest.address
+        }
+        try run("DELETE FROM guard_verifications WHERE scope = ? AND at_ns < ?",
+                [.text(scope.value), .int(now - Int64(GuardThresholds.maximumHistoryDays + 1) * 86_400_000_000_000)])
+        try run("INSERT INTO guard_verifications(scope, country, address, at_ns) VALUES(?, ?, ?, ?)",
+                [.text(scope.value), .text(country), address.map { .text($0) } ?? .null, .int(now)])
+    }
 
     enum Value {
         case int(Int64)

@@ -310,6 +310,44 @@ final class SQLiteStore: Store {
         try transaction { (file) throws(TickgateError) in try file.deleteCountdowns(scope: scope) }
     }
 
+    func save(guard rules: Guard?, scope: KeyName) throws(TickgateError) {
+        try transaction { (file) throws(TickgateError) in try file.save(guard: rules, scope: scope) }
+    }
+
+    func localGuard(scope: KeyName) throws(TickgateError) -> Guard?? {
+        .some(try transaction { (file) throws(TickgateError) -> Guard? in try file.guards(scope: scope).first?.1 })
+    }
+
+    // The signals on the file's wall clock: every process on the file
+    // counts on the same one.
+    func guardReading(scope: KeyName, country: String, address: ClientAddress?) throws(TickgateError) -> GuardReading {
+        try transaction { (file) throws(TickgateError) -> GuardReading in
+            let now = clock.wallNow()
+            let rules = try file.guards(scope: scope).first?.1
+            let (counts, days) = try file.guardCounts(scope: scope, country: country, address: address?.description, now: now)
+            return GuardReading(rules: rules, counts: counts, days: days, today: now / 86_400_000_000_000)
+        }
+    }
+
+    func guardSent(scope: KeyName, subject: KeyName, code: String, country: String,
+                   address: ClientAddress?) throws(TickgateError) {
+        try transaction { (file) throws(TickgateError) in
+            try file.guardSent(scope: scope, subject: subject, code: code, country: country,
+                               address: address?.description, now: clock.wallNow())
+        }
+    }
+
+    func guardReturned(scope: KeyName, subject: KeyName, code: String, country: String,
+                       address: ClientAddress?) throws(TickgateError) {
+        try transaction { (file) throws(TickgateError) in try file.guardReturned(scope: scope, code: code) }
+    }
+
+    func guardVerified(scope: KeyName, subject: KeyName, country: String) throws(TickgateError) {
+        try transaction { (file) throws(TickgateError) in
+            try file.guardVerified(scope: scope, subject: subject, country: country, now: clock.wallNow())
+        }
+    }
+
     func save(policy: SendPolicy, scope: KeyName) throws(TickgateError) {
         try transaction { (file) throws(TickgateError) in try file.save(policy: policy, scope: scope) }
     }
@@ -340,6 +378,7 @@ final class SQLiteStore: Store {
             snapshot.policies = try file.policies()
             snapshot.titles = try file.titles()
             snapshot.budgets = try file.budgets()
+            snapshot.guards = try file.guards()
             return snapshot
         }
     }
@@ -356,6 +395,7 @@ final class SQLiteStore: Store {
                 snapshot.policies = try file.policies()
                 snapshot.titles = try file.titles()
                 snapshot.budgets = try file.budgets()
+                snapshot.guards = try file.guards()
                 let sessionRows = try file.sessions()
                 for row in countdownRows {
                     if let countdown = Self.countdown(row, clock, at: now) {

@@ -40,6 +40,26 @@ struct StoreSnapshot {
     var titles: [(KeyName, TitleSet)] = []
     var sessions: [(realm: KeyName, expiry: Instant?)] = []
     var budgets: [(KeyName, Budget)] = []
+    var guards: [(KeyName, Guard)] = []
+}
+
+/// What a store holds for one guarded send: the scope's guard as the store
+/// holds it (nil: none) and the signals' counts (`GuardCounts`, with the
+/// country's verified codes per day for its history).
+struct GuardReading {
+    var rules: Guard?
+    var counts: GuardCounts
+    /// Codes to the country verified per day of the store's clock.
+    var days: [Int64: Int] = [:]
+    var today: Int64 = 0
+
+    /// The counts with the daily maximum over the guard's history.
+    func judged(by thresholds: GuardThresholds) -> GuardCounts {
+        var counts = self.counts
+        counts.countryVerifiedDailyMaximum = days
+            .filter { $0.key > today - Int64(thresholds.historyDays) && $0.key <= today }.map(\.value).max() ?? 0
+        return counts
+    }
 }
 
 /// A durable store shared by engines: an interface of decisions, each made
@@ -66,6 +86,24 @@ protocol Store: AnyObject, Sendable {
     func save(policy: SendPolicy, scope: KeyName) throws(TickgateError)
     func save(titles: TitleSet, scope: KeyName) throws(TickgateError)
     func save(budget: Budget, name: KeyName) throws(TickgateError)
+    /// Sets a scope's guard (nil: none).
+    func save(guard: Guard?, scope: KeyName) throws(TickgateError)
+
+    /// The pumping signals of a send to `country` from `address` on a
+    /// guarded scope (Pumping/), read with the scope's guard in one step.
+    func guardReading(scope: KeyName, country: String, address: ClientAddress?) throws(TickgateError) -> GuardReading
+    /// The scope's guard as the store holds it, if reading it costs no
+    /// round trip (a local file: SQLite); nil if it does (Redis: engines
+    /// hear a new guard by its settings notice).
+    func localGuard(scope: KeyName) throws(TickgateError) -> Guard??
+    /// A code went out (was granted) to `subject`: counted unverified.
+    func guardSent(scope: KeyName, subject: KeyName, code: String, country: String,
+                   address: ClientAddress?) throws(TickgateError)
+    /// A granted code did not go out (a failed send): counted nowhere.
+    func guardReturned(scope: KeyName, subject: KeyName, code: String, country: String,
+                       address: ClientAddress?) throws(TickgateError)
+    /// `subject`'s last code was verified (`country`: the subject's).
+    func guardVerified(scope: KeyName, subject: KeyName, country: String) throws(TickgateError)
 
     /// A budget key's charges, oldest first (none: an empty list).
     func charges(of key: BudgetKey) throws(TickgateError) -> [Instant]
@@ -170,6 +208,7 @@ extension Store {
     var hearsKeys: Bool { false }
     func watch(_ changed: @escaping @Sendable (StoreNotice) -> Void) {}
     func watchKeys() {}
+    func localGuard(scope: KeyName) throws(TickgateError) -> Guard?? { .none }
     func session(realm: KeyName) throws(TickgateError) -> SessionState? { nil }
     func readSettings() throws(TickgateError) -> StoreSnapshot { StoreSnapshot() }
     func merge(_ rows: KeyRows, for key: CountdownKey, charges: [BudgetKey: [Instant]]) throws(TickgateError) {}

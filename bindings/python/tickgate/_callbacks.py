@@ -14,9 +14,9 @@ import threading
 from typing import Any, Callable, List, Optional, Tuple
 
 from . import _ffi
-from ._enums import ButtonState, CancelReason, EventKind, GateEventKind
+from ._enums import ButtonState, CancelReason, EventKind, GateEventKind, GuardMode, PumpingWarning
 from ._slab import Slab
-from ._types import CountdownInfo, Event, GateEvent
+from ._types import CountdownInfo, Event, GateEvent, GuardRecord
 
 __all__ = [
     "EventCallback",
@@ -35,6 +35,7 @@ __all__ = [
     "gate_event_from_c",
     "on_event",
     "on_gate_event",
+    "on_guard_record",
     "on_action",
     "on_cancel",
     "on_destroy",
@@ -264,6 +265,31 @@ def _gate_event_entry(event_p: Any, user_data: Optional[int]) -> None:
         pass
 
 
+def guard_record_from_c(r: _ffi.tg_guard_record) -> GuardRecord:
+    return GuardRecord(
+        scope=decode(r.scope),
+        number=decode(r.number),
+        country=decode(r.country),
+        client_address=decode(r.client_address),
+        wall_ms=int(r.wall_ms),
+        status=int(r.status),
+        message=decode(r.message),
+        ticket=int(r.ticket),
+        mode=enum_or_int(GuardMode, r.mode),
+        warnings=PumpingWarning(int(r.warnings) & 0x1F),
+        bypass=None if r.bypass is None else decode(r.bypass),
+        rule=None if r.rule is None else decode(r.rule),
+        counts=tuple((name, int(getattr(r, name))) for name in _ffi.GUARD_RECORD_COUNTS),
+    )
+
+
+def _guard_record_entry(record_p: Any, user_data: Optional[int]) -> None:
+    try:
+        run_callback(user_data, lambda: guard_record_from_c(record_p.contents))
+    except BaseException:  # noqa: BLE001
+        pass
+
+
 def _action_entry(request: int, user_data: Optional[int]) -> None:
     try:
         slot = slots.get(user_data)
@@ -321,6 +347,7 @@ def _visit_entry(info_p: Any, user_data: Optional[int]) -> int:
 # collected while the module lives.
 on_event = _ffi.tg_event_fn(_event_entry)
 on_gate_event = _ffi.tg_gate_event_fn(_gate_event_entry)
+on_guard_record = _ffi.tg_guard_record_fn(_guard_record_entry)
 on_action = _ffi.tg_action_fn(_action_entry)
 on_cancel = _ffi.tg_cancel_fn(_cancel_entry)
 on_destroy = _ffi.tg_destroy_fn(_destroy_entry)

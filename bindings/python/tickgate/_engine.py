@@ -20,11 +20,13 @@ from ._callbacks import (
     stray_calls,
 )
 from ._convert import Key, Seconds
-from ._enums import ButtonState, ClockKind, Delivery, SendOutcome
+from ._enums import ButtonState, ClockKind, Delivery, GuardMode, SendOutcome
 from ._gate import Gate
 from ._managed import Managed
 from ._subscription import Subscription
-from ._types import Budget, BudgetUsage, Button, CountdownInfo, Policy, Remaining, Titles, display_seconds_of
+from ._types import (
+    Budget, BudgetUsage, Button, CountdownInfo, GuardRecord, NumberInfo, Policy, Remaining, Titles, display_seconds_of,
+)
 from .errors import Closed, Expired, InvalidArgument, InvalidTemplate, Locked, NotFound
 
 __all__ = [
@@ -496,7 +498,11 @@ class Engine(Managed[int]):
         )
 
     def send_begin(
-        self, scope: Key, subject: Key, budgets: Optional[Sequence[Tuple[Key, Key]]] = None
+        self,
+        scope: Key,
+        subject: Key,
+        budgets: Optional[Sequence[Tuple[Key, Key]]] = None,
+        client_address: Optional[str] = None,
     ) -> "SendTicket":
         """The user tapped "Get code": ask whether the host may send now.
 
@@ -512,11 +518,35 @@ class Engine(Managed[int]):
         :meth:`set_budget`): the send is granted only if each has room, and
         a :class:`tickgate.Locked` raised by one names it in ``budget`` and
         ``budget_key``. A failed send returns its charge.
+
+        On a guarded scope (:meth:`set_guard`) the subject is an E.164 number
+        and ``client_address`` (IPv4 or IPv6 text) the client's: the guard
+        may raise :class:`tickgate.InvalidNumber`,
+        :class:`tickgate.DestinationRefused` or
+        :class:`tickgate.PumpingSuspected` first.
         """
         ticket = _ffi.tg_ticket(0)
         wait = c_int64(0)
         scope_b, subject_b = _convert.key(scope, "scope"), _convert.key(subject, "subject")
-        if budgets:
+        if client_address is not None:
+            if not isinstance(client_address, str) or "\0" in client_address:
+                raise InvalidArgument("client_address must be an IP address as text")
+            pairs = [(_convert.key(b, "budget"), _convert.key(k, "budget key")) for b, k in (budgets or ())]
+            raw = (_ffi.tg_budget_key * max(len(pairs), 1))()
+            for i, (b, k) in enumerate(pairs):
+                raw[i].budget, raw[i].key = b, k
+            index = c_size_t(_ffi.TG_BUDGET_NONE)
+            try:
+                self._lib.tg_send_begin_from(
+                    self._h, scope_b, subject_b, client_address.encode("utf-8", "surrogatepass"), raw, len(pairs),
+                    byref(ticket), byref(wait), byref(index)
+                )
+            except Locked as error:
+                if error.budget_index is not None and error.budget_index < len(pairs):
+                    b, k = pairs[error.budget_index]
+                    error.budget, error.budget_key = _callbacks.decode(b), _callbacks.decode(k)
+                raise
+        elif budgets:
             pairs = [(_convert.key(b, "budget"), _convert.key(k, "budget key")) for b, k in budgets]
             raw = (_ffi.tg_budget_key * len(pairs))()
             for i, (b, k) in enumerate(pairs):
@@ -610,6 +640,81 @@ class Engine(Managed[int]):
             raw.max_sends[i] = sends
             raw.window_ms[i] = _convert.clamp64(window_ms)
         self._lib.tg_budget_set(self._h, _convert.key(name, "budget name"), byref(raw))
+
+    def set_guard(
+        self,
+        scope: Key,
+        mode: Union[GuardMode, int, None] = GuardMode.RECORD_ONLY,
+        *,
+        allowed_destinations: Sequence[str] = (),
+        refused_destinations: Sequence[str] = (),
+        always_allow_numbers: Sequence[str] = (),
+        always_allow_addresses: Sequence[str] = (),
+        always_allow_countries: Sequence[str] = (),
+        always_allow_skips_budgets: bool = False,
+        **thresholds: int,
+    ) -> None:
+        """Set the guard of ``scope`` against SMS pumping (``mode=None``
+        removes it). Destinations are region codes ("CN") or prefixes
+        ("+1876"); numbers are exact or patterns ("+1555010?", "+1555*");
+        addresses are IPs or CIDR ranges. ``thresholds`` set any of the
+        signals' constants by name (``country_daily_minimum=20``,
+        ``country_history_percent``, ``country_day_percent``,
+        ``country_hourly_minimum``, ``country_hourly_divisor``,
+        ``country_hour_percent``, ``address_daily_minimum``,
+        ``address_day_percent``, ``address_hourly_minimum``,
+        ``address_hourly_divisor``, ``address_countries_maximum``,
+        ``history_days``)."""
+        scope_b = _convert.key(scope, "scope")
+        if mode is None:
+            self._lib.tg_guard_set(self._h, scope_b, None)
+            return
+        raw = _ffi.tg_guard()
+        self._lib.tg_guard_init(byref(raw), ctypes.sizeof(raw))
+        raw.mode = int(mode)
+
+        def joined(items: Sequence[str], role: str) -> Optional[bytes]:
+            if isinstance(items, str):
+                items = [items]
+            for item in items:
+                if not isinstance(item, str) or "," in item or "\0" in item:
+                    raise InvalidArgument(f"{role}: {item!r} is not one entry")
+            return ",".join(items).encode("utf-8", "surrogatepass") if items else None
+
+        raw.allowed_destinations = joined(allowed_destinations, "allowed_destinations")
+        raw.refused_destinations = joined(refused_destinations, "refused_destinations")
+        raw.always_allow_numbers = joined(always_allow_numbers, "always_allow_numbers")
+        raw.always_allow_addresses = joined(always_allow_addresses, "always_allow_addresses")
+        raw.always_allow_countries = joined(always_allow_countries, "always_allow_countries")
+        raw.always_allow_skips_budgets = 1 if always_allow_skips_budgets else 0
+        known = {name for name, _ in _ffi.tg_guard._fields_[8:]}
+        for name, value in thresholds.items():
+            if name not in known:
+                raise TypeError(f"set_guard() got an unknown threshold {name!r}")
+            if not isinstance(value, int) or not 0 <= value <= 0xFFFFFFFF:
+                raise InvalidArgument(f"{name} must be a whole number 0 ... 1000000")
+            setattr(raw, name, value)
+        self._lib.tg_guard_set(self._h, scope_b, byref(raw))
+
+    def subscribe_records(self, scope: Key, callback: Callable[[GuardRecord], None]) -> "Subscription":
+        """Call ``callback(record)`` with the :class:`GuardRecord` of every
+        send of the guarded ``scope``, granted or refused, on the engine
+        thread (or inside :meth:`dispatch`). Ends with
+        :meth:`Subscription.close`."""
+        if not callable(callback):
+            raise TypeError("callback must be callable")
+        scope_b = _convert.key(scope, "scope")
+        slot = _callbacks.SubscriptionSlot(callback)  # type: ignore[arg-type]
+        index = _callbacks.slots.allocate(slot)
+        out = _ffi.tg_subscription(0)
+        try:
+            self._lib.tg_guard_subscribe(self._h, scope_b, _callbacks.on_guard_record, index,
+                                         _callbacks.on_destroy, byref(out))
+        except BaseException:
+            _callbacks.slots.deallocate(index)
+            raise
+        slot.id = int(out.value)
+        return Subscription(self, slot, scope_b, None)
 
     def budget_usage(self, name: Key, key: Key) -> BudgetUsage:
         """What the budget key (name, key) has used now, in its binding window."""
@@ -728,3 +833,15 @@ def _close_engines_at_exit() -> None:
         except Exception:  # noqa: BLE001
             pass
 
+
+
+def parse_number(number: str) -> NumberInfo:
+    """Read an E.164 number ("+8613800000000"): its country calling code
+    and region, by longest prefix on the ITU table the library carries.
+    Raises :class:`tickgate.InvalidNumber` if it is not one."""
+    if not isinstance(number, str) or "\0" in number:
+        raise InvalidArgument("number must be text without NUL")
+    raw = _ffi.tg_number_info()
+    raw.struct_size = ctypes.sizeof(raw)
+    _ffi.library().tg_number_parse(number.encode("utf-8", "surrogatepass"), byref(raw))
+    return NumberInfo(raw.calling_code.decode("ascii"), raw.region.decode("ascii"), int(raw.digits))

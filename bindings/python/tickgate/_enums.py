@@ -6,7 +6,7 @@ tables, in :mod:`tickgate._status`; the others are written here.
 
 from __future__ import annotations
 
-from enum import IntEnum
+from enum import IntEnum, IntFlag
 
 from ._status import Status, StoreFailure
 
@@ -21,6 +21,8 @@ __all__ = [
     "CancelReason",
     "RequireResult",
     "GateEventKind",
+    "GuardMode",
+    "PumpingWarning",
 ]
 
 
@@ -124,3 +126,25 @@ class GateEventKind(IntEnum):
     LOGGED_OUT = 4
     EXPIRED = 5
     QUEUE_CHANGED = 6
+
+
+class GuardMode(IntEnum):
+    """``tg_guard_mode``: how a guard treats its pumping signals."""
+
+    #: Numbers and destination lists only; nothing is counted.
+    OFF = 0
+    #: Signals counted and judged; a send that crosses a threshold is
+    #: granted and recorded with its warnings (a first rollout).
+    RECORD_ONLY = 1
+    #: A send that crosses a threshold raises :class:`tickgate.PumpingSuspected`.
+    ENFORCE = 2
+
+
+class PumpingWarning(IntFlag):
+    """``TG_WARNING_*``: the pumping signals' warnings."""
+
+    UNVERIFIED_BY_COUNTRY_DAILY = 0x1
+    UNVERIFIED_BY_COUNTRY_HOURLY = 0x2
+    UNVERIFIED_BY_ADDRESS_DAILY = 0x4
+    UNVERIFIED_BY_ADDRESS_HOURLY = 0x8
+    COUNTRIES_BY_ADDRESS_DAILY = 0x10

@@ -74,6 +74,12 @@ TG_BUDGET_MAX_WINDOWS = 4
 TG_BUDGET_MAX_SENDS = 100000
 TG_SEND_MAX_BUDGETS = 8
 TG_BUDGET_NONE = ctypes.c_size_t(-1).value
+TG_GUARD_LIST_MAX_BYTES = 65536
+TG_WARNING_UNVERIFIED_BY_COUNTRY_DAILY = 0x1
+TG_WARNING_UNVERIFIED_BY_COUNTRY_HOURLY = 0x2
+TG_WARNING_UNVERIFIED_BY_ADDRESS_DAILY = 0x4
+TG_WARNING_UNVERIFIED_BY_ADDRESS_HOURLY = 0x8
+TG_WARNING_COUNTRIES_BY_ADDRESS_DAILY = 0x10
 TG_TITLE_MAX_BYTES = 128
 TG_TITLE_MAX_PLACEHOLDERS = 8
 TG_TITLE_BUFFER_BYTES = 512
@@ -245,6 +251,68 @@ class tg_gate_event(Structure):
     ]
 
 
+class tg_guard(Structure):
+    """``struct tg_guard``."""
+
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("mode", c_uint32),
+        ("allowed_destinations", c_char_p),
+        ("refused_destinations", c_char_p),
+        ("always_allow_numbers", c_char_p),
+        ("always_allow_addresses", c_char_p),
+        ("always_allow_countries", c_char_p),
+        ("always_allow_skips_budgets", c_int),
+    ] + [(name, c_uint32) for name in (
+        "country_daily_minimum", "country_history_percent", "country_day_percent", "country_hourly_minimum",
+        "country_hourly_divisor", "country_hour_percent", "address_daily_minimum", "address_day_percent",
+        "address_hourly_minimum", "address_hourly_divisor", "address_countries_maximum", "history_days",
+    )]
+
+
+class tg_number_info(Structure):
+    """``struct tg_number_info``."""
+
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("calling_code", ctypes.c_char * 4),
+        ("region", ctypes.c_char * 4),
+        ("digits", c_uint32),
+    ]
+
+
+#: The counts and thresholds of a ``tg_guard_record``, in order.
+GUARD_RECORD_COUNTS = (
+    "country_unverified_day", "country_unverified_hour", "country_verified_day", "country_verified_hour",
+    "country_verified_daily_max", "address_unverified_day", "address_unverified_hour", "address_verified_day",
+    "address_countries_day", "country_daily_threshold", "country_hourly_threshold", "address_daily_threshold",
+    "address_hourly_threshold",
+)
+
+
+class tg_guard_record(Structure):
+    """``struct tg_guard_record`` (valid only during the callback)."""
+
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("scope", c_char_p),
+        ("number", c_char_p),
+        ("country", c_char_p),
+        ("client_address", c_char_p),
+        ("wall_ms", c_int64),
+        ("status", tg_status),
+        ("message", c_char_p),
+        ("ticket", tg_ticket),
+        ("mode", c_uint32),
+        ("warnings", c_uint32),
+        ("bypass", c_char_p),
+        ("rule", c_char_p),
+    ] + [(name, c_uint32) for name in GUARD_RECORD_COUNTS]
+
+
+#: ``void (*tg_guard_record_fn)(const tg_guard_record *, void *)``
+tg_guard_record_fn = CFUNCTYPE(None, POINTER(tg_guard_record), c_void_p)
+
 #: ``void (*tg_event_fn)(const tg_event *, void *)``
 tg_event_fn = CFUNCTYPE(None, POINTER(tg_event), c_void_p)
 #: ``void (*tg_destroy_fn)(void *)``
@@ -364,6 +432,27 @@ FUNCTIONS: Dict[str, Tuple[Any, Sequence[Any]]] = {
         tg_status,
         (tg_engine_p, c_char_p, tg_gate_event_fn, c_void_p, tg_destroy_fn, POINTER(tg_subscription)),
     ),
+    "tg_guard_init": (tg_status, (POINTER(tg_guard), c_size_t)),
+    "tg_guard_set": (tg_status, (tg_engine_p, c_char_p, POINTER(tg_guard))),
+    "tg_send_begin_from": (
+        tg_status,
+        (
+            tg_engine_p,
+            c_char_p,
+            c_char_p,
+            c_char_p,
+            POINTER(tg_budget_key),
+            c_size_t,
+            POINTER(tg_ticket),
+            POINTER(c_int64),
+            POINTER(c_size_t),
+        ),
+    ),
+    "tg_number_parse": (tg_status, (c_char_p, POINTER(tg_number_info))),
+    "tg_guard_subscribe": (
+        tg_status,
+        (tg_engine_p, c_char_p, tg_guard_record_fn, c_void_p, tg_destroy_fn, POINTER(tg_subscription)),
+    ),
 }
 
 #: Functions whose failure reports a wait through an output parameter:
@@ -372,11 +461,13 @@ WAIT_OUTPUTS: Dict[str, int] = {
     "tg_countdown_start": 6,  # *out_remaining_ms on TG_E_COOLING_DOWN
     "tg_send_begin": 4,  # *out_wait_ms on COOLING_DOWN, IN_FLIGHT, LOCKED
     "tg_send_begin_budgeted": 6,  # the same
+    "tg_send_begin_from": 7,  # the same
 }
 #: Functions whose failure names a budget: name -> index of
 #: ``*out_budget_index`` (TG_BUDGET_NONE when no budget refused).
 BUDGET_OUTPUTS: Dict[str, int] = {
     "tg_send_begin_budgeted": 7,
+    "tg_send_begin_from": 8,
 }
 _WAIT_STATUSES = (Status.E_COOLING_DOWN, Status.E_IN_FLIGHT, Status.E_LOCKED)
 _STORE_STATUSES = _errors.STORE_STATUSES

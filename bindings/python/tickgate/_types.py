@@ -7,9 +7,11 @@ from typing import Optional, Sequence, Tuple, Union
 
 from . import _convert
 from ._convert import Seconds
-from ._enums import ButtonState, EventKind, GateEventKind
+from ._enums import ButtonState, EventKind, GateEventKind, GuardMode, PumpingWarning
 
 __all__ = [
+    "GuardRecord",
+    "NumberInfo",
     "Event",
     "Remaining",
     "CountdownInfo",
@@ -284,3 +286,49 @@ class GateEvent:
     #: Requests waiting for login.
     queued: int
     subscription: int
+
+
+@dataclass(frozen=True)
+class GuardRecord:
+    """The decision record of one send of a guarded scope (a copy)."""
+
+    scope: str
+    number: str
+    #: "CN", "+800" (non-geographic), or "" if the subject is no E.164 number.
+    country: str
+    #: The client's address (canonical text), or "" if none was given.
+    client_address: str
+    #: When, in ms since 1970.
+    wall_ms: int
+    #: ``Status.OK`` (granted) or why it was refused.
+    status: int
+    message: str
+    #: The ticket when granted, else 0.
+    ticket: int
+    mode: Union[GuardMode, int]
+    warnings: PumpingWarning
+    #: The always-allow entry matched, or None.
+    bypass: Optional[str]
+    #: The destination rule that refused it, or None.
+    rule: Optional[str]
+    #: The counts it was judged by (this send not counted) and the
+    #: thresholds: ``country_unverified_day`` ... ``address_hourly_threshold``.
+    counts: Tuple[Tuple[str, int], ...]
+
+    @property
+    def granted(self) -> bool:
+        return self.status == 0
+
+    def count(self, name: str) -> int:
+        """One of :attr:`counts` by name."""
+        return dict(self.counts)[name]
+
+
+@dataclass(frozen=True)
+class NumberInfo:
+    """An E.164 number as :func:`tickgate.parse_number` reads it."""
+
+    calling_code: str
+    #: ISO 3166-1 alpha-2 ("CN"), or "" for a non-geographic code.
+    region: str
+    digits: int

@@ -8,7 +8,8 @@
 ///                               differs: RedisClock); absent means 0
 ///     P clock{N}                on a Redis Cluster: the clock key of slot N's tag (never
 ///                               written: a cluster's primaries tell time by their own clocks)
-///     P settings                hash: policies (p:SCOPE), titles (t:SCOPE), budgets (g:NAME)
+///     P settings                hash: policies (p:SCOPE), titles (t:SCOPE), budgets (g:NAME),
+///                               guards (u:SCOPE; also kept in the scope's own slot)
 ///     P k{SCOPE-NAME SUBJECT}   hash: a key's countdown, send ticket and send record, and
 ///                               each engine's last answer on it (Scripts/decide.lua)
 ///     P b{BUDGET-NAME KEY}      sorted set: a budget key's charges (on a cluster also its
@@ -16,6 +17,7 @@
 ///     P r{BUDGET-NAME KEY}      on a cluster: sorted set of the reservations not yet
 ///                               committed, scored by when each expires (Scripts/reserve.lua)
 ///     P s{REALM}                string: a realm's session, expiring with it
+///     P u{SCOPE-NAME}...        a guarded scope's guard and pumping signals (Scripts/guard.lua)
 ///     P events                  pub/sub channel of the settings' and sessions' notices
 ///     P events:k                pub/sub channel of the keys' notices (heard only by
 ///                               engines with observers: one per decision)
@@ -71,6 +73,14 @@ struct RedisKeys: Sendable {
     func reservations(_ key: BudgetKey) -> [UInt8] { tagged("r", budgetTag(key)) }
 
     func session(_ realm: KeyName) -> [UInt8] { tagged("s", Array(realm.value.utf8)) }
+
+    /// The base of a guarded scope's keys ("P u{SCOPE}"): its guard and
+    /// pumping signals, all in one slot (Scripts/guard.lua).
+    func guardBase(_ scope: KeyName) -> [UInt8] {
+        var tag: [UInt8] = []
+        Self.name(&tag, scope)
+        return tagged("u", tag)
+    }
 
     var settings: [UInt8] { prefix + Array("settings".utf8) }
     var formatKey: [UInt8] { prefix + Array("format".utf8) }

@@ -15,9 +15,10 @@ enum RedisScripts {
         ("reserve", reserve),
         ("settle", settle),
         ("addCharges", addCharges),
+        ("guardSignals", guardSignals),
     ]
     /// The SHA1 of `probe`, run by it before any SCRIPT LOAD answered.
-    static let probeSHA = "c6f83b39cd3d7378586a1571c2a4c109f6c9f2ad"
+    static let probeSHA = "5cf6ab022f90c423df00eabb0704a5ff54d0ae60"
     /// The SHA1 of `setClock`, run by it before any SCRIPT LOAD answered.
     static let setClockSHA = "aedb0f50d4ce3e577c8b7487520ccdc6ac5a1e67"
 
@@ -1245,8 +1246,8 @@ enum RedisScripts {
     -- other engine skips it). Answers 'ok', or {'denied', command, error}.
     local K = KEYS[1]
     local calls = {
-      {'TIME'}, {'TYPE', K}, {'HSET', K, 'p', '1'}, {'HGET', K, 'p'}, {'HMGET', K, 'p'}, {'HGETALL', K},
-      {'PEXPIRE', K, '60000'}, {'PTTL', K}, {'HDEL', K, 'p'}, {'ZADD', K, '1', 'p'}, {'ZSCORE', K, 'p'},
+      {'TIME'}, {'TYPE', K}, {'HSET', K, 'p', '1'}, {'HINCRBY', K, 'p', '1'}, {'HGET', K, 'p'}, {'HMGET', K, 'p'}, {'HGETALL', K},
+      {'PEXPIRE', K, '60000'}, {'PTTL', K}, {'HDEL', K, 'p'}, {'ZADD', K, '1', 'p'}, {'ZCOUNT', K, '0', '1'}, {'ZSCORE', K, 'p'},
       {'ZRANGE', K, '0', '0'}, {'ZREVRANGE', K, '0', '0', 'WITHSCORES'}, {'ZRANGEBYSCORE', K, '0', '1'},
       {'ZREMRANGEBYSCORE', K, '0', '0'}, {'ZREM', K, 'p'}, {'GET', K}, {'SET', K, '1', 'PX', '60000'},
       {'DEL', K}, {'PUBLISH', ARGV[1], ARGV[2]},
@@ -1757,5 +1758,239 @@ enum RedisScripts {
     -- A key made here lives as long as a budget's longest window may.
     if redis.call('PTTL', KEYS[1]) == -1 then redis.call('PEXPIRE', KEYS[1], 31622400000) end
     return {'ok'}
+    """#
+
+    /// Scripts/guard.lua
+    static let guardSignals = #"""
+    -- Shared by every script: integer checks, formatting, the clock, expiry.
+    local MAXT = 9007199254740991
+    -- Every number here is a whole number of at most 2^53 (µs, counts). Each
+    -- call of a C function costs (Redis's Lua): checks are one find each.
+    local find, tonumber = string.find, tonumber
+    local function fmt(x) return string.format('%d', x) end
+    -- A string of digits (a '-' first allowed) within lo..hi, or nil.
+    local function int(v, lo, hi)
+      if not v or #v > 17 or not find(v, '^%-?%d+$') then return nil end
+      local n = tonumber(v)
+      if n < lo or n > hi then return nil end
+      return n
+    end
+    -- digits: a string already matched as digits, within lo..hi, or nil.
+    local function digits(v, lo, hi)
+      if #v > 17 then return nil end
+      local n = tonumber(v)
+      if n < lo or n > hi then return nil end
+      return n
+    end
+    -- The store's clock: the server's TIME plus the correction kept in the
+    -- clock key, the last of every script's KEYS (NK: the keys before it).
+    -- Engines set the correction when a failover brings a primary whose clock
+    -- differs from the old one's (RedisClock.swift), so the store's time runs
+    -- on without a jump.
+    local CLOCK, NK = KEYS[#KEYS], #KEYS - 1
+    local skew
+    local function store_time()
+      if not skew then
+        -- "RUNID:VALUE" (the primary it was set for, and µs), or none.
+        local held = redis.call('GET', CLOCK)
+        skew = 0
+        if held then
+          skew = int(string.match(held, '^[%x]*:?(%-?%d+)$'), -86400000000, 86400000000)
+          if not skew then return error('the clock key holds ' .. string.sub(held, 1, 40)) end
+        end
+      end
+      local t = redis.call('TIME')
+      return tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+    end
+    -- now: the decision's time (ARGV's, or the store's), real: the store's.
+    local function clock(a)
+      local real = store_time()
+      if a == '' then return real, real end
+      return tonumber(a), real
+    end
+    -- True past the call's deadline (store µs; '' = none).
+    local function late(not_after)
+      if not_after == '' then return false end
+      return store_time() > tonumber(not_after)
+    end
+    local function expire(key, life_us, now, slack_ms)
+      local ms = math.ceil((life_us - now) / 1000) + slack_ms
+      if ms < 1 then ms = 1 end
+      redis.call('PEXPIRE', key, fmt(ms))
+    end
+    -- A hash's type must be hash (or absent): anything else is not Tickgate's.
+    local function hash_or_none(key)
+      local t = redis.call('TYPE', key).ok
+      return t == 'hash' or t == 'none'
+    end
+    -- A send policy "c1,c2|max|window|quiet|ticket|wrong" (spans in µs).
+    local function policy(text)
+      if type(text) ~= 'string' or #text > 1024 then return nil end
+      local steps, wmax, window, quiet, ticket, wrong =
+        string.match(text, '^([%d,]+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)$')
+      if not steps then return nil end
+      local cooldowns = {}
+      for part in string.gmatch(steps, '[^,]+') do
+        local v = digits(part, 1, 31536000000000)
+        if not v then return nil end
+        cooldowns[#cooldowns + 1] = v
+      end
+      if #cooldowns == 0 or #cooldowns > 8 then return nil end
+      local p = {cooldowns = cooldowns, wmax = digits(wmax, 0, 1000000), window = digits(window, 0, 31536000000000),
+                 quiet = digits(quiet, 0, 31536000000000), ticket = digits(ticket, 1, 31536000000000),
+                 wrong = digits(wrong, 0, 1000)}
+      if not p.wmax or not p.window or not p.quiet or not p.ticket or not p.wrong then return nil end
+      return p
+    end
+    -- A budget "SENDS/MS,..." -> its windows (lengths in µs) and horizon.
+    local function budget(text)
+      if type(text) ~= 'string' or #text > 256 then return nil end
+      local b = {windows = {}, horizon = 0}
+      for part in string.gmatch(text, '[^,]+') do
+        local cap, ms = string.match(part, '^(%d+)/(%d+)$')
+        cap, ms = int(cap, 1, 100000), int(ms, 1, 31536000000)
+        if not cap or not ms then return nil end
+        b.windows[#b.windows + 1] = {cap = cap, len = ms * 1000}
+        if ms * 1000 > b.horizon then b.horizon = ms * 1000 end
+      end
+      if #b.windows == 0 or #b.windows > 4 then return nil end
+      return b
+    end
+
+    -- A guarded scope's pumping signals (Pumping/ConversionLedger.swift keeps
+    -- the same in memory). Every key is in the scope's slot, named from the
+    -- base B = "P u{SCOPE}" (ARGV 2):
+    --   B guard      string: the scope's guard, as Guard.encoded writes it
+    --   B codes      hash: code id -> "COUNTRY|ADDRESS|SENT_US"
+    --   B latest     hash: subject -> its last code id
+    --   B uc:C       sorted set: country C's unverified codes, by when sent
+    --   B vc:C       sorted set: country C's verifications, by when
+    --   B d:C        hash: UTC day number -> codes to C verified that day
+    --   B ua:A       sorted set: address A's unverified codes, by when sent
+    --   B va:A       sorted set: address A's verifications, by when
+    --   B ac:A       hash: country -> when A last asked a code for it
+    --   B avc:A      hash: country -> when A last verified a code of it
+    -- KEYS: 1 B guard (the slot's key). ARGV: 1 the operation, 2 B, 3 the
+    -- country, 4 the address ('' = none), then per operation:
+    --   check:    answers {guard or '', c_unverified_day, c_unverified_hour,
+    --             c_verified_day, c_verified_hour, today, {day, n, ...},
+    --             a_unverified_day, a_unverified_hour, a_verified_day,
+    --             a_countries_day}
+    --   sent:     5 code id, 6 subject. Answers {'ok'}.
+    --   returned: 5 code id, 6 subject. Answers {'ok'}.
+    --   verified: 6 subject (the country is the subject's). Answers {'ok'}.
+    --   set:      5 the guard's text ('' = none). Answers {'ok'}.
+    -- Sets a type check on every key it reads: a key of another type is
+    -- answered {'corrupt', key, why}.
+    local op, B, C, A = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+    local DAY, HOUR = 86400000000, 3600000000
+    local function typed(key, want)
+      local t = redis.call('TYPE', key).ok
+      return t == want or t == 'none'
+    end
+    if op == 'set' then
+      -- ARGV 5: the guard's text ('' = none).
+      if not typed(B .. 'guard', 'string') then return {'corrupt', B .. 'guard', 'is not a string'} end
+      if ARGV[5] == '' then redis.call('DEL', B .. 'guard') else redis.call('SET', B .. 'guard', ARGV[5]) end
+      return {'ok'}
+    end
+    local now = store_time()
+    local names = {B .. 'guard', B .. 'codes', B .. 'latest', B .. 'uc:' .. C, B .. 'vc:' .. C, B .. 'd:' .. C}
+    local kinds = {'string', 'hash', 'hash', 'zset', 'zset', 'hash'}
+    if A ~= '' then
+      for _, n in ipairs({'ua:', 'va:'}) do names[#names + 1] = B .. n .. A; kinds[#kinds + 1] = 'zset' end
+      for _, n in ipairs({'ac:', 'avc:'}) do names[#names + 1] = B .. n .. A; kinds[#kinds + 1] = 'hash' end
+    end
+    for i, key in ipairs(names) do
+      if not typed(key, kinds[i]) then return {'corrupt', key, 'is not a ' .. kinds[i]} end
+    end
+    local function count(key, since)
+      return redis.call('ZCOUNT', key, '(' .. fmt(since), '+inf')
+    end
+    local function trim(key) redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(now - DAY)) end
+    local function keep(key, us) redis.call('PEXPIRE', key, fmt(math.floor(us / 1000) + 60000)) end
+    local today = math.floor(now / DAY)
+
+    if op == 'check' then
+      local g = redis.call('GET', B .. 'guard') or ''
+      local days = redis.call('HGETALL', B .. 'd:' .. C)
+      local reply = {g, count(B .. 'uc:' .. C, now - DAY), count(B .. 'uc:' .. C, now - HOUR),
+                     count(B .. 'vc:' .. C, now - DAY), count(B .. 'vc:' .. C, now - HOUR), today, days, 0, 0, 0, 0}
+      if A ~= '' then
+        reply[8] = count(B .. 'ua:' .. A, now - DAY)
+        reply[9] = count(B .. 'ua:' .. A, now - HOUR)
+        reply[10] = count(B .. 'va:' .. A, now - DAY)
+        local asked, n = {[C] = true}, 0
+        local seen = redis.call('HGETALL', B .. 'ac:' .. A)
+        for i = 1, #seen, 2 do
+          local at = tonumber(seen[i + 1])
+          if at and at > now - DAY then asked[seen[i]] = true end
+        end
+        local verified = redis.call('HGETALL', B .. 'avc:' .. A)
+        for i = 1, #verified, 2 do
+          local at = tonumber(verified[i + 1])
+          if at and at > now - DAY then asked[verified[i]] = nil end
+        end
+        for _ in pairs(asked) do n = n + 1 end
+        reply[11] = n
+      end
+      return reply
+    end
+
+    local id, subject = ARGV[5], ARGV[6]
+    if op == 'sent' then
+      redis.call('HSET', B .. 'codes', id, C .. '|' .. A .. '|' .. fmt(now))
+      redis.call('HSET', B .. 'latest', subject, id)
+      keep(B .. 'codes', DAY); keep(B .. 'latest', DAY)
+      redis.call('ZADD', B .. 'uc:' .. C, fmt(now), id); trim(B .. 'uc:' .. C); keep(B .. 'uc:' .. C, DAY)
+      if A ~= '' then
+        redis.call('ZADD', B .. 'ua:' .. A, fmt(now), id); trim(B .. 'ua:' .. A); keep(B .. 'ua:' .. A, DAY)
+        redis.call('HSET', B .. 'ac:' .. A, C, fmt(now)); keep(B .. 'ac:' .. A, DAY)
+      end
+      return {'ok'}
+    end
+
+    if op == 'returned' then
+      redis.call('ZREM', B .. 'uc:' .. C, id)
+      if A ~= '' then redis.call('ZREM', B .. 'ua:' .. A, id) end
+      redis.call('HDEL', B .. 'codes', id)
+      if redis.call('HGET', B .. 'latest', subject) == id then redis.call('HDEL', B .. 'latest', subject) end
+      return {'ok'}
+    end
+
+    if op == 'verified' then
+      -- Read first, check every key, then write (a script's writes stay).
+      local code = redis.call('HGET', B .. 'latest', subject)
+      local held = code and redis.call('HGET', B .. 'codes', code)
+      local country, address
+      if held then country, address = string.match(held, '^([^|]*)|([^|]*)|%d+$') end
+      address = address or ''
+      if address ~= '' then
+        if not typed(B .. 'va:' .. address, 'zset') then return {'corrupt', B .. 'va:' .. address, 'is not a zset'} end
+        if not typed(B .. 'avc:' .. address, 'hash') then return {'corrupt', B .. 'avc:' .. address, 'is not a hash'} end
+        if not typed(B .. 'ua:' .. address, 'zset') then return {'corrupt', B .. 'ua:' .. address, 'is not a zset'} end
+      end
+      if country and country ~= C and not typed(B .. 'uc:' .. country, 'zset') then
+        return {'corrupt', B .. 'uc:' .. country, 'is not a zset'}
+      end
+      if code then
+        if country then redis.call('ZREM', B .. 'uc:' .. country, code) end
+        if address ~= '' then redis.call('ZREM', B .. 'ua:' .. address, code) end
+        redis.call('HDEL', B .. 'codes', code)
+        redis.call('HDEL', B .. 'latest', subject)
+      end
+      local member = fmt(now) .. '|' .. subject
+      redis.call('ZADD', B .. 'vc:' .. C, fmt(now), member); trim(B .. 'vc:' .. C); keep(B .. 'vc:' .. C, DAY)
+      redis.call('HINCRBY', B .. 'd:' .. C, fmt(today), 1)
+      redis.call('HDEL', B .. 'd:' .. C, fmt(today - 61))
+      keep(B .. 'd:' .. C, 61 * DAY)
+      if address ~= '' then
+        redis.call('ZADD', B .. 'va:' .. address, fmt(now), member); trim(B .. 'va:' .. address)
+        keep(B .. 'va:' .. address, DAY)
+        redis.call('HSET', B .. 'avc:' .. address, C, fmt(now)); keep(B .. 'avc:' .. address, DAY)
+      end
+      return {'ok'}
+    end
+    return {'corrupt', B, 'unknown guard operation ' .. op}
     """#
 }

@@ -38,6 +38,14 @@ extension RedisStore {
             .map { "\($0.maximumSends)/\($0.length.millisecondsRoundedUp)" }.joined(separator: ",").utf8))
     }
 
+    func save(guard rules: Guard?, scope: KeyName) throws(TickgateError) {
+        // The scope's slot first (what its sends are judged by), then the
+        // settings (what engines copy, with the notice).
+        let text = Array((rules?.encoded ?? "").utf8)
+        try runGuard("set", scope: scope, country: "", address: nil, extra: [text])
+        try put(field: "u:" + scope.value, value: text)
+    }
+
     /// The settings hash, read and checked: policies, titles and budgets.
     func readSettings() throws(TickgateError) -> StoreSnapshot {
         var snapshot = StoreSnapshot()
@@ -50,11 +58,15 @@ extension RedisStore {
                               store: .corrupt)
             }
             let kind = field.prefix(2)
-            guard kind == "p:" || kind == "t:" || kind == "g:" else { throw bad("is not a setting") }
+            guard kind == "p:" || kind == "t:" || kind == "g:" || kind == "u:" else { throw bad("is not a setting") }
             let name = try RedisRows.name(String(field.dropFirst(2)), bad)
             switch kind {
             case "p:": snapshot.policies.append((name, try RedisRows.policy(value, bad)))
             case "t:": snapshot.titles.append((name, try RedisRows.titles(value, bad)))
+            case "u:":
+                if !value.isEmpty {
+                    snapshot.guards.append((name, try Guard.decode(String(decoding: value, as: UTF8.self), bad)))
+                }
             default: snapshot.budgets.append((name, try RedisRows.budget(value, bad)))
             }
         }

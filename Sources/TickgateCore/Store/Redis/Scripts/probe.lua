@@ -5,8 +5,8 @@
 -- other engine skips it). Answers 'ok', or {'denied', command, error}.
 local K = KEYS[1]
 local calls = {
-  {'TIME'}, {'TYPE', K}, {'HSET', K, 'p', '1'}, {'HGET', K, 'p'}, {'HMGET', K, 'p'}, {'HGETALL', K},
-  {'PEXPIRE', K, '60000'}, {'PTTL', K}, {'HDEL', K, 'p'}, {'ZADD', K, '1', 'p'}, {'ZSCORE', K, 'p'},
+  {'TIME'}, {'TYPE', K}, {'HSET', K, 'p', '1'}, {'HINCRBY', K, 'p', '1'}, {'HGET', K, 'p'}, {'HMGET', K, 'p'}, {'HGETALL', K},
+  {'PEXPIRE', K, '60000'}, {'PTTL', K}, {'HDEL', K, 'p'}, {'ZADD', K, '1', 'p'}, {'ZCOUNT', K, '0', '1'}, {'ZSCORE', K, 'p'},
   {'ZRANGE', K, '0', '0'}, {'ZREVRANGE', K, '0', '0', 'WITHSCORES'}, {'ZRANGEBYSCORE', K, '0', '1'},
   {'ZREMRANGEBYSCORE', K, '0', '0'}, {'ZREM', K, 'p'}, {'GET', K}, {'SET', K, '1', 'PX', '60000'},
   {'DEL', K}, {'PUBLISH', ARGV[1], ARGV[2]},

@@ -1,0 +1,187 @@
+/// One guarded scope's codes and verifications, as memory keeps them (no
+/// store): what the conversion signals count. A store keeps the same
+/// (SQLiteStore: rows of guard_codes; Redis: Scripts/guard.lua).
+///
+/// A code is counted from its send: unverified until `verified` marks it,
+/// for a day. Verifications are counted by when they happened, and per
+/// day of the clock for the country's history.
+struct ConversionLedger {
+    struct Code {
+        var country: String
+        var address: ClientAddress?
+        var sentAt: Instant
+        var verified: Bool
+    }
+
+    /// One country's or one address's codes.
+    struct Series {
+        /// When each code was sent, oldest first.
+        var sent: [Instant] = []
+        /// When each verified code was sent, oldest first.
+        var verifiedSent: [Instant] = []
+        /// When each verification happened, oldest first.
+        var verifiedAt: [Instant] = []
+
+        func unverified(since start: Instant) -> Int {
+            Self.later(than: start, sent) - Self.later(than: start, verifiedSent)
+        }
+
+        func verified(since start: Instant) -> Int { Self.later(than: start, verifiedAt) }
+
+        /// How many of the sorted `list` are later than `start`.
+        static func later(than start: Instant, _ list: [Instant]) -> Int {
+            var low = 0, high = list.count
+            while low < high {
+                let mid = (low + high) / 2
+                if list[mid] > start { high = mid } else { low = mid + 1 }
+            }
+            return list.count - low
+        }
+
+        static func insertSorted(_ instant: Instant, into list: inout [Instant]) {
+            var index = list.count
+            while index > 0, list[index - 1] > instant { index -= 1 }
+            list.insert(instant, at: index)
+        }
+
+        mutating func prune(before start: Instant) {
+            func drop(_ list: inout [Instant]) {
+                let old = list.count - Self.later(than: start, list)
+                if old > 0 { list.removeFirst(old) }
+            }
+            drop(&sent)
+            drop(&verifiedSent)
+            drop(&verifiedAt)
+        }
+
+        var isEmpty: Bool { sent.isEmpty && verifiedAt.isEmpty }
+    }
+
+    static let day = Span(nanoseconds: 86_400 * 1_000_000_000)
+    static let hour = Span(nanoseconds: 3_600 * 1_000_000_000)
+
+    private(set) var codes: [String: Code] = [:]
+    /// A key's last code (the one `verified` marks).
+    private(set) var latest: [KeyName: String] = [:]
+    private var countries: [String: Series] = [:]
+    private var addresses: [ClientAddress: Series] = [:]
+    /// Per address, per country: its last send and last verification.
+    private var addressCountries: [ClientAddress: [String: (sent: Instant, verified: Instant?)]] = [:]
+    /// Per country, per day of the clock: codes verified.
+    private var days: [String: [Int64: Int]] = [:]
+    private var lastPrune = Instant(nanoseconds: .min)
+
+    static func dayNumber(_ instant: Instant) -> Int64 {
+        let seconds = instant.nanoseconds / 1_000_000_000
+        return seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
+    }
+
+    /// The counts for a send to `country` from `address` at `now`.
+    func counts(country: String, address: ClientAddress?, historyDays: Int, at now: Instant) -> GuardCounts {
+        var counts = GuardCounts()
+        let dayAgo = now.advanced(by: Span(nanoseconds: -Self.day.nanoseconds))
+        let hourAgo = now.advanced(by: Span(nanoseconds: -Self.hour.nanoseconds))
+        if let series = countries[country] {
+            counts.countryUnverifiedDay = series.unverified(since: dayAgo)
+            counts.countryUnverifiedHour = series.unverified(since: hourAgo)
+            counts.countryVerifiedDay = series.verified(since: dayAgo)
+            counts.countryVerifiedHour = series.verified(since: hourAgo)
+        }
+        if let history = days[country] {
+            let today = Self.dayNumber(now)
+            counts.countryVerifiedDailyMaximum = history
+                .filter { $0.key > today - Int64(historyDays) && $0.key <= today }.map(\.value).max() ?? 0
+        }
+        if let address {
+            counts.hasAddress = true
+            if let series = addresses[address] {
+                counts.addressUnverifiedDay = series.unverified(since: dayAgo)
+                counts.addressUnverifiedHour = series.unverified(since: hourAgo)
+                counts.addressVerifiedDay = series.verified(since: dayAgo)
+            }
+            var asked = Set<String>([country])
+            for (other, seen) in addressCountries[address] ?? [:] where seen.sent > dayAgo {
+                asked.insert(other)
+            }
+            for (other, seen) in addressCountries[address] ?? [:] {
+                if let verified = seen.verified, verified > dayAgo { asked.remove(other) }
+            }
+            counts.addressCountriesDay = asked.count
+        }
+        return counts
+    }
+
+    /// A code went out to `subject` (its key's last code from now on).
+    mutating func sent(_ id: String, subject: KeyName, country: String, address: ClientAddress?, at now: Instant,
+                       historyDays: Int) {
+        prune(at: now, historyDays: historyDays)
+        codes[id] = Code(country: country, address: address, sentAt: now, verified: false)
+        latest[subject] = id
+        countries[country, default: Series()].sent.append(now)
+        if let address {
+            addresses[address, default: Series()].sent.append(now)
+            let verified = addressCountries[address]?[country]?.verified
+            addressCountries[address, default: [:]][country] = (now, verified)
+        }
+    }
+
+    /// A granted code did not go out after all (a failed send): it counts
+    /// nowhere.
+    mutating func returned(_ id: String) {
+        guard let code = codes.removeValue(forKey: id), !code.verified else { return }
+        func remove(_ instant: Instant, _ list: inout [Instant]) {
+            if let index = list.lastIndex(of: instant) { list.remove(at: index) }
+        }
+        remove(code.sentAt, &countries[code.country, default: Series()].sent)
+        if let address = code.address { remove(code.sentAt, &addresses[address, default: Series()].sent) }
+        latest = latest.filter { $0.value != id }
+    }
+
+    /// The subject's last code was verified (`country`: the subject's).
+    mutating func verified(subject: KeyName, country: String, at now: Instant, historyDays: Int) {
+        prune(at: now, historyDays: historyDays)
+        var address: ClientAddress?
+        if let id = latest.removeValue(forKey: subject), var code = codes[id], !code.verified {
+            code.verified = true
+            codes[id] = code
+            address = code.address
+            Series.insertSorted(code.sentAt, into: &countries[code.country, default: Series()].verifiedSent)
+            if let address {
+                Series.insertSorted(code.sentAt, into: &addresses[address, default: Series()].verifiedSent)
+            }
+        }
+        countries[country, default: Series()].verifiedAt.append(now)
+        days[country, default: [:]][Self.dayNumber(now), default: 0] += 1
+        if let address {
+            addresses[address, default: Series()].verifiedAt.append(now)
+            let sent = addressCountries[address]?[country]?.sent ?? now
+            addressCountries[address, default: [:]][country] = (sent, now)
+        }
+    }
+
+    /// Drops what no count looks at any more (at most once a minute).
+    private mutating func prune(at now: Instant, historyDays: Int) {
+        guard now.since(lastPrune) > Span(nanoseconds: 60 * 1_000_000_000) else { return }
+        lastPrune = now
+        let dayAgo = now.advanced(by: Span(nanoseconds: -Self.day.nanoseconds))
+        codes = codes.filter { $0.value.sentAt > dayAgo }
+        latest = latest.filter { codes[$0.value] != nil }
+        for key in Array(countries.keys) {
+            countries[key]?.prune(before: dayAgo)
+            if countries[key]?.isEmpty == true { countries.removeValue(forKey: key) }
+        }
+        for key in Array(addresses.keys) {
+            addresses[key]?.prune(before: dayAgo)
+            if addresses[key]?.isEmpty == true { addresses.removeValue(forKey: key) }
+        }
+        addressCountries = addressCountries.compactMapValues { seen in
+            let kept = seen.filter { $0.value.sent > dayAgo || ($0.value.verified.map { $0 > dayAgo } ?? false) }
+            return kept.isEmpty ? nil : kept
+        }
+        let oldest = Self.dayNumber(now) - Int64(max(historyDays, GuardThresholds.maximumHistoryDays))
+        days = days.compactMapValues { history in
+            let kept = history.filter { $0.key > oldest }
+            return kept.isEmpty ? nil : kept
+        }
+    }
+}

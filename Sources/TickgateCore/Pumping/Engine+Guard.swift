@@ -1,0 +1,186 @@
+// A guarded scope's sends: the number, the always-allow and destination
+// lists and the pumping signals are checked before the key's own decision
+// (cooldowns, window, budgets); a granted code is counted unverified until
+// `verified`, and given back when its send fails.
+
+extension Engine {
+    /// Sets (or with nil, removes) a scope's guard. From then on every send
+    /// of the scope goes through it (its subjects must be E.164 numbers).
+    public func setGuard(_ rules: Guard?, scope: KeyName) throws(TickgateError) {
+        let rules = try rules?.validated()
+        try write(.scope(scope), { (store) throws(TickgateError) in try store.save(guard: rules, scope: scope) }) { state, _ in
+            state.guards.set(rules, scope: scope)
+            state.refusals.dropAll()
+        }
+    }
+
+    /// The scope's guard (nil: none), as this engine knows it.
+    public func guardRules(scope: KeyName) throws(TickgateError) -> Guard? {
+        try locked.withLock { (state) throws(TickgateError) in
+            try state.checkOpen()
+            return state.guards.rules[scope]
+        }
+    }
+
+    /// The user tapped "Get code": grants a send ticket (state SENDING), or
+    /// throws. A guarded scope's send passes its guard first
+    /// (`.invalidNumber`, `.destinationRefused`, `.pumpingSuspected`),
+    /// then the key's policy and `budgets` (a refusal by a budget carries
+    /// its index in `budgets`). `address`: the client's, for the signals
+    /// counted per address and the always-allow ranges.
+    public func sendBegin(_ key: CountdownKey, budgets: [BudgetKey] = [],
+                          from address: ClientAddress? = nil) throws(TickgateError) -> UInt64 {
+        var guarded = try locked.withLock { (state) throws(TickgateError) -> Bool in
+            try state.checkOpen()
+            return state.guards.rules[key.scope] != nil
+        }
+        // A store on a local file says at no cost (another process may
+        // have set or removed the guard).
+        if let store, case let .some(rules) = try store.localGuard(scope: key.scope) {
+            guarded = rules != nil
+            locked.withLock { state in state.guards.set(rules, scope: key.scope) }
+        }
+        guard guarded else { return try decideSendBegin(key, budgets: budgets) }
+        return try guardedSendBegin(key, budgets: budgets, from: address)
+    }
+
+    private func guardedSendBegin(_ key: CountdownKey, budgets: [BudgetKey],
+                                  from address: ClientAddress?) throws(TickgateError) -> UInt64 {
+        var record = GuardRecord(scope: key.scope, number: key.subject.value, address: address,
+                                 wallMilliseconds: clock.wallNow() / 1_000_000)
+        do {
+            let ticket = try screenAndSend(key, budgets: budgets, address: address, record: &record)
+            record.status = .ok
+            record.ticket = ticket
+            deliver(record)
+            return ticket
+        } catch {
+            record.status = error.status
+            record.message = error.message
+            deliver(record)
+            throw error
+        }
+    }
+
+    private func screenAndSend(_ key: CountdownKey, budgets: [BudgetKey], address: ClientAddress?,
+                               record: inout GuardRecord) throws(TickgateError) -> UInt64 {
+        let number = try PhoneNumber.parse(key.subject.value)
+        let country = Guard.country(of: number)
+        record.country = country
+        record.callingCode = number.callingCode
+        // A refusal known already costs no round trip (LocalRefusals).
+        try locked.withLock { (state) throws(TickgateError) in
+            try state.checkOpen()
+            if let store, store.refusesLocally, state.sends.localKeys.isEmpty,
+               let refusal = state.refusals.refuseSend(key, budgets: budgets, at: state.now()) {
+                throw refusal
+            }
+        }
+        // The guard and the counts, as the store holds them (one step).
+        var reading: GuardReading
+        if let store {
+            reading = try store.guardReading(scope: key.scope, country: country, address: address)
+        } else {
+            reading = try locked.withLock { (state) throws(TickgateError) -> GuardReading in
+                try state.checkOpen()
+                let rules = state.guards.rules[key.scope]
+                let ledger = state.guards.ledgers[key.scope] ?? ConversionLedger()
+                let counts = ledger.counts(country: country, address: address,
+                                           historyDays: rules?.thresholds.historyDays ?? 14, at: state.now())
+                return GuardReading(rules: rules, counts: counts)
+            }
+        }
+        guard let rules = reading.rules else {
+            // Removed on another engine a moment ago: unguarded.
+            return try decideSendBegin(key, budgets: budgets)
+        }
+        record.mode = rules.mode
+        var named = budgets
+        let bypass = rules.alwaysAllowed(number, address)
+        if let bypass {
+            record.bypass = bypass
+            if rules.alwaysAllowSkipsBudgets { named = [] }
+        } else {
+            if let rule = rules.refusal(of: number) {
+                record.rule = rule
+                throw TickgateError(.destinationRefused, "codes to \(number) are refused: \(rule)")
+            }
+            if rules.mode != .off {
+                let counts = store == nil ? reading.counts : reading.judged(by: rules.thresholds)
+                let judgment = rules.thresholds.judge(counts)
+                record.judgment = judgment
+                record.counts = counts
+                if rules.mode == .enforce, !judgment.warnings.isEmpty {
+                    throw TickgateError(.pumpingSuspected,
+                        "\(judgment.warnings.names) (\(country): \(counts.countryUnverifiedDay) unverified in a day of \(judgment.countryDaily) allowed, \(counts.countryUnverifiedHour) in an hour of \(judgment.countryHourly)"
+                        + (counts.hasAddress ? "; address: \(counts.addressUnverifiedDay) of \(judgment.addressDaily) a day, \(counts.addressUnverifiedHour) of \(judgment.addressHourly) an hour, \(counts.addressCountriesDay) countries of \(rules.thresholds.addressCountriesMaximum)" : "")
+                        + ")")
+                }
+            }
+        }
+        let ticket = try decideSendBegin(key, budgets: named)
+        guard bypass == nil, rules.mode != .off else { return ticket }
+        // Counted unverified from now on (memory: with the grant, under
+        // the lock; a store: one more step, undone with the grant if it
+        // fails).
+        let pending = GuardBook.PendingCode(scope: key.scope, subject: key.subject,
+                                            code: locked.withLock { $0.guards.code(for: ticket) },
+                                            country: country, address: address)
+        if let store {
+            do {
+                try store.guardSent(scope: key.scope, subject: key.subject, code: pending.code, country: country,
+                                    address: address)
+            } catch {
+                _ = try? decideSendEnd(ticket, .failed)
+                throw error
+            }
+        }
+        locked.withLock { state in
+            if store == nil {
+                state.guards.ledgers[key.scope, default: ConversionLedger()]
+                    .sent(pending.code, subject: key.subject, country: country, address: address, at: state.now(),
+                          historyDays: rules.thresholds.historyDays)
+            }
+            state.guards.pending[ticket] = pending
+        }
+        return ticket
+    }
+
+    /// Closes a send ticket (see `decideSendEnd`); a guarded code whose
+    /// send failed is given back to the signals.
+    public func sendEnd(_ ticket: UInt64, _ outcome: SendOutcome,
+                        serverRetryAfter: Span = .zero) throws(TickgateError) -> Span {
+        let result = try decideSendEnd(ticket, outcome, serverRetryAfter: serverRetryAfter)
+        guard let pending = locked.withLock({ $0.guards.pending.removeValue(forKey: ticket) }) else { return result }
+        if outcome == .failed {
+            if let store {
+                // Best effort: a code left counted errs on the safe side.
+                try? store.guardReturned(scope: pending.scope, subject: pending.subject, code: pending.code,
+                                         country: pending.country, address: pending.address)
+            } else {
+                locked.withLock { state in state.guards.ledgers[pending.scope]?.returned(pending.code) }
+            }
+        }
+        return result
+    }
+
+    /// The host verified the code (see `decideVerified`); on a guarded
+    /// scope the key's last code counts as verified.
+    public func verified(_ key: CountdownKey) throws(TickgateError) {
+        try decideVerified(key)
+        guard let rules = locked.withLock({ $0.guards.rules[key.scope] }), rules.mode != .off,
+              let number = try? PhoneNumber.parse(key.subject.value) else { return }
+        let country = Guard.country(of: number)
+        if let store {
+            // Best effort: the verification stands; a miss leaves the code
+            // counted unverified (the safe side).
+            try? store.guardVerified(scope: key.scope, subject: key.subject, country: country)
+        } else {
+            locked.withLock { state in
+                state.guards.ledgers[key.scope, default: ConversionLedger()]
+                    .verified(subject: key.subject, country: country, at: state.now(),
+                              historyDays: rules.thresholds.historyDays)
+            }
+        }
+    }
+}

@@ -1,0 +1,27 @@
+/// The guards of an engine: each guarded scope's rules (the store's copy
+/// when a store holds them), memory's signals (no store), and the codes
+/// this engine granted that have not ended yet.
+struct GuardBook {
+    /// A granted code, until its send ends.
+    struct PendingCode {
+        var scope: KeyName
+        var subject: KeyName
+        var code: String
+        var country: String
+        var address: ClientAddress?
+    }
+
+    private(set) var rules: [KeyName: Guard] = [:]
+    var ledgers: [KeyName: ConversionLedger] = [:]
+    var pending: [UInt64: PendingCode] = [:]
+    /// Makes this engine's code ids unique among every engine on a store.
+    let nonce = String(UInt64.random(in: 1 ... .max), radix: 36)
+
+    func code(for ticket: UInt64) -> String { nonce + "-" + String(ticket) }
+
+    mutating func set(_ rules: Guard?, scope: KeyName) {
+        self.rules[scope] = rules
+    }
+
+    mutating func replaceRules(_ rules: [KeyName: Guard]) { self.rules = rules }
+}

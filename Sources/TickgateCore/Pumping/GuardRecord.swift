@@ -1,0 +1,52 @@
+/// The decision record of one send of a guarded scope: who asked, for
+/// which number, what the guard saw and what was decided. Delivered to the
+/// scope's record observers (`SubscriptionTarget.records`) like events, and
+/// appended to the store's stream when the guard keeps one.
+public struct GuardRecord: Sendable {
+    public var scope: KeyName
+    /// The subject as the host gave it (it may not be a number).
+    public var number: String
+    /// The number's region ("CN"), "+CODE" for a non-geographic one, or ""
+    /// if it is no E.164 number.
+    public var country = ""
+    public var callingCode = ""
+    public var address: ClientAddress?
+    /// Wall-clock time of the decision, in ms since 1970.
+    public var wallMilliseconds: Int64
+    /// `.ok` (granted) or why it was refused.
+    public var status: Status = .ok
+    public var message = ""
+    public var ticket: UInt64 = 0
+    public var mode: Guard.Mode = .off
+    /// The always-allow entry that let it bypass the signals, if one did.
+    public var bypass: String?
+    /// The destination rule that refused it, if one did.
+    public var rule: String?
+    /// The signals' judgment (nil: not judged: mode off, bypassed, or
+    /// refused before).
+    public var judgment: GuardJudgment?
+    public var counts: GuardCounts?
+
+    init(scope: KeyName, number: String, address: ClientAddress?, wallMilliseconds: Int64) {
+        self.scope = scope
+        self.number = number
+        self.address = address
+        self.wallMilliseconds = wallMilliseconds
+    }
+
+    /// The warnings raised (recorded in record-only mode, refusing in
+    /// enforce mode).
+    public var warnings: PumpingWarnings { judgment?.warnings ?? [] }
+}
+
+extension Engine {
+    /// Queues `record` for the scope's record observers.
+    func deliver(_ record: GuardRecord) {
+        locked.withLock { state in
+            guard !state.closed, let ids = state.observers.recordObservers[record.scope], !ids.isEmpty else { return }
+            let wasEmpty = state.dispatch.pending.isEmpty
+            for id in ids { state.dispatch.pending.append(PendingEvent(.record(record, id))) }
+            if wasEmpty { poller.wake() }
+        }
+    }
+}

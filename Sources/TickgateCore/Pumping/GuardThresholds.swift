@@ -1,0 +1,163 @@
+/// The conversion signals' thresholds. The defaults are the formulas of
+/// Authgear's fraud-protection spec (docs/specs/fraud-protection.md in
+/// authgear/authgear-server, read 2026-11-26); every constant is settable.
+///
+///   country, a day:  max(countryDailyMinimum,
+///                        countryHistoryPercent % of the most codes verified in one
+///                          day of the last historyDays days,
+///                        countryDayPercent % of the codes verified in the last 24 h)
+///   country, an hour: max(countryHourlyMinimum, the daily threshold / countryHourlyDivisor,
+///                         countryHourPercent % of the codes verified in the last hour)
+///   address, a day:  max(addressDailyMinimum, addressDayPercent % of the codes
+///                        verified from it in the last 24 h)
+///   address, an hour: max(addressHourlyMinimum, the same / addressHourlyDivisor)
+///   countries per address in a day: addressCountriesMaximum (countries
+///                        with a code verified from the address that day
+///                        do not count)
+///
+/// A send is judged with itself counted: a threshold of 20 lets 20
+/// unverified codes through and warns at the 21st.
+public struct GuardThresholds: Sendable, Equatable {
+    public var countryDailyMinimum = 20
+    public var countryHistoryPercent = 20
+    public var countryDayPercent = 20
+    public var countryHourlyMinimum = 3
+    public var countryHourlyDivisor = 6
+    public var countryHourPercent = 20
+    public var addressDailyMinimum = 10
+    public var addressDayPercent = 20
+    public var addressHourlyMinimum = 5
+    public var addressHourlyDivisor = 6
+    public var addressCountriesMaximum = 3
+    public var historyDays = 14
+
+    public init() {}
+
+    /// Largest value any threshold constant may take.
+    public static let maximumValue = 1_000_000
+    /// Most days of history the country signal looks back.
+    public static let maximumHistoryDays = 60
+
+    var all: [Int] {
+        [countryDailyMinimum, countryHistoryPercent, countryDayPercent, countryHourlyMinimum, countryHourlyDivisor,
+         countryHourPercent, addressDailyMinimum, addressDayPercent, addressHourlyMinimum, addressHourlyDivisor,
+         addressCountriesMaximum, historyDays]
+    }
+
+    static let names = ["country_daily_minimum", "country_history_percent", "country_day_percent",
+                        "country_hourly_minimum", "country_hourly_divisor", "country_hour_percent",
+                        "address_daily_minimum", "address_day_percent", "address_hourly_minimum",
+                        "address_hourly_divisor", "address_countries_maximum", "history_days"]
+
+    func validate() throws(TickgateError) {
+        for (name, value) in zip(Self.names, all) where !(0...Self.maximumValue).contains(value) {
+            throw TickgateError(.invalidArgument, "\(name) is \(value); it must be 0 ... \(Self.maximumValue)")
+        }
+        for (name, value) in [("country_hourly_divisor", countryHourlyDivisor),
+                              ("address_hourly_divisor", addressHourlyDivisor)] where value < 1 {
+            throw TickgateError(.invalidArgument, "\(name) is \(value); it must be 1 or more")
+        }
+        guard (1...Self.maximumHistoryDays).contains(historyDays) else {
+            throw TickgateError(.invalidArgument, "history_days is \(historyDays); it must be 1 ... \(Self.maximumHistoryDays)")
+        }
+    }
+
+    var encoded: String { all.map(String.init).joined(separator: ",") }
+
+    static func decode(_ text: String, _ bad: (String) -> TickgateError) throws(TickgateError) -> GuardThresholds {
+        let values = text.split(separator: ",", omittingEmptySubsequences: false).compactMap { Int($0) }
+        guard values.count == names.count else { throw bad("holds bad guard thresholds") }
+        var t = GuardThresholds()
+        t.countryDailyMinimum = values[0]; t.countryHistoryPercent = values[1]; t.countryDayPercent = values[2]
+        t.countryHourlyMinimum = values[3]; t.countryHourlyDivisor = values[4]; t.countryHourPercent = values[5]
+        t.addressDailyMinimum = values[6]; t.addressDayPercent = values[7]; t.addressHourlyMinimum = values[8]
+        t.addressHourlyDivisor = values[9]; t.addressCountriesMaximum = values[10]; t.historyDays = values[11]
+        do { try t.validate() } catch { throw bad("holds bad guard thresholds: \(error.message)") }
+        return t
+    }
+
+    // MARK: Judging
+
+    private static func percent(_ count: Int, _ percent: Int) -> Int { count * percent / 100 }
+
+    /// The thresholds for counts `counts`, and the warnings a send with
+    /// those counts (itself not yet counted) raises.
+    func judge(_ counts: GuardCounts) -> GuardJudgment {
+        var judgment = GuardJudgment()
+        let countryDaily = max(countryDailyMinimum, Self.percent(counts.countryVerifiedDailyMaximum, countryHistoryPercent),
+                               Self.percent(counts.countryVerifiedDay, countryDayPercent))
+        let countryHourly = max(countryHourlyMinimum, countryDaily / countryHourlyDivisor,
+                                Self.percent(counts.countryVerifiedHour, countryHourPercent))
+        judgment.countryDaily = countryDaily
+        judgment.countryHourly = countryHourly
+        if counts.countryUnverifiedDay + 1 > countryDaily { judgment.warnings.insert(.unverifiedByCountryDaily) }
+        if counts.countryUnverifiedHour + 1 > countryHourly { judgment.warnings.insert(.unverifiedByCountryHourly) }
+        if counts.hasAddress {
+            let addressDaily = max(addressDailyMinimum, Self.percent(counts.addressVerifiedDay, addressDayPercent))
+            let addressHourly = max(addressHourlyMinimum,
+                                    Self.percent(counts.addressVerifiedDay, addressDayPercent) / addressHourlyDivisor)
+            judgment.addressDaily = addressDaily
+            judgment.addressHourly = addressHourly
+            if counts.addressUnverifiedDay + 1 > addressDaily { judgment.warnings.insert(.unverifiedByAddressDaily) }
+            if counts.addressUnverifiedHour + 1 > addressHourly { judgment.warnings.insert(.unverifiedByAddressHourly) }
+            if counts.addressCountriesDay > addressCountriesMaximum { judgment.warnings.insert(.countriesByAddressDaily) }
+        }
+        return judgment
+    }
+}
+
+/// What the store counts for one send: the codes of the number's country
+/// and of the client's address in the last hour and day (the send itself
+/// not counted), and the verified traffic the thresholds adapt to.
+public struct GuardCounts: Sendable, Equatable {
+    public var countryUnverifiedDay = 0
+    public var countryUnverifiedHour = 0
+    public var countryVerifiedDay = 0
+    public var countryVerifiedHour = 0
+    /// The most codes to the country verified in one UTC day of the last
+    /// `historyDays` days (today included).
+    public var countryVerifiedDailyMaximum = 0
+    public var hasAddress = false
+    public var addressUnverifiedDay = 0
+    public var addressUnverifiedHour = 0
+    public var addressVerifiedDay = 0
+    /// Distinct countries the address asked codes for in the last day, this
+    /// send's included, leaving out those it verified a code for that day.
+    public var addressCountriesDay = 0
+
+    public init() {}
+}
+
+/// The warnings a send raised, and the thresholds it was judged by.
+public struct GuardJudgment: Sendable, Equatable {
+    public var warnings: PumpingWarnings = []
+    public var countryDaily = 0
+    public var countryHourly = 0
+    public var addressDaily = 0
+    public var addressHourly = 0
+
+    public init() {}
+}
+
+/// The pumping signals' warnings (TG_WARNING_* in the C header).
+public struct PumpingWarnings: OptionSet, Sendable, Hashable {
+    public let rawValue: UInt32
+    public init(rawValue: UInt32) { self.rawValue = rawValue }
+
+    public static let unverifiedByCountryDaily = PumpingWarnings(rawValue: 0x1)
+    public static let unverifiedByCountryHourly = PumpingWarnings(rawValue: 0x2)
+    public static let unverifiedByAddressDaily = PumpingWarnings(rawValue: 0x4)
+    public static let unverifiedByAddressHourly = PumpingWarnings(rawValue: 0x8)
+    public static let countriesByAddressDaily = PumpingWarnings(rawValue: 0x10)
+
+    public static let all: [(PumpingWarnings, String)] = [
+        (.unverifiedByCountryDaily, "unverified_by_country_daily"),
+        (.unverifiedByCountryHourly, "unverified_by_country_hourly"),
+        (.unverifiedByAddressDaily, "unverified_by_address_daily"),
+        (.unverifiedByAddressHourly, "unverified_by_address_hourly"),
+        (.countriesByAddressDaily, "countries_by_address_daily"),
+    ]
+
+    /// The warnings' names, comma-separated.
+    public var names: String { Self.all.filter { contains($0.0) }.map(\.1).joined(separator: ",") }
+}

@@ -1,0 +1,74 @@
+// The Redis store's side of a guarded scope: one script (Scripts/guard.lua)
+// on the scope's slot reads the guard and the signals' counts in one step,
+// and counts codes sent, returned and verified.
+
+extension RedisStore {
+    @discardableResult
+    func runGuard(_ op: String, scope: KeyName, country: String, address client: ClientAddress?,
+                  extra: [[UInt8]] = []) throws(TickgateError) -> ReplyReader {
+        let call = clock.begin()
+        let base = keys.guardBase(scope)
+        let name = base + Array("guard".utf8)
+        let reply = try run("guardSignals", keys: [name], arguments: [
+            Array(op.utf8), base, Array(country.utf8), Array((client?.description ?? "").utf8),
+        ] + extra, by: call.deadline, changes: op != "check")
+        let reader = try ReplyReader(reply, key: name, server: address.description)
+        if reader.elements.first?.text == "corrupt" {
+            let error = reader.corrupt()
+            throw TickgateError(.storeCorrupt, error.message, store: .corrupt)
+        }
+        return reader
+    }
+
+    func guardReading(scope: KeyName, country: String, address: ClientAddress?) throws(TickgateError) -> GuardReading {
+        let reader = try runGuard("check", scope: scope, country: country, address: address)
+        func bad(_ why: String) -> TickgateError {
+            TickgateError(.storeCorrupt, "the Redis key \(reader.key.prefix(300)) \(why)", store: .corrupt)
+        }
+        let text = try reader.text(0)
+        let rules = text.isEmpty ? nil : try Guard.decode(text, bad)
+        let count: ClosedRange<Int64> = 0...Int64(1) << 40
+        var counts = GuardCounts()
+        counts.countryUnverifiedDay = Int(try reader.integer(1, count))
+        counts.countryUnverifiedHour = Int(try reader.integer(2, count))
+        counts.countryVerifiedDay = Int(try reader.integer(3, count))
+        counts.countryVerifiedHour = Int(try reader.integer(4, count))
+        let today = try reader.integer(5, 0...Int64(1) << 40)
+        var days: [Int64: Int] = [:]
+        guard case let .array(pairs) = try reader.element(6), pairs.count % 2 == 0 else { throw bad("holds bad days") }
+        var index = 0
+        while index < pairs.count {
+            guard let day = pairs[index].text.flatMap({ Int64($0) }),
+                  let verified = pairs[index + 1].text.flatMap({ Int($0) }), verified >= 0 else {
+                throw bad("holds a bad day of verified codes")
+            }
+            days[day] = verified
+            index += 2
+        }
+        if address != nil {
+            counts.hasAddress = true
+            counts.addressUnverifiedDay = Int(try reader.integer(7, count))
+            counts.addressUnverifiedHour = Int(try reader.integer(8, count))
+            counts.addressVerifiedDay = Int(try reader.integer(9, count))
+            counts.addressCountriesDay = Int(try reader.integer(10, count))
+        }
+        return GuardReading(rules: rules, counts: counts, days: days, today: today)
+    }
+
+    func guardSent(scope: KeyName, subject: KeyName, code: String, country: String,
+                   address: ClientAddress?) throws(TickgateError) {
+        try runGuard("sent", scope: scope, country: country, address: address,
+                     extra: [Array(code.utf8), Array(subject.value.utf8)])
+    }
+
+    func guardReturned(scope: KeyName, subject: KeyName, code: String, country: String,
+                       address: ClientAddress?) throws(TickgateError) {
+        try runGuard("returned", scope: scope, country: country, address: address,
+                     extra: [Array(code.utf8), Array(subject.value.utf8)])
+    }
+
+    func guardVerified(scope: KeyName, subject: KeyName, country: String) throws(TickgateError) {
+        try runGuard("verified", scope: scope, country: country, address: nil,
+                     extra: [[], Array(subject.value.utf8)])
+    }
+}

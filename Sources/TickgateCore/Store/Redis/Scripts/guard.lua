@@ -1,0 +1,135 @@
+-- A guarded scope's pumping signals (Pumping/ConversionLedger.swift keeps
+-- the same in memory). Every key is in the scope's slot, named from the
+-- base B = "P u{SCOPE}" (ARGV 2):
+--   B guard      string: the scope's guard, as Guard.encoded writes it
+--   B codes      hash: code id -> "COUNTRY|ADDRESS|SENT_US"
+--   B latest     hash: subject -> its last code id
+--   B uc:C       sorted set: country C's unverified codes, by when sent
+--   B vc:C       sorted set: country C's verifications, by when
+--   B d:C        hash: UTC day number -> codes to C verified that day
+--   B ua:A       sorted set: address A's unverified codes, by when sent
+--   B va:A       sorted set: address A's verifications, by when
+--   B ac:A       hash: country -> when A last asked a code for it
+--   B avc:A      hash: country -> when A last verified a code of it
+-- KEYS: 1 B guard (the slot's key). ARGV: 1 the operation, 2 B, 3 the
+-- country, 4 the address ('' = none), then per operation:
+--   check:    answers {guard or '', c_unverified_day, c_unverified_hour,
+--             c_verified_day, c_verified_hour, today, {day, n, ...},
+--             a_unverified_day, a_unverified_hour, a_verified_day,
+--             a_countries_day}
+--   sent:     5 code id, 6 subject. Answers {'ok'}.
+--   returned: 5 code id, 6 subject. Answers {'ok'}.
+--   verified: 6 subject (the country is the subject's). Answers {'ok'}.
+--   set:      5 the guard's text ('' = none). Answers {'ok'}.
+-- Sets a type check on every key it reads: a key of another type is
+-- answered {'corrupt', key, why}.
+local op, B, C, A = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local DAY, HOUR = 86400000000, 3600000000
+local function typed(key, want)
+  local t = redis.call('TYPE', key).ok
+  return t == want or t == 'none'
+end
+if op == 'set' then
+  -- ARGV 5: the guard's text ('' = none).
+  if not typed(B .. 'guard', 'string') then return {'corrupt', B .. 'guard', 'is not a string'} end
+  if ARGV[5] == '' then redis.call('DEL', B .. 'guard') else redis.call('SET', B .. 'guard', ARGV[5]) end
+  return {'ok'}
+end
+local now = store_time()
+local names = {B .. 'guard', B .. 'codes', B .. 'latest', B .. 'uc:' .. C, B .. 'vc:' .. C, B .. 'd:' .. C}
+local kinds = {'string', 'hash', 'hash', 'zset', 'zset', 'hash'}
+if A ~= '' then
+  for _, n in ipairs({'ua:', 'va:'}) do names[#names + 1] = B .. n .. A; kinds[#kinds + 1] = 'zset' end
+  for _, n in ipairs({'ac:', 'avc:'}) do names[#names + 1] = B .. n .. A; kinds[#kinds + 1] = 'hash' end
+end
+for i, key in ipairs(names) do
+  if not typed(key, kinds[i]) then return {'corrupt', key, 'is not a ' .. kinds[i]} end
+end
+local function count(key, since)
+  return redis.call('ZCOUNT', key, '(' .. fmt(since), '+inf')
+end
+local function trim(key) redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(now - DAY)) end
+local function keep(key, us) redis.call('PEXPIRE', key, fmt(math.floor(us / 1000) + 60000)) end
+local today = math.floor(now / DAY)
+
+if op == 'check' then
+  local g = redis.call('GET', B .. 'guard') or ''
+  local days = redis.call('HGETALL', B .. 'd:' .. C)
+  local reply = {g, count(B .. 'uc:' .. C, now - DAY), count(B .. 'uc:' .. C, now - HOUR),
+                 count(B .. 'vc:' .. C, now - DAY), count(B .. 'vc:' .. C, now - HOUR), today, days, 0, 0, 0, 0}
+  if A ~= '' then
+    reply[8] = count(B .. 'ua:' .. A, now - DAY)
+    reply[9] = count(B .. 'ua:' .. A, now - HOUR)
+    reply[10] = count(B .. 'va:' .. A, now - DAY)
+    local asked, n = {[C] = true}, 0
+    local seen = redis.call('HGETALL', B .. 'ac:' .. A)
+    for i = 1, #seen, 2 do
+      local at = tonumber(seen[i + 1])
+      if at and at > now - DAY then asked[seen[i]] = true end
+    end
+    local verified = redis.call('HGETALL', B .. 'avc:' .. A)
+    for i = 1, #verified, 2 do
+      local at = tonumber(verified[i + 1])
+      if at and at > now - DAY then asked[verified[i]] = nil end
+    end
+    for _ in pairs(asked) do n = n + 1 end
+    reply[11] = n
+  end
+  return reply
+end
+
+local id, subject = ARGV[5], ARGV[6]
+if op == 'sent' then
+  redis.call('HSET', B .. 'codes', id, C .. '|' .. A .. '|' .. fmt(now))
+  redis.call('HSET', B .. 'latest', subject, id)
+  keep(B .. 'codes', DAY); keep(B .. 'latest', DAY)
+  redis.call('ZADD', B .. 'uc:' .. C, fmt(now), id); trim(B .. 'uc:' .. C); keep(B .. 'uc:' .. C, DAY)
+  if A ~= '' then
+    redis.call('ZADD', B .. 'ua:' .. A, fmt(now), id); trim(B .. 'ua:' .. A); keep(B .. 'ua:' .. A, DAY)
+    redis.call('HSET', B .. 'ac:' .. A, C, fmt(now)); keep(B .. 'ac:' .. A, DAY)
+  end
+  return {'ok'}
+end
+
+if op == 'returned' then
+  redis.call('ZREM', B .. 'uc:' .. C, id)
+  if A ~= '' then redis.call('ZREM', B .. 'ua:' .. A, id) end
+  redis.call('HDEL', B .. 'codes', id)
+  if redis.call('HGET', B .. 'latest', subject) == id then redis.call('HDEL', B .. 'latest', subject) end
+  return {'ok'}
+end
+
+if op == 'verified' then
+  -- Read first, check every key, then write (a script's writes stay).
+  local code = redis.call('HGET', B .. 'latest', subject)
+  local held = code and redis.call('HGET', B .. 'codes', code)
+  local country, address
+  if held then country, address = string.match(held, '^([^|]*)|([^|]*)|%d+$') end
+  address = address or ''
+  if address ~= '' then
+    if not typed(B .. 'va:' .. address, 'zset') then return {'corrupt', B .. 'va:' .. address, 'is not a zset'} end
+    if not typed(B .. 'avc:' .. address, 'hash') then return {'corrupt', B .. 'avc:' .. address, 'is not a hash'} end
+    if not typed(B .. 'ua:' .. address, 'zset') then return {'corrupt', B .. 'ua:' .. address, 'is not a zset'} end
+  end
+  if country and country ~= C and not typed(B .. 'uc:' .. country, 'zset') then
+    return {'corrupt', B .. 'uc:' .. country, 'is not a zset'}
+  end
+  if code then
+    if country then redis.call('ZREM', B .. 'uc:' .. country, code) end
+    if address ~= '' then redis.call('ZREM', B .. 'ua:' .. address, code) end
+    redis.call('HDEL', B .. 'codes', code)
+    redis.call('HDEL', B .. 'latest', subject)
+  end
+  local member = fmt(now) .. '|' .. subject
+  redis.call('ZADD', B .. 'vc:' .. C, fmt(now), member); trim(B .. 'vc:' .. C); keep(B .. 'vc:' .. C, DAY)
+  redis.call('HINCRBY', B .. 'd:' .. C, fmt(today), 1)
+  redis.call('HDEL', B .. 'd:' .. C, fmt(today - 61))
+  keep(B .. 'd:' .. C, 61 * DAY)
+  if address ~= '' then
+    redis.call('ZADD', B .. 'va:' .. address, fmt(now), member); trim(B .. 'va:' .. address)
+    keep(B .. 'va:' .. address, DAY)
+    redis.call('HSET', B .. 'avc:' .. address, C, fmt(now)); keep(B .. 'avc:' .. address, DAY)
+  end
+  return {'ok'}
+end
+return {'corrupt', B, 'unknown guard operation ' .. op}

@@ -1276,11 +1276,16 @@ typedef struct tg_guard {
     uint32_t address_hourly_divisor;    /* 6 */
     uint32_t address_countries_maximum; /* 3 */
     uint32_t history_days;              /* 14 */
+    /* On Redis: keep about this many decision records (0: none, the
+     * default; at most 10000000) in the stream "PREFIXu{N:SCOPE}records"
+     * (N the scope's byte length), which any process may read with XRANGE
+     * or XREAD. Each record costs the send one more round trip. */
+    uint32_t record_stream_length;
 } tg_guard;
 
 #define TG_GUARD_INIT \
     { sizeof(tg_guard), TG_GUARD_RECORD_ONLY, NULL, NULL, NULL, NULL, NULL, 0, \
-      20, 20, 20, 3, 6, 20, 10, 20, 5, 6, 3, 14 }
+      20, 20, 20, 3, 6, 20, 10, 20, 5, 6, 3, 14, 0 }
 
 /*
  * Fill *guard with the defaults (as TG_GUARD_INIT does: RECORD_ONLY, no

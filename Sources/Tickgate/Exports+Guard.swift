@@ -101,6 +101,7 @@ public func tg_guard_set(_ engine: OpaquePointer?, _ scope: UnsafePointer<CChar>
         t.addressCountriesMaximum = Int(raw.address_countries_maximum)
         t.historyDays = Int(raw.history_days)
         rules.thresholds = t
+        rules.recordStreamLength = Int(raw.record_stream_length)
         try engine.setGuard(rules, scope: scope)
     }
 }

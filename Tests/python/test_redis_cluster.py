@@ -36,7 +36,7 @@ import pytest
 
 import scenario_runner
 import tickgate
-from cluster_fixture import (MISSING, Client, Cluster, Node, charges_key, countdown_key, info,
+from cluster_fixture import (MISSING, Client, Cluster, Node, charges_key, countdown_key, info, name,
                              key_slot, reservations_key, running_cluster, subjects_on, wait_for)
 from conftest import SCENARIOS
 from scenario_runner import run_file
@@ -123,6 +123,47 @@ def test_engine_opens_on_the_cluster_and_decides_on_every_primary(cluster: Clust
     one = engines(prefix, url=cluster.seed_url(cluster.primaries()[1].port))
     for subjects in per_primary.values():
         assert one.is_counting("login", subjects[0])
+
+
+def test_guards_count_on_the_scopes_primary_for_every_engine(cluster: Cluster, engines: Any) -> None:
+    # A guarded scope's guard and signals live in its one slot
+    # ("P u{SCOPE}..."): one scope per primary, two engines, one count.
+    prefix = unique_prefix("guard")
+    a, b = engines(prefix), engines(prefix)
+    scopes: Dict[int, str] = {}
+    for index in range(200):
+        scope = f"otp{index}"
+        port = owners_of(cluster, [f"{prefix}u{{{name(scope)}}}guard"])[0]
+        scopes.setdefault(port, scope)
+        if len(scopes) == 3:
+            break
+    assert len(scopes) == 3
+    for port, scope in scopes.items():
+        a.set_guard(scope, tickgate.GuardMode.ENFORCE, country_daily_minimum=2, country_hourly_minimum=2)
+        # B hears the guard by the settings notice: then it refuses a
+        # subject that is no number (an unguarded scope takes any).
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                b.send_begin(scope, "not-a-number").failed()
+            except tickgate.InvalidNumber:
+                break
+            assert time.monotonic() < deadline, "B never heard of the guard"
+            time.sleep(0.01)
+        granted = [a.send_begin(scope, "+8613800000001", client_address="203.0.113.9"),
+                   b.send_begin(scope, "+8613800000002", client_address="203.0.113.9")]
+        for ticket in granted:
+            ticket.succeeded()
+        # The third unverified code to CN is refused on either engine, and the
+        # counts sit on the scope's primary.
+        for engine_ in (a, b):
+            with pytest.raises(tickgate.PumpingSuspected):
+                engine_.send_begin(scope, "+8613800000003", client_address="203.0.113.9")
+        with Client(port) as c:
+            assert c("ZCARD", f"{prefix}u{{{name(scope)}}}uc:CN") == 2, (port, scope)
+        # A verification on B lets A send again (the count went down).
+        b.verified(scope, "+8613800000001")
+        a.send_begin(scope, "+8613800000004", client_address="203.0.113.9").succeeded()
 
 
 def test_plain_url_to_a_cluster_node_is_refused_at_open(cluster: Cluster) -> None:

@@ -95,6 +95,7 @@ extension Engine {
             return try decideSendBegin(key, budgets: budgets)
         }
         record.mode = rules.mode
+        record.streamLength = rules.recordStreamLength
         var named = budgets
         let bypass = rules.alwaysAllowed(number, address)
         if let bypass {

@@ -29,6 +29,12 @@ public struct Guard: Sendable, Equatable {
     public var alwaysAllowCountries: [String]
     public var alwaysAllowSkipsBudgets: Bool
     public var thresholds: GuardThresholds
+    /// On Redis: keep about this many decision records in the scope's
+    /// stream ("P u{SCOPE}records"); 0: none.
+    public var recordStreamLength = 0
+
+    /// Most entries a record stream may keep.
+    public static let maximumStreamLength = 10_000_000
 
     public init(mode: Mode = .recordOnly, allowed: [Destination] = [], refused: [Destination] = [],
                 alwaysAllowNumbers: [NumberPattern] = [], alwaysAllowAddresses: [AddressRange] = [],
@@ -60,6 +66,10 @@ public struct Guard: Sendable, Equatable {
             throw TickgateError(.invalidArgument, "always-allow country \"\(region.prefix(20))\" is not a region code such as CN or US")
         }
         try thresholds.validate()
+        guard (0...Self.maximumStreamLength).contains(recordStreamLength) else {
+            throw TickgateError(.invalidArgument,
+                "record_stream_length is \(recordStreamLength); it must be 0 ... \(Self.maximumStreamLength)")
+        }
         return self
     }
 
@@ -104,14 +114,15 @@ public struct Guard: Sendable, Equatable {
         func list(_ items: [some CustomStringConvertible]) -> String { items.map(\.description).joined(separator: ",") }
         return ["1", String(mode.rawValue), list(allowed), list(refused), list(alwaysAllowNumbers),
                 list(alwaysAllowAddresses), alwaysAllowCountries.joined(separator: ","),
-                alwaysAllowSkipsBudgets ? "1" : "0", thresholds.encoded].joined(separator: ";")
+                alwaysAllowSkipsBudgets ? "1" : "0", thresholds.encoded, String(recordStreamLength)]
+            .joined(separator: ";")
     }
 
     /// A guard read back from a store; throws `bad(why)` on anything not
     /// written by `encoded`.
     static func decode(_ text: String, _ bad: (String) -> TickgateError) throws(TickgateError) -> Guard {
         let fields = text.split(separator: ";", omittingEmptySubsequences: false).map(String.init)
-        guard fields.count == 9, fields[0] == "1" else { throw bad("is not a guard of format 1") }
+        guard fields.count == 10, fields[0] == "1" else { throw bad("is not a guard of format 1") }
         guard let raw = Int(fields[1]), let mode = Mode(rawValue: raw) else { throw bad("has an unknown guard mode") }
         func entries(_ field: String) -> [String] {
             field.isEmpty ? [] : field.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
@@ -126,6 +137,8 @@ public struct Guard: Sendable, Equatable {
             guard fields[7] == "0" || fields[7] == "1" else { throw bad("has a bad always-allow flag") }
             parsed.alwaysAllowSkipsBudgets = fields[7] == "1"
             parsed.thresholds = try GuardThresholds.decode(fields[8], bad)
+            guard let length = Int(fields[9]) else { throw bad("has a bad record stream length") }
+            parsed.recordStreamLength = length
             return try parsed.validated()
         } catch {
             throw error.status == .storeCorrupt ? error : bad("holds a bad guard: \(error.message)")

@@ -26,6 +26,8 @@ public struct GuardRecord: Sendable {
     /// refused before).
     public var judgment: GuardJudgment?
     public var counts: GuardCounts?
+    /// The guard's record stream length (0: no stream).
+    var streamLength = 0
 
     init(scope: KeyName, number: String, address: ClientAddress?, wallMilliseconds: Int64) {
         self.scope = scope
@@ -40,8 +42,13 @@ public struct GuardRecord: Sendable {
 }
 
 extension Engine {
-    /// Queues `record` for the scope's record observers.
+    /// Appends `record` to the store's stream if the guard keeps one (best
+    /// effort: the decision stands whatever happens to its record), and
+    /// queues it for the scope's record observers.
     func deliver(_ record: GuardRecord) {
+        if record.streamLength > 0, let store {
+            try? store.appendRecord(record, maximumLength: record.streamLength)
+        }
         locked.withLock { state in
             guard !state.closed, let ids = state.observers.recordObservers[record.scope], !ids.isEmpty else { return }
             let wasEmpty = state.dispatch.pending.isEmpty

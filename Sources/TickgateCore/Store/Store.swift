@@ -102,6 +102,8 @@ protocol Store: AnyObject, Sendable {
     /// A granted code did not go out (a failed send): counted nowhere.
     func guardReturned(scope: KeyName, subject: KeyName, code: String, country: String,
                        address: ClientAddress?) throws(TickgateError)
+    /// Appends a decision record to the scope's record stream (Redis).
+    func appendRecord(_ record: GuardRecord, maximumLength: Int) throws(TickgateError)
     /// `subject`'s last code was verified (`country`: the subject's).
     func guardVerified(scope: KeyName, subject: KeyName, country: String) throws(TickgateError)
 
@@ -209,6 +211,7 @@ extension Store {
     func watch(_ changed: @escaping @Sendable (StoreNotice) -> Void) {}
     func watchKeys() {}
     func localGuard(scope: KeyName) throws(TickgateError) -> Guard?? { .none }
+    func appendRecord(_ record: GuardRecord, maximumLength: Int) throws(TickgateError) {}
     func session(realm: KeyName) throws(TickgateError) -> SessionState? { nil }
     func readSettings() throws(TickgateError) -> StoreSnapshot { StoreSnapshot() }
     func merge(_ rows: KeyRows, for key: CountdownKey, charges: [BudgetKey: [Instant]]) throws(TickgateError) {}

@@ -16,9 +16,10 @@ enum RedisScripts {
         ("settle", settle),
         ("addCharges", addCharges),
         ("guardSignals", guardSignals),
+        ("guardRecord", guardRecord),
     ]
     /// The SHA1 of `probe`, run by it before any SCRIPT LOAD answered.
-    static let probeSHA = "5cf6ab022f90c423df00eabb0704a5ff54d0ae60"
+    static let probeSHA = "9f9689137ddc98bede24ae28e884fdd55f1a19e0"
     /// The SHA1 of `setClock`, run by it before any SCRIPT LOAD answered.
     static let setClockSHA = "aedb0f50d4ce3e577c8b7487520ccdc6ac5a1e67"
 
@@ -1250,7 +1251,7 @@ enum RedisScripts {
       {'PEXPIRE', K, '60000'}, {'PTTL', K}, {'HDEL', K, 'p'}, {'ZADD', K, '1', 'p'}, {'ZCOUNT', K, '0', '1'}, {'ZSCORE', K, 'p'},
       {'ZRANGE', K, '0', '0'}, {'ZREVRANGE', K, '0', '0', 'WITHSCORES'}, {'ZRANGEBYSCORE', K, '0', '1'},
       {'ZREMRANGEBYSCORE', K, '0', '0'}, {'ZREM', K, 'p'}, {'GET', K}, {'SET', K, '1', 'PX', '60000'},
-      {'DEL', K}, {'PUBLISH', ARGV[1], ARGV[2]},
+      {'DEL', K}, {'XADD', K, 'MAXLEN', '~', '1', '*', 'p', '1'}, {'DEL', K}, {'PUBLISH', ARGV[1], ARGV[2]},
     }
     for _, c in ipairs(calls) do
       local r = redis.pcall(unpack(c))
@@ -1992,5 +1993,117 @@ enum RedisScripts {
       return {'ok'}
     end
     return {'corrupt', B, 'unknown guard operation ' .. op}
+    """#
+
+    /// Scripts/guard_record.lua
+    static let guardRecord = #"""
+    -- Shared by every script: integer checks, formatting, the clock, expiry.
+    local MAXT = 9007199254740991
+    -- Every number here is a whole number of at most 2^53 (µs, counts). Each
+    -- call of a C function costs (Redis's Lua): checks are one find each.
+    local find, tonumber = string.find, tonumber
+    local function fmt(x) return string.format('%d', x) end
+    -- A string of digits (a '-' first allowed) within lo..hi, or nil.
+    local function int(v, lo, hi)
+      if not v or #v > 17 or not find(v, '^%-?%d+$') then return nil end
+      local n = tonumber(v)
+      if n < lo or n > hi then return nil end
+      return n
+    end
+    -- digits: a string already matched as digits, within lo..hi, or nil.
+    local function digits(v, lo, hi)
+      if #v > 17 then return nil end
+      local n = tonumber(v)
+      if n < lo or n > hi then return nil end
+      return n
+    end
+    -- The store's clock: the server's TIME plus the correction kept in the
+    -- clock key, the last of every script's KEYS (NK: the keys before it).
+    -- Engines set the correction when a failover brings a primary whose clock
+    -- differs from the old one's (RedisClock.swift), so the store's time runs
+    -- on without a jump.
+    local CLOCK, NK = KEYS[#KEYS], #KEYS - 1
+    local skew
+    local function store_time()
+      if not skew then
+        -- "RUNID:VALUE" (the primary it was set for, and µs), or none.
+        local held = redis.call('GET', CLOCK)
+        skew = 0
+        if held then
+          skew = int(string.match(held, '^[%x]*:?(%-?%d+)$'), -86400000000, 86400000000)
+          if not skew then return error('the clock key holds ' .. string.sub(held, 1, 40)) end
+        end
+      end
+      local t = redis.call('TIME')
+      return tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+    end
+    -- now: the decision's time (ARGV's, or the store's), real: the store's.
+    local function clock(a)
+      local real = store_time()
+      if a == '' then return real, real end
+      return tonumber(a), real
+    end
+    -- True past the call's deadline (store µs; '' = none).
+    local function late(not_after)
+      if not_after == '' then return false end
+      return store_time() > tonumber(not_after)
+    end
+    local function expire(key, life_us, now, slack_ms)
+      local ms = math.ceil((life_us - now) / 1000) + slack_ms
+      if ms < 1 then ms = 1 end
+      redis.call('PEXPIRE', key, fmt(ms))
+    end
+    -- A hash's type must be hash (or absent): anything else is not Tickgate's.
+    local function hash_or_none(key)
+      local t = redis.call('TYPE', key).ok
+      return t == 'hash' or t == 'none'
+    end
+    -- A send policy "c1,c2|max|window|quiet|ticket|wrong" (spans in µs).
+    local function policy(text)
+      if type(text) ~= 'string' or #text > 1024 then return nil end
+      local steps, wmax, window, quiet, ticket, wrong =
+        string.match(text, '^([%d,]+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)$')
+      if not steps then return nil end
+      local cooldowns = {}
+      for part in string.gmatch(steps, '[^,]+') do
+        local v = digits(part, 1, 31536000000000)
+        if not v then return nil end
+        cooldowns[#cooldowns + 1] = v
+      end
+      if #cooldowns == 0 or #cooldowns > 8 then return nil end
+      local p = {cooldowns = cooldowns, wmax = digits(wmax, 0, 1000000), window = digits(window, 0, 31536000000000),
+                 quiet = digits(quiet, 0, 31536000000000), ticket = digits(ticket, 1, 31536000000000),
+                 wrong = digits(wrong, 0, 1000)}
+      if not p.wmax or not p.window or not p.quiet or not p.ticket or not p.wrong then return nil end
+      return p
+    end
+    -- A budget "SENDS/MS,..." -> its windows (lengths in µs) and horizon.
+    local function budget(text)
+      if type(text) ~= 'string' or #text > 256 then return nil end
+      local b = {windows = {}, horizon = 0}
+      for part in string.gmatch(text, '[^,]+') do
+        local cap, ms = string.match(part, '^(%d+)/(%d+)$')
+        cap, ms = int(cap, 1, 100000), int(ms, 1, 31536000000)
+        if not cap or not ms then return nil end
+        b.windows[#b.windows + 1] = {cap = cap, len = ms * 1000}
+        if ms * 1000 > b.horizon then b.horizon = ms * 1000 end
+      end
+      if #b.windows == 0 or #b.windows > 4 then return nil end
+      return b
+    end
+
+    -- Appends a guarded send's decision record to the scope's capped stream
+    -- "P u{SCOPE}records" (XADD with MAXLEN ~), which any process may read
+    -- (XRANGE, XREAD). KEYS: 1 the stream. ARGV: 1 the most entries kept
+    -- (about: Redis trims whole nodes), then field, value, ... Answers {'ok'},
+    -- or {'corrupt', key, why} if the key is not a stream.
+    local t = redis.call('TYPE', KEYS[1]).ok
+    if t ~= 'stream' and t ~= 'none' then return {'corrupt', KEYS[1], 'is not a stream'} end
+    local most = int(ARGV[1], 1, 10000000)
+    if not most then return {'corrupt', KEYS[1], 'bad length ' .. string.sub(ARGV[1], 1, 20)} end
+    local entry = {'XADD', KEYS[1], 'MAXLEN', '~', fmt(most), '*'}
+    for i = 2, #ARGV do entry[#entry + 1] = ARGV[i] end
+    redis.call(unpack(entry))
+    return {'ok'}
     """#
 }

@@ -67,6 +67,36 @@ extension RedisStore {
                      extra: [Array(code.utf8), Array(subject.value.utf8)])
     }
 
+    func appendRecord(_ record: GuardRecord, maximumLength: Int) throws(TickgateError) {
+        let call = clock.begin()
+        let name = keys.guardBase(record.scope) + Array("records".utf8)
+        var fields: [(String, String)] = [
+            ("time_ms", String(record.wallMilliseconds)), ("scope", record.scope.value), ("number", record.number),
+            ("country", record.country), ("address", record.address?.description ?? ""),
+            ("status", String(record.status.rawValue)), ("outcome", record.status == .ok ? "granted" : "refused"),
+            ("message", record.message), ("mode", String(record.mode.rawValue)), ("warnings", record.warnings.names),
+        ]
+        if record.ticket != 0 { fields.append(("ticket", String(record.ticket))) }
+        if let bypass = record.bypass { fields.append(("bypass", bypass)) }
+        if let rule = record.rule { fields.append(("rule", rule)) }
+        if let counts = record.counts, let judgment = record.judgment {
+            fields += [("country_unverified_day", counts.countryUnverifiedDay),
+                       ("country_unverified_hour", counts.countryUnverifiedHour),
+                       ("country_daily_threshold", judgment.countryDaily),
+                       ("country_hourly_threshold", judgment.countryHourly),
+                       ("address_unverified_day", counts.addressUnverifiedDay),
+                       ("address_unverified_hour", counts.addressUnverifiedHour),
+                       ("address_countries_day", counts.addressCountriesDay)].map { ($0.0, String($0.1)) }
+        }
+        var arguments = [Array(String(maximumLength).utf8)]
+        for (field, value) in fields { arguments += [Array(field.utf8), Array(value.utf8)] }
+        let reply = try run("guardRecord", keys: [name], arguments: arguments, by: call.deadline)
+        let reader = try ReplyReader(reply, key: name, server: address.description)
+        if reader.elements.first?.text == "corrupt" {
+            throw TickgateError(.storeCorrupt, reader.corrupt().message, store: .corrupt)
+        }
+    }
+
     func guardVerified(scope: KeyName, subject: KeyName, country: String) throws(TickgateError) {
         try runGuard("verified", scope: scope, country: country, address: nil,
                      extra: [[], Array(subject.value.utf8)])

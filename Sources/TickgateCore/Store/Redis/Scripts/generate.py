@@ -20,7 +20,7 @@ TARGET = HERE.parent / "RedisScripts.swift"
 SCRIPTS = [("decide", "decide.lua"), ("cancelKeys", "cancel_keys.lua"), ("put", "put.lua"),
            ("session", "session.lua"), ("resetBudget", "reset_budget.lua"), ("merge", "merge.lua"),
            ("probe", "probe.lua"), ("setClock", "set_clock.lua"), ("reserve", "reserve.lua"), ("settle", "settle.lua"),
-           ("addCharges", "add_charges.lua"), ("guardSignals", "guard.lua")]
+           ("addCharges", "add_charges.lua"), ("guardSignals", "guard.lua"), ("guardRecord", "guard_record.lua")]
 
 
 def render() -> str:

@@ -9,7 +9,7 @@ local calls = {
   {'PEXPIRE', K, '60000'}, {'PTTL', K}, {'HDEL', K, 'p'}, {'ZADD', K, '1', 'p'}, {'ZCOUNT', K, '0', '1'}, {'ZSCORE', K, 'p'},
   {'ZRANGE', K, '0', '0'}, {'ZREVRANGE', K, '0', '0', 'WITHSCORES'}, {'ZRANGEBYSCORE', K, '0', '1'},
   {'ZREMRANGEBYSCORE', K, '0', '0'}, {'ZREM', K, 'p'}, {'GET', K}, {'SET', K, '1', 'PX', '60000'},
-  {'DEL', K}, {'PUBLISH', ARGV[1], ARGV[2]},
+  {'DEL', K}, {'XADD', K, 'MAXLEN', '~', '1', '*', 'p', '1'}, {'DEL', K}, {'PUBLISH', ARGV[1], ARGV[2]},
 }
 for _, c in ipairs(calls) do
   local r = redis.pcall(unpack(c))

@@ -71,15 +71,28 @@ extension Engine {
         // A refusal known already costs no round trip (LocalRefusals).
         try locked.withLock { (state) throws(TickgateError) in
             try state.checkOpen()
+            // (The key's own refusals only: an always-allowed send may skip
+            // the budgets.)
             if let store, store.refusesLocally, state.sends.localKeys.isEmpty,
-               let refusal = state.refusals.refuseSend(key, budgets: budgets, at: state.now()) {
+               let refusal = state.refusals.refuseSend(key, budgets: [], at: state.now()) {
                 throw refusal
             }
         }
         // The guard and the counts, as the store holds them (one step).
         var reading: GuardReading
+        var judged = true
         if let store {
-            reading = try store.guardReading(scope: key.scope, country: country, address: address)
+            do {
+                reading = try store.guardReading(scope: key.scope, country: country, address: address)
+            } catch where (error.status == .storeIO || error.status == .storeUnknown) && failOpen {
+                // Fail open: the store is out of reach; this engine's copy
+                // of the guard decides its lists, no signal is judged (the
+                // counts are the store's), and the send goes on to be
+                // granted or refused by memory alone.
+                reading = GuardReading(rules: locked.withLock { $0.guards.rules[key.scope] }, counts: GuardCounts())
+                judged = false
+                record.message = "the store is out of reach: signals not judged"
+            }
         } else {
             reading = try locked.withLock { (state) throws(TickgateError) -> GuardReading in
                 try state.checkOpen()
@@ -106,7 +119,7 @@ extension Engine {
                 record.rule = rule
                 throw TickgateError(.destinationRefused, "codes to \(number) are refused: \(rule)")
             }
-            if rules.mode != .off {
+            if rules.mode != .off, judged {
                 let counts = store == nil ? reading.counts : reading.judged(by: rules.thresholds)
                 let judgment = rules.thresholds.judge(counts)
                 record.judgment = judgment
@@ -120,7 +133,7 @@ extension Engine {
             }
         }
         let ticket = try decideSendBegin(key, budgets: named)
-        guard bypass == nil, rules.mode != .off else { return ticket }
+        guard bypass == nil, rules.mode != .off, judged else { return ticket }
         // Counted unverified from now on (memory: with the grant, under
         // the lock; a store: one more step, undone with the grant if it
         // fails).
@@ -143,6 +156,11 @@ extension Engine {
                           historyDays: rules.thresholds.historyDays)
             }
             state.guards.pending[ticket] = pending
+            // Tickets that expired unended leave their entry: the oldest
+            // go when too many are held.
+            if state.guards.pending.count > GuardBook.maximumPending {
+                state.guards.pending = state.guards.pending.filter { $0.key > ticket &- UInt64(GuardBook.maximumPending / 2) }
+            }
         }
         return ticket
     }
@@ -151,7 +169,17 @@ extension Engine {
     /// send failed is given back to the signals.
     public func sendEnd(_ ticket: UInt64, _ outcome: SendOutcome,
                         serverRetryAfter: Span = .zero) throws(TickgateError) -> Span {
-        let result = try decideSendEnd(ticket, outcome, serverRetryAfter: serverRetryAfter)
+        let result: Span
+        do {
+            result = try decideSendEnd(ticket, outcome, serverRetryAfter: serverRetryAfter)
+        } catch {
+            // An expired or ended ticket's code stays counted (it may have
+            // gone out); bad input leaves the ticket as it was.
+            if error.status == .expired || error.status == .notFound {
+                _ = locked.withLock { $0.guards.pending.removeValue(forKey: ticket) }
+            }
+            throw error
+        }
         guard let pending = locked.withLock({ $0.guards.pending.removeValue(forKey: ticket) }) else { return result }
         if outcome == .failed {
             if let store {

@@ -14,6 +14,8 @@ struct GuardBook {
     private(set) var rules: [KeyName: Guard] = [:]
     var ledgers: [KeyName: ConversionLedger] = [:]
     var pending: [UInt64: PendingCode] = [:]
+    /// Most codes held until their send ends.
+    static let maximumPending = 100_000
     /// Makes this engine's code ids unique among every engine on a store.
     let nonce = String(UInt64.random(in: 1 ... .max), radix: 36)
 

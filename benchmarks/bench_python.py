@@ -294,6 +294,7 @@ def redis_rows(quick: bool) -> None:
         # against limits' refused hit(), both per second on this server.
         print(f"TARGET python_redis_refused value={ratios[1]:.2f} limit=>=5 unit=ratio_limits "
               f"{'PASS' if ratios[1] >= 5 else 'MISS'}")
+        guard_rows(socket, subjects, theirs)
         cpu_rows(socket, quick)
     finally:
         import shutil
@@ -301,6 +302,53 @@ def redis_rows(quick: bool) -> None:
         process.terminate()
         process.wait()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def redis_guarded(socket: str, subjects: list, run: int) -> tuple[float, float]:
+    """A guarded scope (issue 31) under a pumping flood: granted sends per
+    second (the guard's check, the key's decision and the count of the
+    code, then its end), and sends to new numbers refused by the country
+    signal per second (one check each; nothing else reaches the server)."""
+    with tickgate.Engine(delivery=tickgate.Delivery.HOST_THREAD, store_url=f"redis+unix://{socket}",
+                         store_prefix=f"pyguard{run}:") as engine:
+        engine.set_guard("login", tickgate.GuardMode.ENFORCE, country_daily_minimum=len(subjects),
+                         country_hourly_minimum=len(subjects), address_daily_minimum=len(subjects),
+                         address_hourly_minimum=len(subjects))
+        since = time.monotonic()
+        t0 = time.perf_counter()
+        for subject in subjects:
+            try:
+                engine.send_begin("login", subject, client_address="203.0.113.7").succeeded()
+            except tickgate.TickgateError as error:
+                OUTCOMES.allow(error)
+        t1 = time.perf_counter()
+        # The country's unverified codes are at its threshold now: a flood
+        # to new numbers of the country from another address is refused.
+        for subject in subjects:
+            try:
+                engine.send_begin("login", "+86139" + subject[6:], client_address="198.51.100.9")
+                OUTCOMES.ran_out(since, "the guard")
+            except tickgate.PumpingSuspected:
+                pass
+            except tickgate.TickgateError as error:
+                OUTCOMES.allow(error)
+        t2 = time.perf_counter()
+    n = len(subjects)
+    return n / (t1 - t0), n / (t2 - t1)
+
+
+def guard_rows(socket: str, subjects: list, theirs: list) -> None:
+    ours = [redis_guarded(socket, subjects, run) for run in range(3)]
+    n = len(subjects)
+    granted = statistics.median(r[0] for r in ours)
+    refused = statistics.median(r[1] for r in ours)
+    plain = statistics.median(r[2] for r in theirs)
+    limits_refused = statistics.median(r[1] for r in theirs)
+    print(f"BENCH python_redis_guard_send_granted n={n} tickgate={granted:.0f} limits={plain:.0f} unit=ops/s "
+          f"ratio_limits={granted / plain:.2f}")
+    print(f"BENCH python_redis_guard_refused n={n} tickgate={refused:.0f} limits={limits_refused:.0f} unit=ops/s "
+          f"ratio_limits={refused / limits_refused:.2f}")
+    OUTCOMES.report("python_redis_guard_*")
 
 
 def server_cpu(client) -> float:

@@ -15,6 +15,18 @@ public struct TickgateError: Error, Sendable {
     /// `.storeVersion`), what kind it is; `.none` otherwise. The C boundary
     /// keeps it beside the message for `tg_last_store_failure()`.
     public let storeFailure: StoreFailure
+    /// Set by a store that refused an unguarded send because the scope has
+    /// a guard this engine did not know of yet (Pumping/Engine+Guard.swift
+    /// sends it through the guard).
+    var scopeIsGuarded = false
+
+    /// The store's answer that `scope` has a guard: the send must go
+    /// through it.
+    static func guarded(_ scope: KeyName) -> TickgateError {
+        var error = TickgateError(.destinationRefused, "the scope \(scope.value) has a guard this engine had not heard of yet")
+        error.scopeIsGuarded = true
+        return error
+    }
 
     public init(_ status: Status, _ message: String, remaining: Span = .zero, budgetIndex: Int? = nil,
                 store storeFailure: StoreFailure = .none) {

@@ -30,18 +30,20 @@ extension Engine {
     /// counted per address and the always-allow ranges.
     public func sendBegin(_ key: CountdownKey, budgets: [BudgetKey] = [],
                           from address: ClientAddress? = nil) throws(TickgateError) -> UInt64 {
-        var guarded = try locked.withLock { (state) throws(TickgateError) -> Bool in
+        let guarded = try locked.withLock { (state) throws(TickgateError) -> Bool in
             try state.checkOpen()
             return state.guards.rules[key.scope] != nil
         }
-        // A store on a local file says at no cost (another process may
-        // have set or removed the guard).
-        if let store, case let .some(rules) = try store.localGuard(scope: key.scope) {
-            guarded = rules != nil
-            locked.withLock { state in state.guards.set(rules, scope: key.scope) }
+        if guarded { return try guardedSendBegin(key, budgets: budgets, from: address) }
+        do {
+            return try decideSendBegin(key, budgets: budgets)
+        } catch where error.scopeIsGuarded {
+            // The store holds a guard for the scope that this engine had
+            // not heard of yet (set by another engine or process a moment
+            // ago): the send goes through it, as on every other engine.
+            try refreshSettings()
+            return try guardedSendBegin(key, budgets: budgets, from: address)
         }
-        guard guarded else { return try decideSendBegin(key, budgets: budgets) }
-        return try guardedSendBegin(key, budgets: budgets, from: address)
     }
 
     private func guardedSendBegin(_ key: CountdownKey, budgets: [BudgetKey],
@@ -105,7 +107,8 @@ extension Engine {
         }
         guard let rules = reading.rules else {
             // Removed on another engine a moment ago: unguarded.
-            return try decideSendBegin(key, budgets: budgets)
+            locked.withLock { state in state.guards.set(nil, scope: key.scope) }
+            return try decideSendBegin(key, budgets: budgets, screened: true)
         }
         record.mode = rules.mode
         record.streamLength = rules.recordStreamLength
@@ -132,7 +135,7 @@ extension Engine {
                 }
             }
         }
-        let ticket = try decideSendBegin(key, budgets: named)
+        let ticket = try decideSendBegin(key, budgets: named, screened: true)
         guard bypass == nil, rules.mode != .off, judged else { return ticket }
         // Counted unverified from now on (memory: with the grant, under
         // the lock; a store: one more step, undone with the grant if it

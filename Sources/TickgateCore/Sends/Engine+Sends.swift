@@ -43,7 +43,8 @@ extension Engine {
     /// send that names budget keys is granted only if each has room, and
     /// is charged to all of them (a refusal by a budget carries its index
     /// in `budgets`).
-    func decideSendBegin(_ key: CountdownKey, budgets: [BudgetKey] = []) throws(TickgateError) -> UInt64 {
+    func decideSendBegin(_ key: CountdownKey, budgets: [BudgetKey] = [],
+                         screened: Bool = false) throws(TickgateError) -> UInt64 {
         var ticket: UInt64 = 0
         let rulesInStore = store?.holdsRules ?? false
         return try decide(key, refuse: { state in
@@ -53,7 +54,8 @@ extension Engine {
             return state.refusals.refuseSend(key, budgets: budgets, at: state.now())
         }, { (state) throws(TickgateError) in
             ticket = state.sends.takeTicketNumber()
-            return .sendBegin(policy: state.policy(of: key.scope), tickInterval: defaultTickInterval, ticket: ticket)
+            return .sendBegin(policy: state.policy(of: key.scope), tickInterval: defaultTickInterval, ticket: ticket,
+                              screened: screened)
         }, budgets: { (state) throws(TickgateError) in
             budgets.isEmpty ? [] : try state.budgets.checked(budgets, definedHere: !rulesInStore)
         }) { (state, _, result) throws(TickgateError) -> UInt64 in

@@ -8,7 +8,10 @@ enum KeyDecision {
     case cancel
     /// "Get code": open send ticket `ticket` unless the key is busy, its
     /// window is full or a budget it names is spent; charges every budget.
-    case sendBegin(policy: SendPolicy, tickInterval: Span, ticket: UInt64)
+    /// `screened`: the scope's guard (if any) passed it; a store that holds
+    /// a guard for the scope refuses an unscreened one
+    /// (`TickgateError.guarded`).
+    case sendBegin(policy: SendPolicy, tickInterval: Span, ticket: UInt64, screened: Bool = false)
     /// Close send ticket `ticket`, whose countdown ends at `ticketDeadline`;
     /// a failed send returns the charge made at `chargedAt` to the budgets.
     case sendEnd(ticket: UInt64, ticketDeadline: Instant, outcome: SendOutcome, serverRetryAfter: Span,
@@ -23,7 +26,7 @@ enum KeyDecision {
     /// The send policy the decision is made by, if it needs one.
     var policy: SendPolicy? {
         switch self {
-        case let .sendBegin(policy, _, _), let .sendEnd(_, _, _, _, policy, _, _), let .verified(policy),
+        case let .sendBegin(policy, _, _, _), let .sendEnd(_, _, _, _, policy, _, _), let .verified(policy),
              let .verifyFailed(policy):
             policy
         case .start, .cancel, .read:
@@ -34,7 +37,8 @@ enum KeyDecision {
     /// The same decision by `policy` (the store's).
     func with(policy: SendPolicy) -> KeyDecision {
         switch self {
-        case let .sendBegin(_, tick, ticket): .sendBegin(policy: policy, tickInterval: tick, ticket: ticket)
+        case let .sendBegin(_, tick, ticket, screened):
+            .sendBegin(policy: policy, tickInterval: tick, ticket: ticket, screened: screened)
         case let .sendEnd(ticket, deadline, outcome, retry, _, tick, chargedAt):
             .sendEnd(ticket: ticket, ticketDeadline: deadline, outcome: outcome, serverRetryAfter: retry,
                      policy: policy, tickInterval: tick, chargedAt: chargedAt)
@@ -46,6 +50,12 @@ enum KeyDecision {
 
     var isSendBegin: Bool {
         if case .sendBegin = self { return true }
+        return false
+    }
+
+    /// A send the scope's guard did not see: the store checks there is none.
+    var isUnscreenedSend: Bool {
+        if case .sendBegin(_, _, _, false) = self { return true }
         return false
     }
 
@@ -79,7 +89,7 @@ enum KeyDecision {
             rows.countdown = nil
             return .countdown
 
-        case let .sendBegin(policy, tickInterval, _):
+        case let .sendBegin(policy, tickInterval, _, _):
             if let running { throw Engine.busyError(running, at: now) }
             if var record = rows.record {
                 record.prune(at: now, policy: policy)

@@ -184,6 +184,9 @@ final class SQLiteStore: Store {
             // The rules are the file's: another process may have changed
             // the scope's policy or a budget since this engine read them.
             var decision = decision
+            if decision.isUnscreenedSend, !(try file.guards(scope: key.scope).isEmpty) {
+                throw TickgateError.guarded(key.scope)
+            }
             if decision.policy != nil, let policy = try file.policies(scope: key.scope).first?.1 {
                 decision = decision.with(policy: policy)
             }
@@ -312,10 +315,6 @@ final class SQLiteStore: Store {
 
     func save(guard rules: Guard?, scope: KeyName) throws(TickgateError) {
         try transaction { (file) throws(TickgateError) in try file.save(guard: rules, scope: scope) }
-    }
-
-    func localGuard(scope: KeyName) throws(TickgateError) -> Guard?? {
-        .some(try transaction { (file) throws(TickgateError) -> Guard? in try file.guards(scope: scope).first?.1 })
     }
 
     // The signals on the file's wall clock: every process on the file

@@ -92,10 +92,6 @@ protocol Store: AnyObject, Sendable {
     /// The pumping signals of a send to `country` from `address` on a
     /// guarded scope (Pumping/), read with the scope's guard in one step.
     func guardReading(scope: KeyName, country: String, address: ClientAddress?) throws(TickgateError) -> GuardReading
-    /// The scope's guard as the store holds it, if reading it costs no
-    /// round trip (a local file: SQLite); nil if it does (Redis: engines
-    /// hear a new guard by its settings notice).
-    func localGuard(scope: KeyName) throws(TickgateError) -> Guard??
     /// A code went out (was granted) to `subject`: counted unverified.
     func guardSent(scope: KeyName, subject: KeyName, code: String, country: String,
                    address: ClientAddress?) throws(TickgateError)
@@ -210,7 +206,6 @@ extension Store {
     var hearsKeys: Bool { false }
     func watch(_ changed: @escaping @Sendable (StoreNotice) -> Void) {}
     func watchKeys() {}
-    func localGuard(scope: KeyName) throws(TickgateError) -> Guard?? { .none }
     func appendRecord(_ record: GuardRecord, maximumLength: Int) throws(TickgateError) {}
     func session(realm: KeyName) throws(TickgateError) -> SessionState? { nil }
     func readSettings() throws(TickgateError) -> StoreSnapshot { StoreSnapshot() }

@@ -150,6 +150,8 @@ enum RedisScripts {
     -- index, 'nobudget' b = index, 'none', 'expired', 'ticket', 'dead',
     -- 'unsent'; for 'ok' a = the cap of wrong codes).
     -- {'late', now, real}: past its deadline, nothing changed.
+    -- {'guarded', now, real}: a send the scope's guard did not see (ARGV 10
+    -- not 's') on a scope that has one: nothing changed.
     -- {'corrupt', key, why}. A repeated id answers the first answer again and
     -- changes nothing.
     local K, S = KEYS[1], nil
@@ -266,8 +268,16 @@ enum RedisScripts {
     if S and (needs_pol or NK >= 3) then
       local fields = {'p:' .. ARGV[9]}
       for j = 3, NK do fields[j - 1] = 'g:' .. ARGV[13 + j] end
+      -- A send the scope's guard did not see (ARGV 10 not 's'): the scope
+      -- must have none (Scripts/guard.lua), else the engine sends it there.
+      local unscreened = op == 'begin' and ARGV[10] ~= 's'
+      if unscreened then fields[#fields + 1] = 'u:' .. ARGV[9] end
       local got = redis.pcall('HMGET', S, unpack(fields))
       if got.err then return {'corrupt', S, 'is not a hash'} end
+      if unscreened then
+        local g = table.remove(got)
+        if g and g ~= '' then return {'guarded', now, real} end
+      end
       texts = got
     end
     if needs_pol and texts[1] then
@@ -2101,9 +2111,7 @@ enum RedisScripts {
     if t ~= 'stream' and t ~= 'none' then return {'corrupt', KEYS[1], 'is not a stream'} end
     local most = int(ARGV[1], 1, 10000000)
     if not most then return {'corrupt', KEYS[1], 'bad length ' .. string.sub(ARGV[1], 1, 20)} end
-    local entry = {'XADD', KEYS[1], 'MAXLEN', '~', fmt(most), '*'}
-    for i = 2, #ARGV do entry[#entry + 1] = ARGV[i] end
-    redis.call(unpack(entry))
+    redis.call('XADD', KEYS[1], 'MAXLEN', '~', fmt(most), '*', unpack(ARGV, 2))
     return {'ok'}
     """#
 }

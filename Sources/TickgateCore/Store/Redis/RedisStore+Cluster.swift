@@ -29,9 +29,12 @@ extension RedisStore {
         // 1. The settings: the scope's policy and every budget named.
         var fields = [Array("HMGET".utf8), keys.settings, Array(("p:" + key.scope.value).utf8)]
         for row in named { fields.append(Array(("g:" + row.key.budget.value).utf8)) }
+        // An unscreened send: the scope must have no guard.
+        let unscreened = decision.isUnscreenedSend
+        if unscreened { fields.append(Array(("u:" + key.scope.value).utf8)) }
         let settingsName = String(decoding: keys.settings, as: UTF8.self)
-        guard case let .array(values) = try read([fields], on: keys.settings, by: call.deadline)[0],
-              values.count == 1 + named.count else {
+        guard case var .array(values) = try read([fields], on: keys.settings, by: call.deadline)[0],
+              values.count == 1 + named.count + (unscreened ? 1 : 0) else {
             throw TickgateError(.storeCorrupt, "the Redis key \(settingsName) sent a bad reply to HMGET", store: .corrupt)
         }
         func bad(_ field: String) -> (String) -> TickgateError {
@@ -39,6 +42,9 @@ extension RedisStore {
                 TickgateError(.storeCorrupt, "the Redis key \(settingsName) field \"\(field.prefix(60))\" \(why)",
                               store: .corrupt)
             }
+        }
+        if unscreened, let last = values.popLast(), case let .string(bytes) = last, !bytes.isEmpty {
+            throw TickgateError.guarded(key.scope)
         }
         var policy = Self.defaultPolicy
         switch values[0] {
@@ -64,7 +70,7 @@ extension RedisStore {
         // 2. A send with budgets: a place on each, or the one that frees last.
         var reserved: [BudgetRow] = []
         var member: [UInt8] = []
-        if verdict.isEmpty, case let .sendBegin(_, _, ticket) = decision, !named.isEmpty {
+        if verdict.isEmpty, case let .sendBegin(_, _, ticket, _) = decision, !named.isEmpty {
             member = ticketName(ticket)
             var latest: (at: Int64, index: Int)?
             let life = RedisClock.micros(reservationLife)

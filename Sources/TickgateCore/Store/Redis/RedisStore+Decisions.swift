@@ -29,10 +29,11 @@ extension RedisStore {
             b = restart ? [UInt8(ascii: "1")] : [UInt8(ascii: "0")]
         case .cancel:
             op = "cancel"
-        case let .sendBegin(_, tickInterval, ticket):
+        case let .sendBegin(_, tickInterval, ticket, screened):
             op = "begin"
             tick = tickInterval
             c = ticketName(ticket)
+            if screened { a = [UInt8(ascii: "s")] }
         case let .sendEnd(ticket, _, outcome, retry, _, tickInterval, _):
             op = "end"
             tick = tickInterval
@@ -70,6 +71,7 @@ extension RedisStore {
         let real = try fields.integer(2, 0...Int64(1) << 53)
         let offset = clock.finish(call, now: now, real: real)
         if code == "late" { throw late("the decision on \(key.description)") }
+        if code == "guarded" { throw TickgateError.guarded(key.scope) }
         guard code == "ok" || code == "refused" else { throw fields.corrupt("code \(code.prefix(40))") }
         let moment = RedisClock.instant(now, offset)
         let before = try RedisRows.keyRows(packed: try fields.element(3), for: key, name: names[0], now: now, offset: offset)

@@ -7,7 +7,5 @@ local t = redis.call('TYPE', KEYS[1]).ok
 if t ~= 'stream' and t ~= 'none' then return {'corrupt', KEYS[1], 'is not a stream'} end
 local most = int(ARGV[1], 1, 10000000)
 if not most then return {'corrupt', KEYS[1], 'bad length ' .. string.sub(ARGV[1], 1, 20)} end
-local entry = {'XADD', KEYS[1], 'MAXLEN', '~', fmt(most), '*'}
-for i = 2, #ARGV do entry[#entry + 1] = ARGV[i] end
-redis.call(unpack(entry))
+redis.call('XADD', KEYS[1], 'MAXLEN', '~', fmt(most), '*', unpack(ARGV, 2))
 return {'ok'}

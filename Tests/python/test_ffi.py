@@ -235,6 +235,7 @@ STRUCTS = {
     "tg_budget": _ffi.tg_budget,
     "tg_budget_key": _ffi.tg_budget_key,
     "tg_budget_usage": _ffi.tg_budget_usage,
+    "tg_stats": _ffi.tg_stats,
 }
 
 

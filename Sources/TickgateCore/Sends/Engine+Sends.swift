@@ -44,6 +44,10 @@ extension Engine {
     /// is charged to all of them (a refusal by a budget carries its index
     /// in `budgets`).
     public func sendBegin(_ key: CountdownKey, budgets: [BudgetKey] = []) throws(TickgateError) -> UInt64 {
+        try countingSend { () throws(TickgateError) in try decideSendBegin(key, budgets: budgets) }
+    }
+
+    private func decideSendBegin(_ key: CountdownKey, budgets: [BudgetKey]) throws(TickgateError) -> UInt64 {
         var ticket: UInt64 = 0
         let rulesInStore = store?.holdsRules ?? false
         return try decide(key, refuse: { state in
@@ -154,6 +158,10 @@ extension Engine {
     /// runs, event `.codeDead`). Throws `.notFound` if no code was sent
     /// since the last `verified`, `.codeDead` if the code is dead already.
     public func verifyFailed(_ key: CountdownKey) throws(TickgateError) -> Int? {
+        try countingVerify(wrong: true, killed: { $0 == 0 }) { () throws(TickgateError) in try decideVerifyFailed(key) }
+    }
+
+    private func decideVerifyFailed(_ key: CountdownKey) throws(TickgateError) -> Int? {
         try decide(key, refuse: { state in state.refusals.refuseVerify(key, at: state.now()) }, { (state) throws(TickgateError) in
             .verifyFailed(policy: state.policy(of: key.scope))
         }) { (state, _, result) throws(TickgateError) -> Int? in
@@ -181,6 +189,10 @@ extension Engine {
     /// `.codeDead` (changing nothing) if the code took too many wrong
     /// codes: then the login must be refused.
     public func verified(_ key: CountdownKey) throws(TickgateError) {
+        try countingVerify(wrong: false) { () throws(TickgateError) in try decideVerified(key) }
+    }
+
+    private func decideVerified(_ key: CountdownKey) throws(TickgateError) {
         try decide(key, refuse: { state in state.refusals.refuseVerify(key, at: state.now()) }, { (state) throws(TickgateError) in
             .verified(policy: state.policy(of: key.scope))
         }) { (state, held, result) throws(TickgateError) in

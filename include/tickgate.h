@@ -1382,6 +1382,125 @@ tg_status tg_guard_subscribe(tg_engine *engine, const char *scope,
                              tg_guard_record_fn callback, void *user_data,
                              tg_destroy_fn destroy,
                              tg_subscription *out_subscription);
+/* Statistics                                                                */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * What an engine did since tg_engine_open, for monitoring (the web example
+ * serves it as Prometheus metrics at /metrics): its send decisions by
+ * outcome and reason, its verifications, its calls to the store by latency
+ * and its store failures by kind, the notices it heard from other engines
+ * and their lag, and what it holds now. The counters only grow, from 0 at
+ * the open (there is no reset: a monitor takes differences, as Prometheus
+ * does with counters); the fields ending in _now are gauges. Each engine
+ * counts its own calls: every app server sharing a Redis store reports its
+ * own, and a monitor adds them up. Counting costs each call a few atomic
+ * additions and takes no lock of its own.
+ */
+
+/* Slots of sends_refused, indexed by a tg_status value. */
+#define TG_STATS_STATUS_SLOTS 32
+/* Slots of store_errors, indexed by a tg_store_failure value. */
+#define TG_STATS_STORE_FAILURE_SLOTS 16
+/* Buckets of a latency histogram (store_latency, notice_lag). */
+#define TG_STATS_LATENCY_BUCKETS 16
+/*
+ * The buckets' upper bounds in microseconds, in order; the last, INT64_MAX,
+ * stands for none (+Inf). Bucket i counts the durations longer than bound
+ * i - 1 and at most bound i (its own count, not a running total):
+ *
+ *     static const int64_t bounds[TG_STATS_LATENCY_BUCKETS] =
+ *         { TG_STATS_LATENCY_BOUNDS_US };
+ */
+#define TG_STATS_LATENCY_BOUNDS_US                                           \
+    100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000,   \
+    500000, 1000000, 2500000, 5000000, INT64_MAX
+
+/* An engine's statistics, as tg_stats_read reports them. */
+typedef struct tg_stats {
+    uint32_t struct_size;  /* set by the caller: sizeof(tg_stats) */
+
+    /* Send decisions: every tg_send_begin and tg_send_begin_budgeted that
+     * reached the engine (one whose arguments were refused first, a NULL
+     * out_ticket or a bad key, is not counted). */
+    uint64_t sends_granted;          /* tickets granted (fail open included) */
+    /* The sends not granted, by the status they returned: [TG_E_COOLING_DOWN],
+     * [TG_E_IN_FLIGHT], [TG_E_LOCKED] (a full window or a spent budget),
+     * [TG_E_STORE_IO] (fail closed), [TG_E_INVALID_NUMBER], ...; [0] counts
+     * a status of TG_STATS_STATUS_SLOTS or more (none today). */
+    uint64_t sends_refused[TG_STATS_STATUS_SLOTS];
+    /* Of sends_refused, those this engine refused without asking the store
+     * (Redis: README "Refusals without a round trip"). */
+    uint64_t sends_refused_locally;
+    /* Of sends_granted, those granted by this engine alone while the store
+     * could not be reached (TG_STORE_FAIL_OPEN; their SENDING events carry
+     * TG_EVENT_FLAG_LOCAL_ONLY). */
+    uint64_t fail_open_grants;
+    /* Keys decided alone, written back to the store once it answered, and
+     * write-backs that failed (each is tried again later). */
+    uint64_t write_backs;
+    uint64_t write_back_failures;
+
+    /* Verifications. */
+    uint64_t verified;               /* tg_verified returned TG_OK */
+    uint64_t wrong_codes;            /* tg_verify_failed returned TG_OK */
+    uint64_t codes_killed;           /* of wrong_codes, a code's last (cap) */
+    /* tg_verified and tg_verify_failed refused with TG_E_CODE_DEAD, and of
+     * them those refused without asking the store. */
+    uint64_t verifies_refused_dead;
+    uint64_t verifies_refused_locally;
+
+    /* The store's calls: every decision, read and write this engine asked
+     * of its store (tg_engine_open's load and group commits aside; memory
+     * makes none), failed ones included, by how long each took. One call
+     * may take more than one round trip (a retry on a new connection, a
+     * Redis Cluster's decision across slots). */
+    uint64_t store_calls;                              /* sum of the buckets */
+    uint64_t store_latency[TG_STATS_LATENCY_BUCKETS];  /* per bucket */
+    uint64_t store_latency_sum_ns;                     /* the time, in all */
+    /* The store calls that failed with a store error (TG_E_STORE_IO,
+     * TG_E_STORE_UNKNOWN, TG_E_STORE_CORRUPT, TG_E_STORE_VERSION), by the
+     * tg_store_failure value of their kind ([0]: a store error of no kind). */
+    uint64_t store_errors[TG_STATS_STORE_FAILURE_SLOTS];
+
+    /* Notices: news of another engine's change that this engine heard
+     * (Redis; SQLite: the file changed by another connection, once the
+     * engine observes something). */
+    uint64_t notices;
+    /* Of them, those that say when they were sent (on Redis, every
+     * decision's: its script's reading of the store's time), and how long
+     * each took from then to its arrival, by the engine's mapping of the
+     * store's time onto its own clock (README "One clock"): never
+     * overstated, and short by at most that mapping's error (about one
+     * round trip). */
+    uint64_t notices_timed;                            /* sum of the buckets */
+    uint64_t notice_lag[TG_STATS_LATENCY_BUCKETS];     /* per bucket */
+    uint64_t notice_lag_sum_ns;
+    uint64_t notice_links_lost;      /* times the notice link was lost */
+
+    /* Gauges: what the engine holds at the read. */
+    uint64_t local_refusals_now;     /* keys it refuses without asking */
+    uint64_t countdowns_now;         /* countdowns in memory */
+    uint64_t send_records_now;       /* keys whose send record it holds */
+    uint64_t local_grants_now;       /* keys granted alone, to write back */
+} tg_stats;
+
+/*
+ * Read the engine's statistics into *out_stats. Set out_stats->struct_size
+ * first: a struct the library fills, by the rule of "Versioned structs"
+ * (tg_stats has one layout so far, so a size smaller than this library's
+ * sizeof(tg_stats) is refused; a larger one, from a later header, gets
+ * zeros past the fields this library knows, and a later library gives an
+ * older caller's struct the fields it has). Each counter is read on its
+ * own, so a read taken while other threads make calls may see a call's
+ * counts in part (its fail_open_grants, not yet its sends_granted).
+ * Any thread; never waits on the store, nor for a call that waits on it
+ * (it takes the engine's lock only for the gauges).
+ * Errors: TG_E_INVALID_ARGUMENT (engine or out_stats NULL), TG_E_VERSION
+ * (out_stats->struct_size; nothing is written), TG_E_INVALID_HANDLE (not
+ * an engine this library returned), TG_E_CLOSED. Store: never.
+ */
+tg_status tg_stats_read(tg_engine *engine, tg_stats *out_stats);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -25,6 +25,16 @@ typedef char limits_ok[(TG_KEY_MAX_BYTES == 256 &&
                         TG_TITLE_MAX_PLACEHOLDERS > 0 &&
                         TG_STRUCT_SIZE_MAX >= 4096) ? 1 : -1];
 
+/* Every status and store failure kind has a slot in tg_stats, and the
+ * latency bounds fill the buckets. */
+#define TG_COUNT_STATUS_(name, value, text) + 1
+#define TG_COUNT_FAILURE_(name, value) + 1
+typedef char stats_slots_ok[((0 TG_STATUS_MAP(TG_COUNT_STATUS_)) <= TG_STATS_STATUS_SLOTS &&
+                             (0 TG_STORE_FAILURE_MAP(TG_COUNT_FAILURE_)) <=
+                                 TG_STATS_STORE_FAILURE_SLOTS) ? 1 : -1];
+static const int64_t latency_bounds[] = { TG_STATS_LATENCY_BOUNDS_US };
+typedef char latency_bounds_ok[sizeof latency_bounds / sizeof latency_bounds[0] ==
+                               TG_STATS_LATENCY_BUCKETS ? 1 : -1];
 static const tg_engine_options default_options = TG_ENGINE_OPTIONS_INIT;
 static const tg_policy default_policy = TG_POLICY_INIT;
 static const tg_titles default_titles = TG_TITLES_INIT;
@@ -199,6 +209,7 @@ static size_t signatures(void)
     tg_status (*f_gate_subscribe)(tg_engine *, const char *, tg_gate_event_fn,
                                   void *, tg_destroy_fn, tg_subscription *);
     tg_status (*f_store_warning)(tg_engine *, char *, size_t, size_t *);
+    tg_status (*f_stats_read)(tg_engine *, tg_stats *);
 
     return sizeof(f_version = tg_version) +
            sizeof(f_version_string = tg_version_string) +
@@ -243,7 +254,8 @@ static size_t signatures(void)
            sizeof(f_logout = tg_gate_logout) +
            sizeof(f_session = tg_gate_session) +
            sizeof(f_request_timeout = tg_gate_set_request_timeout) +
-           sizeof(f_gate_subscribe = tg_gate_subscribe);
+           sizeof(f_gate_subscribe = tg_gate_subscribe) +
+           sizeof(f_stats_read = tg_stats_read);
 }
 
 int main(void)
@@ -291,6 +303,7 @@ int main(void)
     failures += enums() != 24 + 9 + 2 + 2 + 11 + 6 + 2 + 3 + 3 + 6;
     failures += tables();
     failures += signatures() == 0;
+    failures += latency_bounds[TG_STATS_LATENCY_BUCKETS - 1] != INT64_MAX;
     failures += default_options.struct_size != sizeof(tg_engine_options);
     failures += default_options.store_path != NULL ||
                 default_options.manual_boot_id != NULL ||

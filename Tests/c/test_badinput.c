@@ -125,6 +125,7 @@ static void test_null_engine(void)
     RECORD(tg_gate_set_request_timeout(NULL, "account", 1000));
     RECORD(tg_gate_subscribe(NULL, "account", counting_gate_cb, NULL,
                              counting_destroy, &sub));
+    RECORD(tg_stats_read(NULL, NULL));
 #undef RECORD
 
     first = got[0].status;

@@ -240,6 +240,7 @@ STRUCTS = {
     "tg_guard": _ffi.tg_guard,
     "tg_number_info": _ffi.tg_number_info,
     "tg_guard_record": _ffi.tg_guard_record,
+    "tg_stats": _ffi.tg_stats,
 }
 
 

@@ -6,7 +6,10 @@ A and B, through examples/web/cluster.py), opens A and B in two browsers and
 checks, in order:
 
   1. a double click on "Get code" sends one code; the button reads
-     "Sending…", then "Resend (60s)", and counts down once a second;
+     "Sending…", then "Resend (60s)", and counts down once a second; A's
+     /metrics counts one more grant and one more refusal (in flight) in
+     tickgate_send_decisions_total, and the operator's panel ("What was
+     refused and why", from /api/stats) shows the refusal;
   2. B, on the same number, shows the same remaining time within 1 s,
      disabled;
   3. the page keeps no timer: A stopped (SIGSTOP), its page stands still
@@ -18,7 +21,8 @@ checks, in order:
   6. "My orders" clicked three times while logged out shows the login form
      once; logging in opens the orders once;
   7. a burst from one address across numbers hits the address budget, and
-     the page says when it frees (the failed send of 4 was refunded);
+     the page says when it frees (the failed send of 4 was refunded); the
+     operator's panel shows the refusal (locked);
   8. five wrong codes: the page says to get a new code, and B refuses the
      right code after that;
   9. Redis killed (SIGKILL): with nothing typed, the page shows it is
@@ -55,6 +59,7 @@ import shutil
 import sys
 import time
 import traceback
+import urllib.request
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -181,6 +186,25 @@ def code_for(cluster: Cluster, phone: str) -> str:
     return sent[-1]
 
 
+def decisions(cluster: Cluster, name: str) -> dict[str, float]:
+    """Server NAME's tickgate_send_decisions_total from its /metrics (the
+    Prometheus text format): {"granted": n, "cooling_down": n, ...}."""
+    with urllib.request.urlopen(cluster.url(name) + "metrics", timeout=5) as response:
+        assert response.headers["Content-Type"].startswith("text/plain"), response.headers["Content-Type"]
+        text = response.read().decode()
+    counts = {}
+    for match in re.finditer(r'^tickgate_send_decisions_total\{outcome="(\w+)",reason="(\w+)"\} (\S+)$', text, re.M):
+        counts["granted" if match.group(1) == "granted" else match.group(2)] = float(match.group(3))
+    assert "granted" in counts and "cooling_down" in counts, text[:2000]
+    return counts
+
+
+def panel(page: "Page", reason: str) -> Optional[str]:
+    """The count of REASON in the operator's panel (?debug=1), or None."""
+    return page.js("const row = document.querySelector('#refusals tr[data-reason=\"' + arguments[0] + '\"]');"
+                   "return row ? row.lastElementChild.textContent : null;", reason)
+
+
 def check(number: int, title: str) -> None:
     print(f"ok {number} - {title}", flush=True)
 
@@ -191,6 +215,7 @@ def run(cluster: Cluster, a: Page, b: Page) -> None:
     a.type("phone", N1)
     wait_until(lambda: a.button() == ("Get code", False), "A: an enabled Get code for N1")
     a.js(RECORDER)
+    before = decisions(cluster, "A")
     # Two clicks in one task of the page, so no event can disable the button
     # between them: both requests go out, and the engine grants one.
     a.js("const b = document.getElementById('get-code'); b.click(); b.click();")
@@ -211,8 +236,17 @@ def run(cluster: Cluster, a: Page, b: Page) -> None:
     requests = a.notes("sent") + a.notes("refused")
     assert len(a.notes("sent")) == 1 and len(requests) == 2, f"the double click made {requests}"
     assert len(sms_for(cluster, N1)) == 1, f"the gateway got {sms_for(cluster, N1)}"
+    # The operator's view: /metrics counted the grant and the refusal, and
+    # the panel shows the refusal by its reason.
+    after = decisions(cluster, "A")
+    assert after["granted"] == before["granted"] + 1, (before, after)
+    assert after["in_flight"] == before["in_flight"] + 1, (before, after)
+    assert sum(after.values()) == sum(before.values()) + 2, (before, after)
+    wait_until(lambda: panel(a, "in_flight") == str(int(after["in_flight"])), "the panel's in-flight refusal")
+    assert "A code to the number was being sent" in a.text("refusals"), a.text("refusals")
     check(1, "double click: one code; Sending…, Resend (60s), then once a second "
-             f"({values[:4]}, gaps {[round(g, 2) for g in gaps[:3]]} s)")
+             f"({values[:4]}, gaps {[round(g, 2) for g in gaps[:3]]} s); /metrics counted 1 grant and 1 "
+             f"refusal (in flight), and the operator's panel shows it: \"{a.text('refusals-summary')}\"")
 
     def expected_a() -> float:
         return COOLDOWN_S - (a.js("return performance.now()") - started_at) / 1000
@@ -303,7 +337,9 @@ def run(cluster: Cluster, a: Page, b: Page) -> None:
     assert re.search(r"The next one is free at .+ \(in 10 min\)\.$", a.message()), a.message()
     assert a.button() == ("Get code", False), a.button()
     assert sms_for(cluster, N6) == []
-    check(7, f"burst: 5 codes from one address, the 6th refused: \"{a.message()}\"")
+    wait_until(lambda: panel(a, "locked") == "1", "the operator's panel to show the budget's refusal")
+    check(7, f"burst: 5 codes from one address, the 6th refused: \"{a.message()}\"; the operator's panel "
+             f"shows it (locked: {panel(a, 'locked')})")
 
     # 8. Five wrong codes: get a new code; B then refuses the right one too.
     phone = BURST[-1]
@@ -396,6 +432,7 @@ def check_page(cluster: Cluster, page: Page, width: int, phone: str, docs: Path)
     fresh_page(cluster, page, width)
     assert page.js("return document.documentElement.lang") == "en"
     assert page.driver.find_elements(page.by.ID, "activity") == [], "the activity panel is shown without debug"
+    assert page.driver.find_elements(page.by.ID, "operator") == [], "the operator's panel is shown without debug"
     assert "server A" not in page.driver.page_source, "the server's name is shown without debug"
     assert not page.el("get-code").is_enabled() and not page.el("login").is_enabled(), "controls enabled, empty form"
     page.type("phone", phone)

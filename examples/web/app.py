@@ -29,6 +29,12 @@ The server's parts:
   POST /orders   the "My orders" link, behind the login gate; three clicks
                  while logged out queue one request and one login prompt.
   POST /logout   ends the realm's session.
+  GET /metrics   the engine's statistics in the Prometheus text format
+                 (tickgate.prometheus, a registry of its own): send
+                 decisions by outcome and reason, store latency, notices.
+  GET /api/stats what this server refused and why, as JSON, for the
+                 operator's panel (?debug=1). Both are for the operator: in
+                 production, serve them on an internal address only.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 import redis.asyncio as aioredis
 
 HERE = Path(__file__).resolve().parent
@@ -54,6 +61,7 @@ except ImportError:  # running from a clone: the bindings next to the example
     sys.path.insert(0, str(HERE.parents[1] / "bindings" / "python"))
     import tickgate
 from tickgate.aio import AsyncEngine, open_engine_async
+from tickgate.prometheus import TickgateCollector, reason_of
 
 from sms import FakeSms, SendFailed
 import proxies
@@ -75,6 +83,7 @@ ALL_STREAMS = web.AppKey("all_streams", set)
 ONLINE = web.AppKey("online", list)
 TASKS = web.AppKey("tasks", set)
 PAGE = web.AppKey("page", str)
+METRICS = web.AppKey("metrics", CollectorRegistry)
 
 
 # -- the engine ----------------------------------------------------------------
@@ -319,6 +328,34 @@ async def logout(request: web.Request) -> web.Response:
     return reply(request, 200, "logged_out")
 
 
+# -- for the operator: metrics and what was refused ---------------------------------
+
+
+async def metrics(request: web.Request) -> web.Response:
+    """The engine's statistics for Prometheus (they never wait on Redis)."""
+    body = generate_latest(request.app[METRICS])
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+async def stats(request: web.Request) -> web.Response:
+    """This server's engine: sends granted, refused by reason, and the rest
+    an operator looks at first (the panel of ?debug=1 draws it)."""
+    counted = request.app[ENGINE].stats()
+    return web.json_response({
+        "server": request.app[CONFIG].name,
+        "sends": {"granted": counted.sends_granted,
+                  "refused": {reason_of(status): count for status, count in counted.sends_refused.items()},
+                  "refused_locally": counted.sends_refused_locally,
+                  "fail_open": counted.fail_open_grants},
+        "verifications": {"verified": counted.verified, "wrong_codes": counted.wrong_codes,
+                          "refused_code_dead": counted.verifies_refused_dead},
+        "store": {"calls": counted.store_calls, "seconds": counted.store_latency_sum,
+                  "errors": {getattr(kind, "name", str(kind)).lower(): count
+                             for kind, count in counted.store_errors.items()}},
+        "notices": {"heard": counted.notices, "timed": counted.notices_timed, "lag_seconds": counted.notice_lag_sum},
+    })
+
+
 # -- server-sent events --------------------------------------------------------
 
 
@@ -434,6 +471,8 @@ async def lifecycle(app: web.Application) -> Any:
     app[STREAMS] = {}
     app[TASKS] = set()
     app[ONLINE] = [True]
+    app[METRICS] = CollectorRegistry()
+    app[METRICS].register(TickgateCollector(engine))
     store_link = watch_store(app, engine)
     log.info("server %s: http://127.0.0.1:%d/ on %s", config.name, config.port, config.redis)
     yield
@@ -455,6 +494,8 @@ def make_app(config: argparse.Namespace) -> web.Application:
     app.router.add_post("/logout", logout)
     app.router.add_get("/events/button", button_events)
     app.router.add_get("/events/gate", gate_events)
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/api/stats", stats)
     app.router.add_static("/static", HERE / "static")
     return app
 

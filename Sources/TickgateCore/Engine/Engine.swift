@@ -23,6 +23,8 @@ public final class Engine: @unchecked Sendable {
     let lanes = KeyLanes()
     /// Grant sends in memory while the store is unreachable.
     let failOpen: Bool
+    /// What the engine did (`stats()`), counted without its lock.
+    let counters = EngineCounters()
 
     public convenience init(options: EngineOptions = EngineOptions()) throws(TickgateError) {
         let clock = Clock(manual: options.clock == .manual, boot: options.manualBoot,
@@ -84,7 +86,9 @@ public final class Engine: @unchecked Sendable {
         delivery = options.delivery
         clockKind = options.clock
         self.clock = clock
-        self.store = store
+        // Every call to the store goes through one place that times it.
+        let counters = self.counters
+        self.store = store.map { MeasuredStore($0, counters: counters) }
         failOpen = options.redis?.failOpen ?? false
         poller = try Poller()
         locked = Guarded(EngineState(clock: clock, poller: poller, defaultTickInterval: defaultTickInterval))

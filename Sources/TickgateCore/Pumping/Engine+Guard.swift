@@ -30,6 +30,11 @@ extension Engine {
     /// counted per address and the always-allow ranges.
     public func sendBegin(_ key: CountdownKey, budgets: [BudgetKey] = [],
                           from address: ClientAddress? = nil) throws(TickgateError) -> UInt64 {
+        try countingSend { () throws(TickgateError) in try screenedSendBegin(key, budgets: budgets, from: address) }
+    }
+
+    private func screenedSendBegin(_ key: CountdownKey, budgets: [BudgetKey],
+                                   from address: ClientAddress?) throws(TickgateError) -> UInt64 {
         let guarded = try locked.withLock { (state) throws(TickgateError) -> Bool in
             try state.checkOpen()
             return state.guards.rules[key.scope] != nil
@@ -199,7 +204,7 @@ extension Engine {
     /// The host verified the code (see `decideVerified`); on a guarded
     /// scope the key's last code counts as verified.
     public func verified(_ key: CountdownKey) throws(TickgateError) {
-        try decideVerified(key)
+        try countingVerify(wrong: false) { () throws(TickgateError) in try decideVerified(key) }
         guard let rules = locked.withLock({ $0.guards.rules[key.scope] }), rules.mode != .off,
               let number = try? PhoneNumber.parse(key.subject.value) else { return }
         let country = Guard.country(of: number)

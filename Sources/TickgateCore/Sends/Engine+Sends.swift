@@ -156,6 +156,10 @@ extension Engine {
     /// runs, event `.codeDead`). Throws `.notFound` if no code was sent
     /// since the last `verified`, `.codeDead` if the code is dead already.
     public func verifyFailed(_ key: CountdownKey) throws(TickgateError) -> Int? {
+        try countingVerify(wrong: true, killed: { $0 == 0 }) { () throws(TickgateError) in try decideVerifyFailed(key) }
+    }
+
+    private func decideVerifyFailed(_ key: CountdownKey) throws(TickgateError) -> Int? {
         try decide(key, refuse: { state in state.refusals.refuseVerify(key, at: state.now()) }, { (state) throws(TickgateError) in
             .verifyFailed(policy: state.policy(of: key.scope))
         }) { (state, _, result) throws(TickgateError) -> Int? in

@@ -24,8 +24,10 @@ extension Engine {
             do throws(TickgateError) {
                 try store.merge(rows, for: key, charges: charges)
             } catch {
+                counters.bump(counters.writeBackFailures)
                 return
             }
+            counters.bump(counters.writeBacks)
             locked.withLock { state in
                 state.sends.wroteBack(key)
                 state.budgets.wroteBack(charges)

@@ -65,8 +65,10 @@ extension Engine {
                 && decision.isSendBegin {
                 // Fail open: the server is out of reach, the send is
                 // granted (or refused) by this engine's memory alone.
-                return try decideInMemory(resolving: { _ in key }, prepare, budgets: budgets, localOnly: true,
-                                          apply: apply)
+                let granted = try decideInMemory(resolving: { _ in key }, prepare, budgets: budgets,
+                                                 localOnly: true, apply: apply)
+                counters.bump(counters.failOpenGrants)
+                return granted
             } catch where error.status == .storeUnknown {
                 // The change may have been made (its notice is this
                 // engine's own, unheard): nothing known of the key holds,

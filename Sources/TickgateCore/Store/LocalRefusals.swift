@@ -46,6 +46,9 @@ struct LocalRefusals {
     /// budget's charges that frees room is announced).
     var keepsBudgets = false
     private(set) var entries: [CountdownKey: Entry] = [:]
+    /// Sends and verifies refused here, without asking (`EngineStats`).
+    private(set) var refusedSends: UInt64 = 0
+    private(set) var refusedVerifies: UInt64 = 0
     private var budgetEntries = 0
     /// Bumped when every result in flight must be dropped (the link was
     /// lost, the rules changed).
@@ -87,6 +90,13 @@ struct LocalRefusals {
     /// The store's refusal of a send on `key` naming `budgets`, if known.
     mutating func refuseSend(_ key: CountdownKey, budgets: [BudgetKey], at now: Instant) -> TickgateError? {
         guard enabled, !entries.isEmpty, let entry = entries[key], let send = entry.send else { return nil }
+        let refusal = knownRefusal(of: send, key, budgets: budgets, at: now)
+        if refusal != nil { refusedSends &+= 1 }
+        return refusal
+    }
+
+    private mutating func knownRefusal(of send: Send, _ key: CountdownKey, budgets: [BudgetKey],
+                                       at now: Instant) -> TickgateError? {
         switch send {
         case let .busy(countdown) where countdown.deadline > now:
             return Engine.busyError(countdown, at: now)
@@ -112,6 +122,7 @@ struct LocalRefusals {
             update(key) { entry in entry.deadUntil = nil }
             return nil
         }
+        refusedVerifies &+= 1
         return Refusal.dead.error(key, at: now)
     }
 

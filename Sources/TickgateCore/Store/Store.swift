@@ -163,6 +163,9 @@ protocol Store: AnyObject, Sendable {
     /// Starts telling `changed` what other engines changed, on a thread of
     /// the store's. Stops at `close`.
     func watch(_ changed: @escaping @Sendable (StoreNotice) -> Void)
+    /// `watch`, also telling `lag` how long each notice that says when it
+    /// was sent took to arrive (Redis; other stores tell none).
+    func watch(_ changed: @escaping @Sendable (StoreNotice) -> Void, lag: @escaping @Sendable (Span) -> Void)
 
     /// Tells the watch of `watch` to hear changes of keys too (it may hear
     /// only settings and sessions until then): from when this returns, or,
@@ -205,6 +208,9 @@ extension Store {
     var keepsBudgetRefusals: Bool { false }
     var hearsKeys: Bool { false }
     func watch(_ changed: @escaping @Sendable (StoreNotice) -> Void) {}
+    func watch(_ changed: @escaping @Sendable (StoreNotice) -> Void, lag: @escaping @Sendable (Span) -> Void) {
+        watch(changed)
+    }
     func watchKeys() {}
     func appendRecord(_ record: GuardRecord, maximumLength: Int) throws(TickgateError) {}
     func session(realm: KeyName) throws(TickgateError) -> SessionState? { nil }

@@ -52,6 +52,7 @@ from ._enums import (
 )
 from ._gate import Gate, GateRequest
 from ._loader import ENV_VAR, EXPECTED_MAJOR, LoadedLibrary
+from ._stats import Histogram, Stats
 from ._types import (
     Budget,
     BudgetUsage,
@@ -194,6 +195,8 @@ __all__ = [
     "CodeDead",
     "Budget",
     "BudgetUsage",
+    "Stats",
+    "Histogram",
     "Expired",
     "InvalidTemplate",
     "StoreCorrupt",

@@ -23,6 +23,7 @@ from ._convert import Key, Seconds
 from ._enums import ButtonState, ClockKind, Delivery, GuardMode, SendOutcome
 from ._gate import Gate
 from ._managed import Managed
+from ._stats import Stats, stats_of
 from ._subscription import Subscription
 from ._types import (
     Budget, BudgetUsage, Button, CountdownInfo, GuardRecord, NumberInfo, Policy, Remaining, Titles, display_seconds_of,
@@ -405,6 +406,16 @@ class Engine(Managed[int]):
         buffer = create_string_buffer(length.value + 1)
         self._lib.tg_engine_store_warning(self._h, buffer, len(buffer), byref(length))
         return buffer.value.decode("utf-8", "replace")
+
+    def stats(self) -> Stats:
+        """What this engine did since it was opened, and what it holds now
+        (``tg_stats_read``): send decisions by outcome and reason, the
+        store's calls by latency, notices and their lag. Never waits on the
+        store: cheap enough for every scrape of a metrics endpoint."""
+        raw = _ffi.tg_stats()
+        raw.struct_size = ctypes.sizeof(raw)
+        self._lib.tg_stats_read(self._h, byref(raw))
+        return stats_of(raw)
 
     def dispatch(self) -> int:
         """HOST_THREAD only: run the due callbacks on this thread; returns how many ran.

@@ -83,6 +83,13 @@ TG_WARNING_COUNTRIES_BY_ADDRESS_DAILY = 0x10
 TG_TITLE_MAX_BYTES = 128
 TG_TITLE_MAX_PLACEHOLDERS = 8
 TG_TITLE_BUFFER_BYTES = 512
+TG_STATS_STATUS_SLOTS = 32
+TG_STATS_STORE_FAILURE_SLOTS = 16
+TG_STATS_LATENCY_BUCKETS = 16
+#: TG_STATS_LATENCY_BOUNDS_US: the buckets' upper bounds in µs, the last
+#: (INT64_MAX) standing for none.
+TG_STATS_LATENCY_BOUNDS_US = (100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000,
+                              500000, 1000000, 2500000, 5000000, 2**63 - 1)
 
 # ---------------------------------------------------------------------------
 # Types
@@ -314,6 +321,38 @@ class tg_guard_record(Structure):
 #: ``void (*tg_guard_record_fn)(const tg_guard_record *, void *)``
 tg_guard_record_fn = CFUNCTYPE(None, POINTER(tg_guard_record), c_void_p)
 
+class tg_stats(Structure):
+    """``struct tg_stats``."""
+
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("sends_granted", c_uint64),
+        ("sends_refused", c_uint64 * TG_STATS_STATUS_SLOTS),
+        ("sends_refused_locally", c_uint64),
+        ("fail_open_grants", c_uint64),
+        ("write_backs", c_uint64),
+        ("write_back_failures", c_uint64),
+        ("verified", c_uint64),
+        ("wrong_codes", c_uint64),
+        ("codes_killed", c_uint64),
+        ("verifies_refused_dead", c_uint64),
+        ("verifies_refused_locally", c_uint64),
+        ("store_calls", c_uint64),
+        ("store_latency", c_uint64 * TG_STATS_LATENCY_BUCKETS),
+        ("store_latency_sum_ns", c_uint64),
+        ("store_errors", c_uint64 * TG_STATS_STORE_FAILURE_SLOTS),
+        ("notices", c_uint64),
+        ("notices_timed", c_uint64),
+        ("notice_lag", c_uint64 * TG_STATS_LATENCY_BUCKETS),
+        ("notice_lag_sum_ns", c_uint64),
+        ("notice_links_lost", c_uint64),
+        ("local_refusals_now", c_uint64),
+        ("countdowns_now", c_uint64),
+        ("send_records_now", c_uint64),
+        ("local_grants_now", c_uint64),
+    ]
+
+
 #: ``void (*tg_event_fn)(const tg_event *, void *)``
 tg_event_fn = CFUNCTYPE(None, POINTER(tg_event), c_void_p)
 #: ``void (*tg_destroy_fn)(void *)``
@@ -454,6 +493,7 @@ FUNCTIONS: Dict[str, Tuple[Any, Sequence[Any]]] = {
         tg_status,
         (tg_engine_p, c_char_p, tg_guard_record_fn, c_void_p, tg_destroy_fn, POINTER(tg_subscription)),
     ),
+    "tg_stats_read": (tg_status, (tg_engine_p, POINTER(tg_stats))),
 }
 
 #: Functions whose failure reports a wait through an output parameter:

@@ -5,7 +5,9 @@
 // browser reopens by itself when a server goes away.
 //
 // The number typed is kept in sessionStorage, so a reload shows it with its
-// running countdown. With ?debug=1 the server adds the activity panel (#log).
+// running countdown. With ?debug=1 the server adds the activity panel (#log)
+// and the operator's panel (#refusals): what this server refused and why,
+// from /api/stats, read at the start, after each answer and every 5 s.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -169,7 +171,40 @@ button.addEventListener("click", async () => {
   say(text, answer.ok);
   note(answer.ok ? "sent" : "refused", text);
   if (answer.ok) codeField.focus();
+  drawRefusals();
 });
+
+// -- the operator's panel (?debug=1): what was refused and why -------------------
+
+async function drawRefusals() {
+  const table = $("refusals");
+  if (!table) return;
+  let stats;
+  try {
+    const response = await fetch("/api/stats");
+    if (!response.ok) return;
+    stats = await response.json();
+  } catch {
+    return;  // the server is out of reach: the banner says so
+  }
+  const rows = Object.entries(stats.sends.refused);
+  if (stats.verifications.refused_code_dead > 0) rows.push(["code_dead", stats.verifications.refused_code_dead]);
+  rows.sort((a, b) => b[1] - a[1]);
+  table.tBodies[0].replaceChildren(...rows.map(([reason, count]) => {
+    const row = document.createElement("tr");
+    row.dataset.reason = reason;
+    const what = document.createElement("td");
+    what.textContent = TEXT.reasons[reason] || reason;
+    const times = document.createElement("td");
+    times.textContent = String(count);
+    row.append(what, times);
+    return row;
+  }));
+  const refused = Object.values(stats.sends.refused).reduce((sum, n) => sum + n, 0);
+  $("refusals-summary").textContent = rows.length === 0 ? TEXT.refusals_none : format(TEXT.refusals_summary, {
+    server: stats.server, granted: stats.sends.granted, refused, local: stats.sends.refused_locally,
+  });
+}
 
 // -- logging in and the orders behind the gate ---------------------------------
 
@@ -181,6 +216,7 @@ $("signin-form").addEventListener("submit", async (submit) => {
   const answer = await post("/login", { phone: phone(), code: codeField.value.trim() });
   busy = false;
   say(answer.message, answer.ok);
+  drawRefusals();
   if (answer.ok) {
     codeField.value = "";
     showUser({ phone: answer.phone });
@@ -252,3 +288,7 @@ function openGate() {
 phoneField.value = sessionStorage.getItem("phone") || "";
 openGate();
 watchPhone();
+if ($("refusals")) {
+  drawRefusals();
+  setInterval(drawRefusals, 5000);
+}

@@ -10,6 +10,9 @@ final class RedisClock: Sendable {
     private struct State {
         var engineTime = ServerClock()
         var realTime = ServerClock()
+        /// The same mapping, moved by every tighter reading (no 1 ms
+        /// steadiness): for measuring a notice's lag, never for deadlines.
+        var measuring = ServerClock()
         /// The run id of the primary whose time the mapping was learned
         /// on (Sentinel only: RedisStore+Clock.swift).
         var primary: String?
@@ -55,6 +58,7 @@ final class RedisClock: Sendable {
         let realEnd = Poller.boottime()
         return state.withLock { state in
             state.realTime.observe(start: call.realStart, end: realEnd, server: real)
+            state.measuring.observe(start: call.realStart, end: realEnd, server: real, steady: false)
             if source == .engine { return 0 }
             if engineClock.isManual {
                 state.engineTime.observe(start: call.engineStart, end: engineEnd, server: now)
@@ -81,6 +85,14 @@ final class RedisClock: Sendable {
             guard let low = state.realTime.server(of: start), let high = state.realTime.server(of: end) else { return nil }
             return (low, high)
         }
+    }
+
+    /// The store's time (µs) at the boot clock's `instant` by the tightest
+    /// mapping learned so far (never later than it is, and early by at most
+    /// the round trip it was learned from), if one was learned: a notice's
+    /// lag (RedisWatcher).
+    func storeMicros(atBoot instant: Instant) -> Int64? {
+        state.withLock { $0.measuring.server(of: instant) }
     }
 
     /// Records that the mapping now rests on the primary `runID`; answers
@@ -155,11 +167,12 @@ final class RedisClock: Sendable {
 /// than it is (a countdown never finishes early) and never later than by
 /// one round trip. It moves only by 1 ms or more, or when a reading proves
 /// it too small (the server's clock was set back), so that the same server
-/// time keeps mapping to the same instant.
+/// time keeps mapping to the same instant (not `steady`: by any tighter
+/// reading, for measuring only).
 struct ServerClock {
     var offset: Int64?
 
-    mutating func observe(start: Instant, end: Instant, server micros: Int64) {
+    mutating func observe(start: Instant, end: Instant, server micros: Int64, steady: Bool = true) {
         let server = micros &* 1_000
         let high = end.nanoseconds &- server
         let low = start.nanoseconds &- server
@@ -167,7 +180,7 @@ struct ServerClock {
             offset = high
             return
         }
-        if high < current &- 1_000_000 || low > current { offset = high }
+        if high < current &- (steady ? 1_000_000 : 0) || low > current { offset = high }
     }
 
     /// The server's time (µs) at the engine's `instant`, if known: never

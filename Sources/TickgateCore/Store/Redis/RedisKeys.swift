@@ -28,7 +28,10 @@
 /// Notices are "ENGINE k{TAG}" (a key), "ENGINE g" (the settings) and
 /// "ENGINE s{REALM}" (a session), ENGINE naming the engine that made the
 /// change so it can skip its own ("ENGINE w" wakes the engine's own
-/// listener; every other engine skips it).
+/// listener; every other engine skips it). A decision's notices
+/// (decide.lua) also say when they were sent: "ENGINE@µs ...", the store's
+/// time its script read (`unstamped`; an engine that reads no stamp takes
+/// "ENGINE@µs" for the name of another engine, which it is).
 struct RedisKeys: Sendable {
     /// The data's format: 1 had no format key and no tickets in key hashes
     /// (read as it is); 2 adds both. An engine refuses a higher one.
@@ -124,6 +127,19 @@ struct RedisKeys: Sendable {
     /// other engines skip it.
     var wakeNotice: [UInt8] { engine + Array(" w".utf8) }
     func sessionNotice(_ realm: KeyName) -> [UInt8] { engine + Array(" s{".utf8) + Array(realm.value.utf8) + [UInt8(ascii: "}")] }
+
+    /// A notice without its stamp, and the stamp: when it was sent (the
+    /// store's µs), if it says.
+    func unstamped(_ payload: [UInt8]) -> (payload: [UInt8], sent: Int64?) {
+        guard let space = payload.firstIndex(of: UInt8(ascii: " ")),
+              let at = payload[..<space].firstIndex(of: UInt8(ascii: "@")) else { return (payload, nil) }
+        let digits = payload[(at + 1)..<space]
+        var sent: Int64?
+        if digits.count <= 17, digits.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }) {
+            sent = Int64(String(decoding: digits, as: UTF8.self))
+        }
+        return (Array(payload[..<at] + payload[space...]), sent)
+    }
 
     /// What a notice names, unless it is this engine's own or malformed.
     func notice(_ payload: [UInt8]) -> StoreNotice? {

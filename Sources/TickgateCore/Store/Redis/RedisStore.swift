@@ -547,11 +547,16 @@ final class RedisStore: Store {
     var hearsKeys: Bool { watcher.withLock { $0 }?.hearsKeys ?? false }
 
     func watch(_ changed: @escaping @Sendable (StoreNotice) -> Void) {
+        watch(changed, lag: { _ in })
+    }
+
+    func watch(_ changed: @escaping @Sendable (StoreNotice) -> Void, lag: @escaping @Sendable (Span) -> Void) {
         let started = watcher.withLock { (watcher: inout RedisWatcher?) -> RedisWatcher? in
             if watcher != nil { return nil }
             let pool = self.pool
             let cluster = self.cluster
-            let new = RedisWatcher(topology: topology, timeout: options.timeout, keys: keys) { notice in
+            let new = RedisWatcher(topology: topology, timeout: options.timeout, keys: keys, clock: clock,
+                                   lag: lag) { notice in
                 // A lost link may have taken the pool's idle connections
                 // with it: they are replaced rather than tried one by one.
                 if notice == .lost || notice == .back {

@@ -21,6 +21,11 @@ final class RedisWatcher: @unchecked Sendable {
     private let timeout: Span
     private let keys: RedisKeys
     private let changed: @Sendable (StoreNotice) -> Void
+    /// Told how long each notice that says when it was sent took to
+    /// arrive, by `clock`'s mapping of the store's time (never later than
+    /// it is: a lag is never overstated).
+    private let lag: @Sendable (Span) -> Void
+    private let clock: RedisClock?
 
     private struct State {
         var closed = false
@@ -42,10 +47,14 @@ final class RedisWatcher: @unchecked Sendable {
     private let state = LockedValue(State())
     private var thread: UInt = 0
 
-    init(topology: RedisTopology, timeout: Span, keys: RedisKeys, changed: @escaping @Sendable (StoreNotice) -> Void) {
+    init(topology: RedisTopology, timeout: Span, keys: RedisKeys, clock: RedisClock? = nil,
+         lag: @escaping @Sendable (Span) -> Void = { _ in },
+         changed: @escaping @Sendable (StoreNotice) -> Void) {
         self.topology = topology
         self.timeout = timeout
         self.keys = keys
+        self.clock = clock
+        self.lag = lag
         self.changed = changed
     }
 
@@ -175,8 +184,12 @@ final class RedisWatcher: @unchecked Sendable {
                 // or the wait ran out): a key changed meanwhile went
                 // unheard, so what is observed is read again.
                 if owed { changed(.anything) }
-            } else if kind == "message", parts.count == 3, case let .string(payload) = parts[2],
-                      let notice = keys.notice(payload) {
+            } else if kind == "message", parts.count == 3, case let .string(stamped) = parts[2] {
+                let (payload, sent) = keys.unstamped(stamped)
+                guard let notice = keys.notice(payload) else { return }
+                if let sent, let now = clock?.storeMicros(atBoot: Poller.boottime()) {
+                    lag(Span(nanoseconds: max(now &- sent, 0) &* 1_000))
+                }
                 changed(notice)
             }
         }

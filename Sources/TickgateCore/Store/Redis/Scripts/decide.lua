@@ -43,6 +43,9 @@ local mine = 'q' .. ARGV[14]
 local all = redis.pcall('HGETALL', K)
 if all.err then return {'corrupt', K, 'is not a hash'} end
 local now, real = clock(ARGV[2])
+-- A notice "ENGINE ..." as "ENGINE@REAL ...": when it was sent, for its
+-- lag (RedisWatcher; an older engine reads it as another engine's name).
+local function stamped(notice) return (string.gsub(notice, ' ', '@' .. fmt(real) .. ' ', 1)) end
 -- The key's fields, and the answers kept.
 -- others: fresh answers of other engines, kept until `kept_until` (server µs).
 local h, stale, others, kept_until = {}, {}, 0, 0
@@ -273,7 +276,7 @@ elseif op == 'end' then
         end
         if gone > 0 then freed = true end
       end
-      if freed and ARGV[5] ~= '' then redis.call('PUBLISH', ARGV[5], ARGV[14] .. ' b') end
+      if freed and ARGV[5] ~= '' then redis.call('PUBLISH', ARGV[5], ARGV[14] .. '@' .. fmt(real) .. ' b') end
     end
     cd = nil
   else
@@ -353,7 +356,7 @@ if life < 0 then
   redis.call('HSET', K, mine, answer)
   -- (Never before another engine's answer kept here may be asked for.)
   redis.call('PEXPIRE', K, fmt(math.ceil(math.max(keep, kept_until - real) / 1000)))
-  if ARGV[5] ~= '' then redis.call('PUBLISH', ARGV[5], ARGV[6]) end
+  if ARGV[5] ~= '' then redis.call('PUBLISH', ARGV[5], stamped(ARGV[6])) end
   return {'ok', now, real, before, '', '', wrong, -1}
 end
 local t = ''
@@ -379,5 +382,5 @@ end
 if #stale > 0 then redis.call('HDEL', K, unpack(stale)) end
 redis.call('HSET', K, unpack(set))
 expire(K, math.max(life, now + keep, now + kept_until - real), now, slack)
-if ARGV[5] ~= '' then redis.call('PUBLISH', ARGV[5], ARGV[6]) end
+if ARGV[5] ~= '' then redis.call('PUBLISH', ARGV[5], stamped(ARGV[6])) end
 return {'ok', now, real, before, after, '', wrong, -1}

@@ -52,6 +52,7 @@ reason.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -205,7 +206,7 @@ def panel(page: "Page", reason: str) -> Optional[str]:
                    "return row ? row.lastElementChild.textContent : null;", reason)
 
 
-def check(number: int, title: str) -> None:
+def check(number: "int | str", title: str) -> None:
     print(f"ok {number} - {title}", flush=True)
 
 
@@ -340,6 +341,21 @@ def run(cluster: Cluster, a: Page, b: Page) -> None:
     wait_until(lambda: panel(a, "locked") == "1", "the operator's panel to show the budget's refusal")
     check(7, f"burst: 5 codes from one address, the 6th refused: \"{a.message()}\"; the operator's panel "
              f"shows it (locked: {panel(a, 'locked')})")
+
+    # 7b. The guard (record only, as shipped): every decision is in Redis's
+    #     stream of records, read by either server; the burst to one country
+    #     from one address raised the pumping warnings, recorded, nothing
+    #     refused for them; the operator's panel lists them.
+    with urllib.request.urlopen(cluster.url("B") + "api/records", timeout=10) as answer:
+        shown = json.load(answer)["records"]
+    assert shown and shown[0]["outcome"] == "refused" and shown[0]["status"] == 13, shown[:2]
+    warned = [r for r in shown if "unverified_by_country_hourly" in r["warnings"]]
+    assert warned and any(r["outcome"] == "granted" for r in warned), shown
+    assert all(r["country"] == "CN" for r in shown), shown
+    wait_until(lambda: "Many unverified codes to the country this hour" in a.text("records"),
+               "the operator's panel to list the guard's warnings")
+    check("7b", f"the guard recorded {len(shown)} decisions in Redis (read through server B); "
+               f"{len(warned)} carry the country's hourly warning, granted in record-only mode")
 
     # 8. Five wrong codes: get a new code; B then refuses the right one too.
     phone = BURST[-1]

@@ -116,6 +116,28 @@ def configure(engine: AsyncEngine, config: argparse.Namespace) -> None:
                       code_dead="Get a new code")
     engine.set_budget("address", config.address_budget)
     engine.set_budget("all", config.global_budget)
+    # The guard against SMS pumping (README "Stopping SMS pumping"): record
+    # only by default (a first rollout), every decision kept in Redis's
+    # stream of records that /api/records reads for the operator.
+    engine.set_guard(SCOPE, GUARD_MODES[config.guard], refused_destinations=config.refuse_destinations,
+                     always_allow_addresses=config.always_allow_addresses, record_stream_length=RECORDS_KEPT)
+
+
+GUARD_MODES = {"off": tickgate.GuardMode.OFF, "record": tickgate.GuardMode.RECORD_ONLY,
+               "enforce": tickgate.GuardMode.ENFORCE}
+# Decision records kept in Redis (about), and shown on the page.
+RECORDS_KEPT = 1000
+RECORDS_SHOWN = 20
+
+
+def records_key(config: argparse.Namespace) -> str:
+    """The stream of the scope's decision records (include/tickgate.h,
+    tg_guard.record_stream_length)."""
+    return f"{config.prefix}u{{{len(SCOPE.encode())}:{SCOPE}}}records"
+
+
+def entries(value: str) -> list[str]:
+    return [part for part in value.split(",") if part]
 
 
 def button_json(event: tickgate.Event) -> dict[str, Any]:
@@ -207,7 +229,14 @@ async def send(request: web.Request) -> web.Response:
         return reply(request, 400, "bad_phone")
     address = client_address(request)
     try:
-        ticket = await engine.asend_begin(SCOPE, phone, budgets=[("address", address), ("all", "sms")])
+        ticket = await engine.asend_begin(SCOPE, phone, budgets=[("address", address), ("all", "sms")],
+                                          client_address=address if proxies.parse_address(address) else None)
+    except tickgate.InvalidNumber:
+        return reply(request, 400, "bad_phone")
+    except tickgate.DestinationRefused:
+        return reply(request, 403, "destination_refused")
+    except tickgate.PumpingSuspected:
+        return reply(request, 429, "pumping_suspected")
     except tickgate.CoolingDown as busy:
         return reply(request, 409, "cooling", {"seconds": busy.display_seconds})
     except tickgate.InFlight:
@@ -335,6 +364,25 @@ async def metrics(request: web.Request) -> web.Response:
     """The engine's statistics for Prometheus (they never wait on Redis)."""
     body = generate_latest(request.app[METRICS])
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+async def records(request: web.Request) -> web.Response:
+    """The last decisions of the guard, of every app server (Redis's stream
+    of records, newest first): what was blocked and why."""
+    config = request.app[CONFIG]
+    shown = []
+    for _, raw in await request.app[REDIS].xrevrange(records_key(config), count=RECORDS_SHOWN):
+        fields = {k.decode(errors="replace"): v.decode(errors="replace") for k, v in raw.items()}
+        number = fields.get("number", "")
+        shown.append({
+            "time_ms": int(fields.get("time_ms", "0")), "outcome": fields.get("outcome", ""),
+            "status": int(fields.get("status", "0")), "country": fields.get("country", ""),
+            # The number's end only: the page is an operator's, not a log.
+            "number": number[:-4] + "····" if len(number) > 6 else number,
+            "address": fields.get("address", ""), "warnings": entries(fields.get("warnings", "")),
+            "rule": fields.get("rule") or fields.get("bypass") or "",
+        })
+    return web.json_response({"records": shown})
 
 
 async def stats(request: web.Request) -> web.Response:
@@ -496,6 +544,7 @@ def make_app(config: argparse.Namespace) -> web.Application:
     app.router.add_get("/events/gate", gate_events)
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/api/stats", stats)
+    app.router.add_get("/api/records", records)
     app.router.add_static("/static", HERE / "static")
     return app
 
@@ -516,6 +565,12 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
                         metavar="ADDRESSES", help="reverse proxies whose X-Forwarded-For or Forwarded header "
                         "tells the client's address: addresses or CIDR ranges, e.g. 127.0.0.1,10.0.0.0/8 "
                         "(default: none, the socket's address counts)")
+    parser.add_argument("--guard", choices=sorted(GUARD_MODES), default="record",
+                        help="the SMS pumping guard: off, record (count and record only) or enforce")
+    parser.add_argument("--refuse-destinations", type=entries, default=[], metavar="LIST",
+                        help="countries or prefixes that get no codes, e.g. 'KP,+882'")
+    parser.add_argument("--always-allow-addresses", type=entries, default=[], metavar="LIST",
+                        help="client addresses or ranges the pumping signals never refuse, e.g. '10.0.0.0/8'")
     parser.add_argument("--global-budget", type=budget, default="1000/3600", help="codes from all clients: N/SECONDS[,...]")
     parser.add_argument("--access-log", action=argparse.BooleanOptionalAction, default=True,
                         help="log every request (--no-access-log: only warnings and the start)")

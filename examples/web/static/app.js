@@ -172,6 +172,7 @@ button.addEventListener("click", async () => {
   note(answer.ok ? "sent" : "refused", text);
   if (answer.ok) codeField.focus();
   drawRefusals();
+  drawRecords();
 });
 
 // -- the operator's panel (?debug=1): what was refused and why -------------------
@@ -206,6 +207,37 @@ async function drawRefusals() {
   });
 }
 
+// The guard's last decisions, of every server (Redis's stream of records):
+// what was blocked and why.
+async function drawRecords() {
+  const table = $("records");
+  if (!table) return;
+  let answer;
+  try {
+    const response = await fetch("/api/records");
+    if (!response.ok) return;
+    answer = await response.json();
+  } catch {
+    return;
+  }
+  table.tBodies[0].replaceChildren(...answer.records.map((record) => {
+    const row = document.createElement("tr");
+    row.dataset.outcome = record.outcome;
+    const why = record.warnings.length > 0
+      ? record.warnings.map((w) => TEXT.reasons[w] || w).join(", ")
+      : record.rule || (record.outcome === "refused" ? (TEXT.reasons[record.reason] || "") : "");
+    const cells = [new Date(record.time_ms).toLocaleTimeString(), record.number, record.country,
+                   record.address, TEXT[record.outcome] || record.outcome, why];
+    row.append(...cells.map((value) => {
+      const cell = document.createElement("td");
+      cell.textContent = value;
+      return cell;
+    }));
+    return row;
+  }));
+  $("records-summary").textContent = answer.records.length === 0 ? TEXT.records_none : "";
+}
+
 // -- logging in and the orders behind the gate ---------------------------------
 
 $("signin-form").addEventListener("submit", async (submit) => {
@@ -217,6 +249,7 @@ $("signin-form").addEventListener("submit", async (submit) => {
   busy = false;
   say(answer.message, answer.ok);
   drawRefusals();
+  drawRecords();
   if (answer.ok) {
     codeField.value = "";
     showUser({ phone: answer.phone });
@@ -290,5 +323,6 @@ openGate();
 watchPhone();
 if ($("refusals")) {
   drawRefusals();
-  setInterval(drawRefusals, 5000);
+  drawRecords();
+  setInterval(() => { drawRefusals(); drawRecords(); }, 5000);
 }

@@ -330,10 +330,13 @@ final class SQLiteStore: Store {
     }
 
     func guardSent(scope: KeyName, subject: KeyName, code: String, country: String,
-                   address: ClientAddress?) throws(TickgateError) {
-        try transaction { (file) throws(TickgateError) in
+                   address: ClientAddress?) throws(TickgateError) -> GuardReading {
+        try transaction { (file) throws(TickgateError) -> GuardReading in
+            let now = clock.wallNow()
+            let (counts, days) = try file.guardCounts(scope: scope, country: country, address: address?.description, now: now)
             try file.guardSent(scope: scope, subject: subject, code: code, country: country,
-                               address: address?.description, now: clock.wallNow())
+                               address: address?.description, now: now)
+            return GuardReading(rules: nil, counts: counts, days: days, today: now / 86_400_000_000_000)
         }
     }
 

@@ -96,9 +96,10 @@ protocol Store: AnyObject, Sendable {
     /// round trip (a local file: SQLite); nil if it does (Redis: engines
     /// hear a new guard by its settings notice).
     func localGuard(scope: KeyName) throws(TickgateError) -> Guard??
-    /// A code went out (was granted) to `subject`: counted unverified.
+    /// A code goes out to `subject`: counted unverified, in one step with
+    /// the counts before it (what it is judged by; its `rules` not read).
     func guardSent(scope: KeyName, subject: KeyName, code: String, country: String,
-                   address: ClientAddress?) throws(TickgateError)
+                   address: ClientAddress?) throws(TickgateError) -> GuardReading
     /// A granted code did not go out (a failed send): counted nowhere.
     func guardReturned(scope: KeyName, subject: KeyName, code: String, country: String,
                        address: ClientAddress?) throws(TickgateError)

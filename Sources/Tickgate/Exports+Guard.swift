@@ -182,7 +182,7 @@ private struct CRecordObserver: @unchecked Sendable {
         withOptionalCString(record.bypass) { bypass in
         withOptionalCString(record.rule) { rule in
             var raw = tg_guard_record()
-            raw.struct_size = UInt32(MemoryLayout<tg_guard_record>.size)
+            raw.struct_size = UInt32(MemoryLayout<tg_guard_record>.stride)  // C's sizeof
             raw.scope = scope
             raw.number = number
             raw.country = country

@@ -39,6 +39,7 @@ static const tg_engine_options default_options = TG_ENGINE_OPTIONS_INIT;
 static const tg_policy default_policy = TG_POLICY_INIT;
 static const tg_titles default_titles = TG_TITLES_INIT;
 static const tg_budget default_budget = TG_BUDGET_INIT;
+static const tg_guard default_guard = TG_GUARD_INIT;
 static const char version_string[] = TG_VERSION_STRING;
 
 /* Every callback type. */
@@ -68,6 +69,12 @@ static void cancel(tg_request request, tg_cancel_reason reason,
 static void on_gate_event(const tg_gate_event *event, void *user_data)
 {
     (void)event;
+    (void)user_data;
+}
+
+static void on_guard_record(const tg_guard_record *record, void *user_data)
+{
+    (void)record;
     (void)user_data;
 }
 
@@ -109,6 +116,8 @@ static int enums(void)
     tg_gate_event_kind gate_kinds[] = {
         TG_GATE_STATE,      TG_GATE_LOGIN_REQUIRED, TG_GATE_LOGGED_IN,
         TG_GATE_LOGGED_OUT, TG_GATE_EXPIRED,        TG_GATE_QUEUE_CHANGED};
+    tg_guard_mode guard_modes[] = {TG_GUARD_OFF, TG_GUARD_RECORD_ONLY,
+                                   TG_GUARD_ENFORCE};
     return (int)(sizeof statuses / sizeof statuses[0] +
                  sizeof store_failures / sizeof store_failures[0] +
                  sizeof deliveries / sizeof deliveries[0] +
@@ -118,7 +127,8 @@ static int enums(void)
                  sizeof outcomes / sizeof outcomes[0] +
                  sizeof reasons / sizeof reasons[0] +
                  sizeof results / sizeof results[0] +
-                 sizeof gate_kinds / sizeof gate_kinds[0]);
+                 sizeof gate_kinds / sizeof gate_kinds[0] +
+                 sizeof guard_modes / sizeof guard_modes[0]);
 }
 
 /* The tables of tickgate_status.h: each entry's name is an enum value equal
@@ -210,6 +220,15 @@ static size_t signatures(void)
                                   void *, tg_destroy_fn, tg_subscription *);
     tg_status (*f_store_warning)(tg_engine *, char *, size_t, size_t *);
     tg_status (*f_stats_read)(tg_engine *, tg_stats *);
+    tg_status (*f_guard_init)(tg_guard *, size_t);
+    tg_status (*f_guard_set)(tg_engine *, const char *, const tg_guard *);
+    tg_status (*f_send_begin_from)(tg_engine *, const char *, const char *,
+                                   const char *, const tg_budget_key *, size_t,
+                                   tg_ticket *, int64_t *, size_t *);
+    tg_status (*f_number_parse)(const char *, tg_number_info *);
+    tg_status (*f_guard_subscribe)(tg_engine *, const char *,
+                                   tg_guard_record_fn, void *, tg_destroy_fn,
+                                   tg_subscription *);
 
     return sizeof(f_version = tg_version) +
            sizeof(f_version_string = tg_version_string) +
@@ -255,7 +274,12 @@ static size_t signatures(void)
            sizeof(f_session = tg_gate_session) +
            sizeof(f_request_timeout = tg_gate_set_request_timeout) +
            sizeof(f_gate_subscribe = tg_gate_subscribe) +
-           sizeof(f_stats_read = tg_stats_read);
+           sizeof(f_stats_read = tg_stats_read) +
+           sizeof(f_guard_init = tg_guard_init) +
+           sizeof(f_guard_set = tg_guard_set) +
+           sizeof(f_send_begin_from = tg_send_begin_from) +
+           sizeof(f_number_parse = tg_number_parse) +
+           sizeof(f_guard_subscribe = tg_guard_subscribe);
 }
 
 int main(void)
@@ -267,6 +291,7 @@ int main(void)
     tg_action_fn a = action;
     tg_cancel_fn c = cancel;
     tg_gate_event_fn g = on_gate_event;
+    tg_guard_record_fn r = on_guard_record;
     tg_countdown_info info = {sizeof(tg_countdown_info), "login", "alice",
                               1, 1, 1};
     tg_event event;
@@ -296,11 +321,12 @@ int main(void)
 
     e(&event, NULL);
     g(&gate_event, NULL);
+    r(NULL, NULL);
     a(request, NULL);
     c(request, TG_CANCEL_TIMED_OUT, NULL);
     d(NULL);
     failures += v(&info, NULL) != 1;
-    failures += enums() != 24 + 9 + 2 + 2 + 11 + 6 + 2 + 3 + 3 + 6;
+    failures += enums() != 24 + 9 + 2 + 2 + 11 + 6 + 2 + 3 + 3 + 6 + 3;
     failures += tables();
     failures += signatures() == 0;
     failures += latency_bounds[TG_STATS_LATENCY_BUCKETS - 1] != INT64_MAX;
@@ -317,6 +343,17 @@ int main(void)
     failures += default_titles.code_dead != NULL;
     failures += default_budget.struct_size != sizeof(tg_budget) ||
                 default_budget.window_count != 0;
+    failures += default_guard.struct_size != sizeof(tg_guard) ||
+                default_guard.mode != TG_GUARD_RECORD_ONLY ||
+                default_guard.allowed_destinations != NULL ||
+                default_guard.country_daily_minimum != 20 ||
+                default_guard.history_days != 14;
+    failures += (TG_WARNING_UNVERIFIED_BY_COUNTRY_DAILY |
+                 TG_WARNING_UNVERIFIED_BY_COUNTRY_HOURLY |
+                 TG_WARNING_UNVERIFIED_BY_ADDRESS_DAILY |
+                 TG_WARNING_UNVERIFIED_BY_ADDRESS_HOURLY |
+                 TG_WARNING_COUNTRIES_BY_ADDRESS_DAILY) != 0x1Fu;
+    failures += TG_GUARD_LIST_MAX_BYTES != 65536;
     failures += sizeof version_string < 6;
     failures += engine != NULL || ticket != 0;
     /* the loaded library has this header's major version */

@@ -7,6 +7,7 @@
 /// day of the clock for the country's history.
 struct ConversionLedger {
     struct Code {
+        var subject: KeyName
         var country: String
         var address: ClientAddress?
         var sentAt: Instant
@@ -69,11 +70,12 @@ struct ConversionLedger {
     private var addressCountries: [ClientAddress: [String: (sent: Instant, verified: Instant?)]] = [:]
     /// Per country, per day of the clock: codes verified.
     private var days: [String: [Int64: Int]] = [:]
-    private var lastPrune = Instant(nanoseconds: .min)
+    private var lastPrune: Instant?
 
     static func dayNumber(_ instant: Instant) -> Int64 {
-        let seconds = instant.nanoseconds / 1_000_000_000
-        return seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
+        // Rounded down, before zero too (-1 ns is day -1).
+        let nanoseconds = instant.nanoseconds, day = Self.day.nanoseconds
+        return nanoseconds >= 0 ? nanoseconds / day : -((-(nanoseconds &+ 1)) / day) - 1
     }
 
     /// The counts for a send to `country` from `address` at `now`.
@@ -115,7 +117,7 @@ struct ConversionLedger {
     mutating func sent(_ id: String, subject: KeyName, country: String, address: ClientAddress?, at now: Instant,
                        historyDays: Int) {
         prune(at: now, historyDays: historyDays)
-        codes[id] = Code(country: country, address: address, sentAt: now, verified: false)
+        codes[id] = Code(subject: subject, country: country, address: address, sentAt: now, verified: false)
         latest[subject] = id
         countries[country, default: Series()].sent.append(now)
         if let address {
@@ -133,8 +135,25 @@ struct ConversionLedger {
             if let index = list.lastIndex(of: instant) { list.remove(at: index) }
         }
         remove(code.sentAt, &countries[code.country, default: Series()].sent)
-        if let address = code.address { remove(code.sentAt, &addresses[address, default: Series()].sent) }
-        latest = latest.filter { $0.value != id }
+        if let address = code.address {
+            remove(code.sentAt, &addresses[address, default: Series()].sent)
+            // The country stays one the address asked for only by another
+            // code (SQLite and Redis count the same).
+            let others = codes.values.filter { $0.address == address && $0.country == code.country }.map(\.sentAt)
+            if let last = others.max() {
+                addressCountries[address]?[code.country]?.sent = last
+            } else if let verified = addressCountries[address]?[code.country]?.verified {
+                addressCountries[address]?[code.country] = (Instant(nanoseconds: .min), verified)
+            } else {
+                addressCountries[address]?[code.country] = nil
+            }
+        }
+        // The key's code before it is its last again (the one the user
+        // holds), unless that one was verified.
+        if latest[code.subject] == id {
+            latest[code.subject] = codes.filter { $0.value.subject == code.subject && !$0.value.verified }
+                .max { $0.value.sentAt < $1.value.sentAt }?.key
+        }
     }
 
     /// The subject's last code was verified (`country`: the subject's).
@@ -161,7 +180,8 @@ struct ConversionLedger {
 
     /// Drops what no count looks at any more (at most once a minute).
     private mutating func prune(at now: Instant, historyDays: Int) {
-        guard now.since(lastPrune) > Span(nanoseconds: 60 * 1_000_000_000) else { return }
+        // (Never pruned yet: now. `now.since(.min)` overflows to a negative span.)
+        if let lastPrune, now.since(lastPrune) <= Span(nanoseconds: 60 * 1_000_000_000) { return }
         lastPrune = now
         let dayAgo = now.advanced(by: Span(nanoseconds: -Self.day.nanoseconds))
         codes = codes.filter { $0.value.sentAt > dayAgo }

@@ -45,7 +45,8 @@ extension Engine {
         } catch where error.scopeIsGuarded {
             // The store holds a guard for the scope that this engine had
             // not heard of yet (set by another engine or process a moment
-            // ago): the send goes through it, as on every other engine.
+            // ago, or its notice link is down): the send goes through it,
+            // as on every other engine.
             try refreshSettings()
             return try guardedSendBegin(key, budgets: budgets, from: address)
         }
@@ -55,6 +56,9 @@ extension Engine {
                                   from address: ClientAddress?) throws(TickgateError) -> UInt64 {
         var record = GuardRecord(scope: key.scope, number: key.subject.value, address: address,
                                  wallMilliseconds: clock.wallNow() / 1_000_000)
+        // The mode of the guard as this engine knows it, for a send refused
+        // before the store's is read (a subject that is no number).
+        record.mode = locked.withLock { $0.guards.rules[key.scope]?.mode } ?? .off
         do {
             let ticket = try screenAndSend(key, budgets: budgets, address: address, record: &record)
             record.status = .ok
@@ -85,7 +89,7 @@ extension Engine {
                 throw refusal
             }
         }
-        // The guard and the counts, as the store holds them (one step).
+        // The guard, as the store holds it.
         var reading: GuardReading
         var judged = true
         if let store {
@@ -103,11 +107,7 @@ extension Engine {
         } else {
             reading = try locked.withLock { (state) throws(TickgateError) -> GuardReading in
                 try state.checkOpen()
-                let rules = state.guards.rules[key.scope]
-                let ledger = state.guards.ledgers[key.scope] ?? ConversionLedger()
-                let counts = ledger.counts(country: country, address: address,
-                                           historyDays: rules?.thresholds.historyDays ?? 14, at: state.now())
-                return GuardReading(rules: rules, counts: counts)
+                return GuardReading(rules: state.guards.rules[key.scope], counts: GuardCounts())
             }
         }
         guard let rules = reading.rules else {
@@ -122,47 +122,40 @@ extension Engine {
         if let bypass {
             record.bypass = bypass
             if rules.alwaysAllowSkipsBudgets { named = [] }
-        } else {
-            if let rule = rules.refusal(of: number) {
-                record.rule = rule
-                throw TickgateError(.destinationRefused, "codes to \(number) are refused: \(rule)")
-            }
-            if rules.mode != .off, judged {
-                let counts = store == nil ? reading.counts : reading.judged(by: rules.thresholds)
-                let judgment = rules.thresholds.judge(counts)
-                record.judgment = judgment
-                record.counts = counts
-                if rules.mode == .enforce, !judgment.warnings.isEmpty {
-                    throw TickgateError(.pumpingSuspected,
-                        "\(judgment.warnings.names) (\(country): \(counts.countryUnverifiedDay) unverified in a day of \(judgment.countryDaily) allowed, \(counts.countryUnverifiedHour) in an hour of \(judgment.countryHourly)"
-                        + (counts.hasAddress ? "; address: \(counts.addressUnverifiedDay) of \(judgment.addressDaily) a day, \(counts.addressUnverifiedHour) of \(judgment.addressHourly) an hour, \(counts.addressCountriesDay) countries of \(rules.thresholds.addressCountriesMaximum)" : "")
-                        + ")")
-                }
-            }
+        } else if let rule = rules.refusal(of: number) {
+            record.rule = rule
+            throw TickgateError(.destinationRefused, "codes to \(number) are refused: \(rule)")
         }
-        let ticket = try decideSendBegin(key, budgets: named, screened: true)
-        guard bypass == nil, rules.mode != .off, judged else { return ticket }
-        // Counted unverified from now on (memory: with the grant, under
-        // the lock; a store: one more step, undone with the grant if it
-        // fails).
+        guard bypass == nil, rules.mode != .off, judged else {
+            return try decideSendBegin(key, budgets: named, screened: true)
+        }
+        // Counted first and judged by the codes counted before it, in one
+        // step (memory: under the lock; a store: one transaction or
+        // script), so that sends at the same time are judged one after
+        // another: a burst gets no more through than a threshold allows.
+        // Given back if it is refused, by the signals or by the key.
         let pending = GuardBook.PendingCode(scope: key.scope, subject: key.subject,
-                                            code: locked.withLock { $0.guards.code(for: ticket) },
+                                            code: locked.withLock { $0.guards.nextCode() },
                                             country: country, address: address)
-        if let store {
-            do {
-                try store.guardSent(scope: key.scope, subject: key.subject, code: pending.code, country: country,
-                                    address: address)
-            } catch {
-                _ = try? decideSendEnd(ticket, .failed)
-                throw error
-            }
+        let (counts, counted) = try countSent(pending, rules: rules, read: reading)
+        let judgment = rules.thresholds.judge(counts)
+        record.judgment = judgment
+        record.counts = counts
+        if rules.mode == .enforce, !judgment.warnings.isEmpty {
+            if counted { giveBack(pending) }
+            throw TickgateError(.pumpingSuspected,
+                "\(judgment.warnings.names) (\(country): \(counts.countryUnverifiedDay) unverified in a day of \(judgment.countryDaily) allowed, \(counts.countryUnverifiedHour) in an hour of \(judgment.countryHourly)"
+                + (counts.hasAddress ? "; address: \(counts.addressUnverifiedDay) of \(judgment.addressDaily) a day, \(counts.addressUnverifiedHour) of \(judgment.addressHourly) an hour, \(counts.addressCountriesDay) countries of \(rules.thresholds.addressCountriesMaximum)" : "")
+                + ")")
+        }
+        let ticket: UInt64
+        do {
+            ticket = try decideSendBegin(key, budgets: named, screened: true)
+        } catch {
+            giveBack(pending)
+            throw error
         }
         locked.withLock { state in
-            if store == nil {
-                state.guards.ledgers[key.scope, default: ConversionLedger()]
-                    .sent(pending.code, subject: key.subject, country: country, address: address, at: state.now(),
-                          historyDays: rules.thresholds.historyDays)
-            }
             state.guards.pending[ticket] = pending
             // Tickets that expired unended leave their entry: the oldest
             // go when too many are held.
@@ -171,6 +164,56 @@ extension Engine {
             }
         }
         return ticket
+    }
+
+    /// Counts `code` unverified and answers the counts before it, in one
+    /// step; a send the counts already refuse (in ENFORCE) is not counted
+    /// (`counted` false). `read`: what the store's read of the guard saw,
+    /// which refuses without a count when it is over a threshold already.
+    private func countSent(_ code: GuardBook.PendingCode, rules: Guard,
+                           read: GuardReading) throws(TickgateError) -> (GuardCounts, counted: Bool) {
+        func refuses(_ counts: GuardCounts) -> Bool {
+            rules.mode == .enforce && !rules.thresholds.judge(counts).warnings.isEmpty
+        }
+        let historyDays = rules.thresholds.historyDays
+        guard let store else {
+            return try locked.withLock { (state) throws(TickgateError) -> (GuardCounts, counted: Bool) in
+                try state.checkOpen()
+                let now = state.now()
+                var ledger = state.guards.ledgers[code.scope] ?? ConversionLedger()
+                let counts = ledger.counts(country: code.country, address: code.address, historyDays: historyDays,
+                                           at: now)
+                if refuses(counts) { return (counts, false) }
+                ledger.sent(code.code, subject: code.subject, country: code.country, address: code.address, at: now,
+                            historyDays: historyDays)
+                state.guards.ledgers[code.scope] = ledger
+                return (counts, true)
+            }
+        }
+        let before = read.judged(by: rules.thresholds)
+        if refuses(before) { return (before, false) }
+        do {
+            return (try store.guardSent(scope: code.scope, subject: code.subject, code: code.code,
+                                        country: code.country, address: code.address).judged(by: rules.thresholds),
+                    true)
+        } catch {
+            // The count may have been made (a reply lost): given back (a
+            // count a stopped server makes late, past its deadline,
+            // changes nothing).
+            giveBack(code)
+            throw error
+        }
+    }
+
+    /// A counted code that did not go out: counted nowhere (on a store,
+    /// best effort: a code left counted errs on the safe side).
+    private func giveBack(_ code: GuardBook.PendingCode) {
+        if let store {
+            try? store.guardReturned(scope: code.scope, subject: code.subject, code: code.code,
+                                     country: code.country, address: code.address)
+        } else {
+            locked.withLock { state in state.guards.ledgers[code.scope]?.returned(code.code) }
+        }
     }
 
     /// Closes a send ticket (see `decideSendEnd`); a guarded code whose
@@ -189,15 +232,7 @@ extension Engine {
             throw error
         }
         guard let pending = locked.withLock({ $0.guards.pending.removeValue(forKey: ticket) }) else { return result }
-        if outcome == .failed {
-            if let store {
-                // Best effort: a code left counted errs on the safe side.
-                try? store.guardReturned(scope: pending.scope, subject: pending.subject, code: pending.code,
-                                         country: pending.country, address: pending.address)
-            } else {
-                locked.withLock { state in state.guards.ledgers[pending.scope]?.returned(pending.code) }
-            }
-        }
+        if outcome == .failed { giveBack(pending) }
         return result
     }
 
@@ -205,6 +240,11 @@ extension Engine {
     /// scope the key's last code counts as verified.
     public func verified(_ key: CountdownKey) throws(TickgateError) {
         try countingVerify(wrong: false) { () throws(TickgateError) in try decideVerified(key) }
+        // A store on a local file says at no cost (this engine may never
+        // have sent on the scope since another process set its guard).
+        if let store, case let .some(stored) = try? store.localGuard(scope: key.scope) {
+            locked.withLock { state in state.guards.set(stored, scope: key.scope) }
+        }
         guard let rules = locked.withLock({ $0.guards.rules[key.scope] }), rules.mode != .off,
               let number = try? PhoneNumber.parse(key.subject.value) else { return }
         let country = Guard.country(of: number)

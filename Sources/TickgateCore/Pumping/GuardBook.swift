@@ -19,7 +19,13 @@ struct GuardBook {
     /// Makes this engine's code ids unique among every engine on a store.
     let nonce = String(UInt64.random(in: 1 ... .max), radix: 36)
 
-    func code(for ticket: UInt64) -> String { nonce + "-" + String(ticket) }
+    private var codes: UInt64 = 0
+
+    /// A new code id (a code is counted before its ticket exists).
+    mutating func nextCode() -> String {
+        codes &+= 1
+        return nonce + "-" + String(codes)
+    }
 
     mutating func set(_ rules: Guard?, scope: KeyName) {
         self.rules[scope] = rules

@@ -317,6 +317,10 @@ final class SQLiteStore: Store {
         try transaction { (file) throws(TickgateError) in try file.save(guard: rules, scope: scope) }
     }
 
+    func localGuard(scope: KeyName) throws(TickgateError) -> Guard?? {
+        .some(try transaction { (file) throws(TickgateError) -> Guard? in try file.guards(scope: scope).first?.1 })
+    }
+
     // The signals on the file's wall clock: every process on the file
     // counts on the same one.
     func guardReading(scope: KeyName, country: String, address: ClientAddress?) throws(TickgateError) -> GuardReading {
@@ -329,10 +333,13 @@ final class SQLiteStore: Store {
     }
 
     func guardSent(scope: KeyName, subject: KeyName, code: String, country: String,
-                   address: ClientAddress?) throws(TickgateError) {
-        try transaction { (file) throws(TickgateError) in
+                   address: ClientAddress?) throws(TickgateError) -> GuardReading {
+        try transaction { (file) throws(TickgateError) -> GuardReading in
+            let now = clock.wallNow()
+            let (counts, days) = try file.guardCounts(scope: scope, country: country, address: address?.description, now: now)
             try file.guardSent(scope: scope, subject: subject, code: code, country: country,
-                               address: address?.description, now: clock.wallNow())
+                               address: address?.description, now: now)
+            return GuardReading(rules: nil, counts: counts, days: days, today: now / 86_400_000_000_000)
         }
     }
 

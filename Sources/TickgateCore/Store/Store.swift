@@ -92,9 +92,13 @@ protocol Store: AnyObject, Sendable {
     /// The pumping signals of a send to `country` from `address` on a
     /// guarded scope (Pumping/), read with the scope's guard in one step.
     func guardReading(scope: KeyName, country: String, address: ClientAddress?) throws(TickgateError) -> GuardReading
-    /// A code went out (was granted) to `subject`: counted unverified.
+    /// The scope's guard as the store holds it, if reading it costs no
+    /// round trip (a local file: SQLite); nil if it does (Redis).
+    func localGuard(scope: KeyName) throws(TickgateError) -> Guard??
+    /// A code goes out to `subject`: counted unverified, in one step with
+    /// the counts before it (what it is judged by; its `rules` not read).
     func guardSent(scope: KeyName, subject: KeyName, code: String, country: String,
-                   address: ClientAddress?) throws(TickgateError)
+                   address: ClientAddress?) throws(TickgateError) -> GuardReading
     /// A granted code did not go out (a failed send): counted nowhere.
     func guardReturned(scope: KeyName, subject: KeyName, code: String, country: String,
                        address: ClientAddress?) throws(TickgateError)
@@ -213,6 +217,7 @@ extension Store {
     }
     func watchKeys() {}
     func appendRecord(_ record: GuardRecord, maximumLength: Int) throws(TickgateError) {}
+    func localGuard(scope: KeyName) throws(TickgateError) -> Guard?? { .none }
     func session(realm: KeyName) throws(TickgateError) -> SessionState? { nil }
     func readSettings() throws(TickgateError) -> StoreSnapshot { StoreSnapshot() }
     func merge(_ rows: KeyRows, for key: CountdownKey, charges: [BudgetKey: [Instant]]) throws(TickgateError) {}

@@ -1877,6 +1877,7 @@ enum RedisScripts {
     --   B guard      string: the scope's guard, as Guard.encoded writes it
     --   B codes      hash: code id -> "COUNTRY|ADDRESS|SENT_US"
     --   B latest     hash: subject -> its last code id
+    --   B prev       hash: code id -> the subject's last code id before it
     --   B uc:C       sorted set: country C's unverified codes, by when sent
     --   B vc:C       sorted set: country C's verifications, by when
     --   B d:C        hash: UTC day number -> codes to C verified that day
@@ -1885,32 +1886,37 @@ enum RedisScripts {
     --   B ac:A       hash: country -> when A last asked a code for it
     --   B avc:A      hash: country -> when A last verified a code of it
     -- KEYS: 1 B guard (the slot's key). ARGV: 1 the operation, 2 B, 3 the
-    -- country, 4 the address ('' = none), then per operation:
+    -- country, 4 the address ('' = none), 5 not after (server µs, '' = none:
+    -- past it a change changes nothing and answers {'late'}, so a request a
+    -- stopped server runs late counts no code), then per operation:
     --   check:    answers {guard or '', c_unverified_day, c_unverified_hour,
     --             c_verified_day, c_verified_hour, today, {day, n, ...},
     --             a_unverified_day, a_unverified_hour, a_verified_day,
     --             a_countries_day}
-    --   sent:     5 code id, 6 subject. Answers {'ok'}.
-    --   returned: 5 code id, 6 subject. Answers {'ok'}.
-    --   verified: 6 subject (the country is the subject's). Answers {'ok'}.
-    --   set:      5 the guard's text ('' = none). Answers {'ok'}.
+    --   sent:     6 code id, 7 subject. Answers what check answers, before
+    --             the code is counted (what it is judged by, in one step).
+    --   returned: 6 code id, 7 subject. Answers {'ok'}.
+    --   verified: 7 subject (the country is the subject's). Answers {'ok'}.
+    --   set:      6 the guard's text ('' = none). Answers {'ok'}.
     -- Sets a type check on every key it reads: a key of another type is
     -- answered {'corrupt', key, why}.
     local op, B, C, A = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+    if op ~= 'check' and late(ARGV[5]) then return {'late'} end
     local DAY, HOUR = 86400000000, 3600000000
     local function typed(key, want)
       local t = redis.call('TYPE', key).ok
       return t == want or t == 'none'
     end
     if op == 'set' then
-      -- ARGV 5: the guard's text ('' = none).
+      -- ARGV 6: the guard's text ('' = none).
       if not typed(B .. 'guard', 'string') then return {'corrupt', B .. 'guard', 'is not a string'} end
-      if ARGV[5] == '' then redis.call('DEL', B .. 'guard') else redis.call('SET', B .. 'guard', ARGV[5]) end
+      if ARGV[6] == '' then redis.call('DEL', B .. 'guard') else redis.call('SET', B .. 'guard', ARGV[6]) end
       return {'ok'}
     end
     local now = store_time()
-    local names = {B .. 'guard', B .. 'codes', B .. 'latest', B .. 'uc:' .. C, B .. 'vc:' .. C, B .. 'd:' .. C}
-    local kinds = {'string', 'hash', 'hash', 'zset', 'zset', 'hash'}
+    local names = {B .. 'guard', B .. 'codes', B .. 'latest', B .. 'uc:' .. C, B .. 'vc:' .. C, B .. 'd:' .. C,
+                   B .. 'prev'}
+    local kinds = {'string', 'hash', 'hash', 'zset', 'zset', 'hash', 'hash'}
     if A ~= '' then
       for _, n in ipairs({'ua:', 'va:'}) do names[#names + 1] = B .. n .. A; kinds[#kinds + 1] = 'zset' end
       for _, n in ipairs({'ac:', 'avc:'}) do names[#names + 1] = B .. n .. A; kinds[#kinds + 1] = 'hash' end
@@ -1925,7 +1931,7 @@ enum RedisScripts {
     local function keep(key, us) redis.call('PEXPIRE', key, fmt(math.floor(us / 1000) + 60000)) end
     local today = math.floor(now / DAY)
 
-    if op == 'check' then
+    local function check()
       local g = redis.call('GET', B .. 'guard') or ''
       local days = redis.call('HGETALL', B .. 'd:' .. C)
       local reply = {g, count(B .. 'uc:' .. C, now - DAY), count(B .. 'uc:' .. C, now - HOUR),
@@ -1950,10 +1956,14 @@ enum RedisScripts {
       end
       return reply
     end
+    if op == 'check' then return check() end
 
-    local id, subject = ARGV[5], ARGV[6]
+    local id, subject = ARGV[6], ARGV[7]
     if op == 'sent' then
+      local reply = check()
       redis.call('HSET', B .. 'codes', id, C .. '|' .. A .. '|' .. fmt(now))
+      local before = redis.call('HGET', B .. 'latest', subject)
+      if before and before ~= id then redis.call('HSET', B .. 'prev', id, before); keep(B .. 'prev', DAY) end
       redis.call('HSET', B .. 'latest', subject, id)
       keep(B .. 'codes', DAY); keep(B .. 'latest', DAY)
       redis.call('ZADD', B .. 'uc:' .. C, fmt(now), id); trim(B .. 'uc:' .. C); keep(B .. 'uc:' .. C, DAY)
@@ -1961,14 +1971,39 @@ enum RedisScripts {
         redis.call('ZADD', B .. 'ua:' .. A, fmt(now), id); trim(B .. 'ua:' .. A); keep(B .. 'ua:' .. A, DAY)
         redis.call('HSET', B .. 'ac:' .. A, C, fmt(now)); keep(B .. 'ac:' .. A, DAY)
       end
-      return {'ok'}
+      return reply
     end
 
     if op == 'returned' then
       redis.call('ZREM', B .. 'uc:' .. C, id)
-      if A ~= '' then redis.call('ZREM', B .. 'ua:' .. A, id) end
+      if A ~= '' then
+        redis.call('ZREM', B .. 'ua:' .. A, id)
+        -- C stays a country A asked for only by another of A's codes to C
+        -- of the day (its newest); with more than 100 of them, it stays (the
+        -- safe side).
+        local others = redis.call('ZRANGEBYSCORE', B .. 'ua:' .. A, '(' .. fmt(now - DAY), '+inf',
+                                  'WITHSCORES', 'LIMIT', 0, 101)
+        if #others <= 200 then
+          local last
+          for i = 1, #others, 2 do
+            local held = redis.call('HGET', B .. 'codes', others[i])
+            if held and string.match(held, '^([^|]*)|') == C then last = others[i + 1] end
+          end
+          if last then redis.call('HSET', B .. 'ac:' .. A, C, last) else redis.call('HDEL', B .. 'ac:' .. A, C) end
+        end
+      end
       redis.call('HDEL', B .. 'codes', id)
-      if redis.call('HGET', B .. 'latest', subject) == id then redis.call('HDEL', B .. 'latest', subject) end
+      if redis.call('HGET', B .. 'latest', subject) == id then
+        -- The subject's code before it is its last again (the one the user
+        -- holds), if it is still held unverified (a verified one is not).
+        local before = redis.call('HGET', B .. 'prev', id)
+        if before and redis.call('HGET', B .. 'codes', before) then
+          redis.call('HSET', B .. 'latest', subject, before)
+        else
+          redis.call('HDEL', B .. 'latest', subject)
+        end
+      end
+      redis.call('HDEL', B .. 'prev', id)
       return {'ok'}
     end
 

@@ -10,8 +10,9 @@ extension RedisStore {
         let base = keys.guardBase(scope)
         let name = base + Array("guard".utf8)
         let reply = try run("guardSignals", keys: [name], arguments: [
-            Array(op.utf8), base, Array(country.utf8), Array((client?.description ?? "").utf8),
+            Array(op.utf8), base, Array(country.utf8), Array((client?.description ?? "").utf8), call.notAfter,
         ] + extra, by: call.deadline, changes: op != "check")
+        if case let .array(parts) = reply, parts.first?.text == "late" { throw late("the guard's \(op)") }
         let reader = try ReplyReader(reply, key: name, server: address.description)
         if reader.elements.first?.text == "corrupt" {
             let error = reader.corrupt()
@@ -21,7 +22,11 @@ extension RedisStore {
     }
 
     func guardReading(scope: KeyName, country: String, address: ClientAddress?) throws(TickgateError) -> GuardReading {
-        let reader = try runGuard("check", scope: scope, country: country, address: address)
+        try reading(try runGuard("check", scope: scope, country: country, address: address), address: address)
+    }
+
+    /// A reply of the check's layout: {guard, counts..., today, days, address counts...}.
+    private func reading(_ reader: ReplyReader, address: ClientAddress?) throws(TickgateError) -> GuardReading {
         func bad(_ why: String) -> TickgateError {
             TickgateError(.storeCorrupt, "the Redis key \(reader.key.prefix(300)) \(why)", store: .corrupt)
         }
@@ -56,9 +61,11 @@ extension RedisStore {
     }
 
     func guardSent(scope: KeyName, subject: KeyName, code: String, country: String,
-                   address: ClientAddress?) throws(TickgateError) {
-        try runGuard("sent", scope: scope, country: country, address: address,
-                     extra: [Array(code.utf8), Array(subject.value.utf8)])
+                   address: ClientAddress?) throws(TickgateError) -> GuardReading {
+        var counted = try reading(runGuard("sent", scope: scope, country: country, address: address,
+                                           extra: [Array(code.utf8), Array(subject.value.utf8)]), address: address)
+        counted.rules = nil
+        return counted
     }
 
     func guardReturned(scope: KeyName, subject: KeyName, code: String, country: String,

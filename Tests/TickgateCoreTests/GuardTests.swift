@@ -1,0 +1,352 @@
+import Testing
+@testable import TickgateCore
+
+/// The SMS pumping guard's core: the adaptive thresholds (the anchor's own
+/// example numbers, Authgear's docs/specs/fraud-protection.md) and the
+/// memory ledger of codes and verifications the signals count.
+@Suite struct GuardTests {
+    static let second: Int64 = 1_000_000_000
+    static let minute = 60 * second
+    static let hour = 60 * minute
+    static let day = 24 * hour
+
+    static func at(_ nanoseconds: Int64) -> Instant { Instant(nanoseconds: nanoseconds) }
+
+    // MARK: GuardThresholds.judge
+
+    /// Counts of a country's verified traffic: the most verified in one day
+    /// of the history, the last 24 h's and the last hour's.
+    static func country(max: Int, day: Int, hour: Int, unverifiedDay: Int = 0,
+                        unverifiedHour: Int = 0) -> GuardCounts {
+        var counts = GuardCounts()
+        counts.countryVerifiedDailyMaximum = max
+        counts.countryVerifiedDay = day
+        counts.countryVerifiedHour = hour
+        counts.countryUnverifiedDay = unverifiedDay
+        counts.countryUnverifiedHour = unverifiedHour
+        return counts
+    }
+
+    @Test(arguments: [
+        // (14-day max, last 24 h, last hour) -> daily, hourly
+        // Normal traffic (~1k/day, peak hour ~200): 200 and 40.
+        (1_000, 1_000, 200, 200, 40),
+        // Spike day (~2k/day, peak hour ~400): 400 and 80.
+        (1_000, 2_000, 400, 400, 80),
+        // Low traffic (~15/day, peak hour ~5): the minimums, 20 and 3.
+        (15, 15, 5, 20, 3),
+        // Low traffic spike (~30/day, peak hour ~10): still 20 and 3.
+        (30, 30, 10, 20, 3),
+        // Initial launch (no history, ~300 verified in the first hour): 60 and 60.
+        (300, 300, 300, 60, 60),
+        // Attack on a quiet day (~500/day against a 1k history): 200 and 33.
+        (1_000, 500, 20, 200, 33),
+        // Nothing verified at all: the minimums.
+        (0, 0, 0, 20, 3),
+    ])
+    func theAnchorsExamples(_ max: Int, _ day: Int, _ hour: Int, _ daily: Int, _ hourly: Int) {
+        let judgment = GuardThresholds().judge(Self.country(max: max, day: day, hour: hour))
+        #expect(judgment.countryDaily == daily)
+        #expect(judgment.countryHourly == hourly)
+        #expect(judgment.warnings.isEmpty)
+        // No address: no address thresholds, no address warnings.
+        #expect(judgment.addressDaily == 0 && judgment.addressHourly == 0)
+    }
+
+    @Test func aThresholdLetsItsNumberThroughAndWarnsAtTheNext() {
+        let t = GuardThresholds()
+        // Normal traffic: 200 a day, 40 an hour; the send itself counts.
+        #expect(t.judge(Self.country(max: 1_000, day: 1_000, hour: 200, unverifiedDay: 199, unverifiedHour: 39))
+            .warnings.isEmpty)
+        #expect(t.judge(Self.country(max: 1_000, day: 1_000, hour: 200, unverifiedDay: 200, unverifiedHour: 39))
+            .warnings == .unverifiedByCountryDaily)
+        #expect(t.judge(Self.country(max: 1_000, day: 1_000, hour: 200, unverifiedDay: 199, unverifiedHour: 40))
+            .warnings == .unverifiedByCountryHourly)
+        // The low traffic attack: the 4th unverified code in an hour, the 21st in a day.
+        #expect(t.judge(Self.country(max: 15, day: 15, hour: 5, unverifiedDay: 3, unverifiedHour: 3))
+            .warnings == .unverifiedByCountryHourly)
+        #expect(t.judge(Self.country(max: 15, day: 15, hour: 5, unverifiedDay: 20, unverifiedHour: 3))
+            .warnings == [.unverifiedByCountryDaily, .unverifiedByCountryHourly])
+    }
+
+    @Test func theAddressSignals() {
+        let t = GuardThresholds()
+        var counts = GuardCounts()
+        counts.hasAddress = true
+        counts.addressCountriesDay = 1
+        var judgment = t.judge(counts)
+        // max(10, 20 % of 0) and max(5, 0 / 6).
+        #expect((judgment.addressDaily, judgment.addressHourly) == (10, 5))
+        #expect(judgment.warnings.isEmpty)
+        counts.addressVerifiedDay = 300
+        judgment = t.judge(counts)
+        // 20 % of 300 = 60 a day, 60 / 6 = 10 an hour.
+        #expect((judgment.addressDaily, judgment.addressHourly) == (60, 10))
+        counts.addressUnverifiedHour = 10
+        counts.addressUnverifiedDay = 10
+        #expect(t.judge(counts).warnings == .unverifiedByAddressHourly)
+        counts.addressUnverifiedDay = 60
+        counts.addressUnverifiedHour = 9
+        #expect(t.judge(counts).warnings == .unverifiedByAddressDaily)
+        // Countries: this send's included, 3 pass, the 4th warns.
+        counts.addressUnverifiedDay = 0
+        counts.addressUnverifiedHour = 0
+        counts.addressCountriesDay = 3
+        #expect(t.judge(counts).warnings.isEmpty)
+        counts.addressCountriesDay = 4
+        #expect(t.judge(counts).warnings == .countriesByAddressDaily)
+        // Without an address none of them is judged.
+        counts.hasAddress = false
+        counts.addressUnverifiedDay = 1_000
+        #expect(t.judge(counts).warnings.isEmpty)
+    }
+
+    @Test func everyConstantIsSettable() {
+        var t = GuardThresholds()
+        t.countryDailyMinimum = 5
+        t.countryHistoryPercent = 50
+        t.countryDayPercent = 10
+        t.countryHourlyMinimum = 1
+        t.countryHourlyDivisor = 2
+        t.countryHourPercent = 100
+        t.addressDailyMinimum = 2
+        t.addressDayPercent = 50
+        t.addressHourlyMinimum = 1
+        t.addressHourlyDivisor = 5
+        t.addressCountriesMaximum = 1
+        var counts = Self.country(max: 40, day: 100, hour: 30)
+        counts.hasAddress = true
+        counts.addressVerifiedDay = 20
+        counts.addressCountriesDay = 2
+        let judgment = t.judge(counts)
+        // max(5, 50 % of 40, 10 % of 100) = 20; max(1, 20 / 2, 100 % of 30) = 30.
+        #expect((judgment.countryDaily, judgment.countryHourly) == (20, 30))
+        // max(2, 50 % of 20) = 10; max(1, 10 / 5) = 2.
+        #expect((judgment.addressDaily, judgment.addressHourly) == (10, 2))
+        #expect(judgment.warnings == .countriesByAddressDaily)
+        #expect(PumpingWarnings([.unverifiedByCountryDaily, .countriesByAddressDaily]).names
+            == "unverified_by_country_daily,countries_by_address_daily")
+    }
+
+    @Test func constantsOutOfRangeAreRefusedAndTheEncodingReadsBack() throws {
+        var t = GuardThresholds()
+        t.countryHourlyDivisor = 0
+        #expect(throws: TickgateError.self) { try t.validate() }
+        t = GuardThresholds()
+        t.historyDays = 61
+        #expect(throws: TickgateError.self) { try t.validate() }
+        t = GuardThresholds()
+        t.addressDailyMinimum = 1_000_001
+        #expect(throws: TickgateError.self) { try t.validate() }
+        t = GuardThresholds()
+        t.countryDailyMinimum = 7
+        t.historyDays = 3
+        let bad = { (why: String) in TickgateError(.storeCorrupt, why) }
+        #expect(try GuardThresholds.decode(t.encoded, bad) == t)
+        var rules = Guard(mode: .enforce, allowed: [try Destination.parse("CN"), try Destination.parse("+1876")],
+                          alwaysAllowNumbers: [try NumberPattern.parse("+1555010?")],
+                          alwaysAllowAddresses: [try AddressRange.parse("2001:db8::/32")],
+                          alwaysAllowCountries: ["HK"], alwaysAllowSkipsBudgets: true, thresholds: t)
+        rules.refused = [try Destination.parse("+4475")]
+        #expect(try Guard.decode(rules.encoded, bad) == rules)
+        #expect(throws: TickgateError.self) { try Guard.decode("1;9;;;;;;0;" + t.encoded + ";0", bad) }
+        #expect(throws: TickgateError.self) { try Guard.decode("garbage", bad) }
+    }
+
+    // MARK: ConversionLedger
+
+    let alice = try! KeyName("+8613800000001")
+    let bob = try! KeyName("+8613800000002")
+    let carol = try! KeyName("+14155550100")
+    let address = try! ClientAddress.parse("203.0.113.7")
+
+    @Test func windowsOfAnHourAndADay() {
+        var ledger = ConversionLedger()
+        let t0 = 10 * Self.day
+        ledger.sent("a", subject: alice, country: "CN", address: address, at: Self.at(t0), historyDays: 14)
+        ledger.sent("b", subject: bob, country: "CN", address: address, at: Self.at(t0 + 30 * Self.minute),
+                    historyDays: 14)
+        var counts = ledger.counts(country: "CN", address: address, historyDays: 14, at: Self.at(t0 + 59 * Self.minute))
+        #expect((counts.countryUnverifiedDay, counts.countryUnverifiedHour) == (2, 2))
+        #expect((counts.addressUnverifiedDay, counts.addressUnverifiedHour) == (2, 2))
+        #expect(counts.hasAddress && counts.addressCountriesDay == 1)
+        counts = ledger.counts(country: "CN", address: address, historyDays: 14, at: Self.at(t0 + 61 * Self.minute))
+        #expect((counts.countryUnverifiedDay, counts.countryUnverifiedHour) == (2, 1))
+        #expect((counts.addressUnverifiedDay, counts.addressUnverifiedHour) == (2, 1))
+        counts = ledger.counts(country: "CN", address: address, historyDays: 14,
+                               at: Self.at(t0 + Self.day + 10 * Self.minute))
+        #expect((counts.countryUnverifiedDay, counts.countryUnverifiedHour) == (1, 0))
+        counts = ledger.counts(country: "CN", address: nil, historyDays: 14, at: Self.at(t0 + 2 * Self.day))
+        #expect(counts == GuardCounts())
+        // Another country and another address count apart.
+        counts = ledger.counts(country: "US", address: try! ClientAddress.parse("198.51.100.1"), historyDays: 14,
+                               at: Self.at(t0 + Self.minute))
+        #expect(counts.countryUnverifiedDay == 0 && counts.addressUnverifiedDay == 0)
+        #expect(counts.addressCountriesDay == 1)
+    }
+
+    @Test func aReturnedCodeCountsNowhere() {
+        var ledger = ConversionLedger()
+        let t0 = 3 * Self.day
+        ledger.sent("a", subject: alice, country: "CN", address: address, at: Self.at(t0), historyDays: 14)
+        ledger.sent("c", subject: carol, country: "US", address: address, at: Self.at(t0 + Self.second),
+                    historyDays: 14)
+        var counts = ledger.counts(country: "CN", address: address, historyDays: 14, at: Self.at(t0 + Self.minute))
+        #expect(counts.countryUnverifiedDay == 1 && counts.addressUnverifiedDay == 2 && counts.addressCountriesDay == 2)
+        ledger.returned("c")
+        counts = ledger.counts(country: "CN", address: address, historyDays: 14, at: Self.at(t0 + Self.minute))
+        #expect(counts.countryUnverifiedDay == 1 && counts.addressUnverifiedDay == 1)
+        // The code never went out: its country is not one the address asked for.
+        #expect(counts.addressCountriesDay == 1)
+        #expect(ledger.counts(country: "US", address: nil, historyDays: 14, at: Self.at(t0 + Self.minute))
+            .countryUnverifiedDay == 0)
+        #expect(ledger.codes["c"] == nil && ledger.latest[carol] == nil)
+        // A verified code is not given back.
+        ledger.verified(subject: alice, country: "CN", at: Self.at(t0 + 2 * Self.minute), historyDays: 14)
+        ledger.returned("a")
+        counts = ledger.counts(country: "CN", address: address, historyDays: 14, at: Self.at(t0 + 3 * Self.minute))
+        #expect(counts.countryVerifiedDay == 1 && counts.countryUnverifiedDay == 0)
+        // Returning an unknown code changes nothing.
+        ledger.returned("nope")
+        #expect(ledger.counts(country: "CN", address: address, historyDays: 14, at: Self.at(t0 + 3 * Self.minute))
+            == counts)
+    }
+
+    @Test func verifiedMarksTheKeysLastCode() {
+        var ledger = ConversionLedger()
+        let t0 = 20 * Self.day
+        ledger.sent("a1", subject: alice, country: "CN", address: address, at: Self.at(t0), historyDays: 14)
+        ledger.sent("a2", subject: alice, country: "CN", address: address, at: Self.at(t0 + Self.minute),
+                    historyDays: 14)
+        ledger.sent("c", subject: carol, country: "US", address: address, at: Self.at(t0 + Self.minute),
+                    historyDays: 14)
+        var counts = ledger.counts(country: "CN", address: address, historyDays: 14, at: Self.at(t0 + 2 * Self.minute))
+        #expect((counts.countryUnverifiedDay, counts.addressUnverifiedDay, counts.addressCountriesDay) == (2, 3, 2))
+        ledger.verified(subject: alice, country: "CN", at: Self.at(t0 + 2 * Self.minute), historyDays: 14)
+        counts = ledger.counts(country: "CN", address: address, historyDays: 14, at: Self.at(t0 + 3 * Self.minute))
+        // The last code (a2) is verified; a1 stays unverified.
+        #expect((counts.countryUnverifiedDay, counts.countryVerifiedDay, counts.countryVerifiedHour) == (1, 1, 1))
+        #expect((counts.addressUnverifiedDay, counts.addressVerifiedDay) == (2, 1))
+        // A verified country leaves the address's count (US is still asked).
+        #expect(counts.addressCountriesDay == 1)
+        #expect(ledger.counts(country: "US", address: address, historyDays: 14, at: Self.at(t0 + 3 * Self.minute))
+            .addressCountriesDay == 1)
+        #expect(counts.countryVerifiedDailyMaximum == 1)
+        // Verified again with no new code: a verification, no code marked.
+        ledger.verified(subject: alice, country: "CN", at: Self.at(t0 + 4 * Self.minute), historyDays: 14)
+        counts = ledger.counts(country: "CN", address: address, historyDays: 14, at: Self.at(t0 + 5 * Self.minute))
+        #expect((counts.countryUnverifiedDay, counts.countryVerifiedDay) == (1, 2))
+        // An hour later the verifications leave the hour, a day later the day.
+        counts = ledger.counts(country: "CN", address: address, historyDays: 14,
+                               at: Self.at(t0 + 2 * Self.hour))
+        #expect((counts.countryVerifiedDay, counts.countryVerifiedHour) == (2, 0))
+        counts = ledger.counts(country: "CN", address: address, historyDays: 14,
+                               at: Self.at(t0 + Self.day + 10 * Self.minute))
+        #expect((counts.countryVerifiedDay, counts.countryUnverifiedDay) == (0, 0))
+        // ... but the day's verifications stay in the history.
+        #expect(counts.countryVerifiedDailyMaximum == 2)
+    }
+
+    @Test func aReturnedCodeLeavesTheKeysEarlierCodeToVerify() {
+        var ledger = ConversionLedger()
+        let t0 = 7 * Self.day
+        ledger.sent("a1", subject: alice, country: "CN", address: address, at: Self.at(t0), historyDays: 14)
+        ledger.sent("a2", subject: alice, country: "CN", address: address, at: Self.at(t0 + Self.minute),
+                    historyDays: 14)
+        ledger.returned("a2")
+        #expect(ledger.latest[alice] == "a1")
+        ledger.verified(subject: alice, country: "CN", at: Self.at(t0 + 2 * Self.minute), historyDays: 14)
+        let counts = ledger.counts(country: "CN", address: address, historyDays: 14, at: Self.at(t0 + 3 * Self.minute))
+        #expect((counts.countryUnverifiedDay, counts.addressUnverifiedDay, counts.countryVerifiedDay) == (0, 0, 1))
+        // After a verified code, a returned one leaves none to verify.
+        ledger.sent("a3", subject: alice, country: "CN", address: address, at: Self.at(t0 + 4 * Self.minute),
+                    historyDays: 14)
+        ledger.returned("a3")
+        #expect(ledger.latest[alice] == nil)
+    }
+
+    @Test func theHistoryIsTheMostVerifiedInOneDayOfItsDays() {
+        var ledger = ConversionLedger()
+        let start = 100 * Self.day
+        // Day 100: 5 verified; day 103: 2; day 110: 1.
+        for (dayOffset, count) in [(0, 5), (3, 2), (10, 1)] {
+            for index in 0..<count {
+                let subject = try! KeyName("+86138000001\(dayOffset)\(index)")
+                let when = start + Int64(dayOffset) * Self.day + Int64(index) * Self.minute
+                ledger.sent("\(dayOffset)-\(index)", subject: subject, country: "CN", address: nil, at: Self.at(when),
+                            historyDays: 14)
+                ledger.verified(subject: subject, country: "CN", at: Self.at(when + Self.second), historyDays: 14)
+            }
+        }
+        let day110 = start + 10 * Self.day + Self.hour
+        #expect(ledger.counts(country: "CN", address: nil, historyDays: 14, at: Self.at(day110))
+            .countryVerifiedDailyMaximum == 5)
+        // 10 days of history (days 101 ... 110) leave day 100 out.
+        #expect(ledger.counts(country: "CN", address: nil, historyDays: 10, at: Self.at(day110))
+            .countryVerifiedDailyMaximum == 2)
+        #expect(ledger.counts(country: "CN", address: nil, historyDays: 1, at: Self.at(day110))
+            .countryVerifiedDailyMaximum == 1)
+        // 14 days after day 100, it leaves the 14-day history too.
+        #expect(ledger.counts(country: "CN", address: nil, historyDays: 14, at: Self.at(start + 14 * Self.day))
+            .countryVerifiedDailyMaximum == 2)
+        #expect(ledger.counts(country: "US", address: nil, historyDays: 14, at: Self.at(day110))
+            .countryVerifiedDailyMaximum == 0)
+    }
+
+    @Test func whatNoCountLooksAtIsPruned() {
+        var ledger = ConversionLedger()
+        let t0 = 5 * Self.day
+        for index in 0..<50 {
+            let subject = try! KeyName("+861380000\(1000 + index)")
+            ledger.sent("old-\(index)", subject: subject, country: "CN", address: address,
+                        at: Self.at(t0 + Int64(index) * Self.second), historyDays: 14)
+        }
+        #expect(ledger.codes.count == 50 && ledger.latest.count == 50)
+        // Two days later one more send: the old codes are gone.
+        ledger.sent("new", subject: alice, country: "CN", address: address, at: Self.at(t0 + 2 * Self.day),
+                    historyDays: 14)
+        #expect(ledger.codes.count == 1 && ledger.latest.count == 1)
+        #expect(ledger.codes["new"] != nil && ledger.latest[alice] == "new")
+        let counts = ledger.counts(country: "CN", address: address, historyDays: 14,
+                                   at: Self.at(t0 + 2 * Self.day + Self.second))
+        #expect((counts.countryUnverifiedDay, counts.addressUnverifiedDay, counts.addressCountriesDay) == (1, 1, 1))
+        // A code pruned is no code to verify.
+        var later = ledger
+        later.verified(subject: alice, country: "CN", at: Self.at(t0 + 4 * Self.day), historyDays: 14)
+        #expect(later.codes.isEmpty)
+    }
+
+    @Test func theLedgerWorksOnAClockThatStartsBelowZero() {
+        // A manual clock may start anywhere; the day numbers round down.
+        #expect(ConversionLedger.dayNumber(Self.at(-1)) == -1)
+        #expect(ConversionLedger.dayNumber(Self.at(0)) == 0)
+        #expect(ConversionLedger.dayNumber(Self.at(Self.day - 1)) == 0)
+        #expect(ConversionLedger.dayNumber(Self.at(-Self.day)) == -1)
+        var ledger = ConversionLedger()
+        ledger.sent("a", subject: alice, country: "CN", address: nil, at: Self.at(-Self.hour), historyDays: 14)
+        ledger.verified(subject: alice, country: "CN", at: Self.at(-Self.minute), historyDays: 14)
+        let counts = ledger.counts(country: "CN", address: nil, historyDays: 14, at: Self.at(Self.minute))
+        #expect((counts.countryVerifiedDay, counts.countryUnverifiedDay, counts.countryVerifiedDailyMaximum) == (1, 0, 1))
+    }
+}
+
+/// The store double's guard side (StoreDoubleTests.swift): it keeps no
+/// guard, so a scope set on it stays unguarded. (Without it the test target
+/// does not build: the guard added these requirements to `Store`.)
+extension DoubleStore {
+    func save(guard rules: Guard?, scope: KeyName) throws(TickgateError) {}
+
+    func guardReading(scope: KeyName, country: String, address: ClientAddress?) throws(TickgateError) -> GuardReading {
+        GuardReading(rules: nil, counts: GuardCounts())
+    }
+
+    func guardSent(scope: KeyName, subject: KeyName, code: String, country: String,
+                   address: ClientAddress?) throws(TickgateError) -> GuardReading {
+        GuardReading(rules: nil, counts: GuardCounts())
+    }
+
+    func guardReturned(scope: KeyName, subject: KeyName, code: String, country: String,
+                       address: ClientAddress?) throws(TickgateError) {}
+
+    func guardVerified(scope: KeyName, subject: KeyName, country: String) throws(TickgateError) {}
+}

@@ -160,14 +160,15 @@ struct ConversionLedger {
     mutating func verified(subject: KeyName, country: String, at now: Instant, historyDays: Int) {
         prune(at: now, historyDays: historyDays)
         var address: ClientAddress?
-        if let id = latest.removeValue(forKey: subject), var code = codes[id], !code.verified {
-            code.verified = true
-            codes[id] = code
-            address = code.address
-            Series.insertSorted(code.sentAt, into: &countries[code.country, default: Series()].verifiedSent)
-            if let address {
-                Series.insertSorted(code.sentAt, into: &addresses[address, default: Series()].verifiedSent)
-            }
+        // Only a code sent (and not verified yet) counts: a verification
+        // with no code would raise the thresholds for nothing.
+        guard let id = latest.removeValue(forKey: subject), var code = codes[id], !code.verified else { return }
+        code.verified = true
+        codes[id] = code
+        address = code.address
+        Series.insertSorted(code.sentAt, into: &countries[code.country, default: Series()].verifiedSent)
+        if let address {
+            Series.insertSorted(code.sentAt, into: &addresses[address, default: Series()].verifiedSent)
         }
         countries[country, default: Series()].verifiedAt.append(now)
         days[country, default: [:]][Self.dayNumber(now), default: 0] += 1

@@ -767,12 +767,12 @@ final class SQLiteFile {
             latest = (try row.text(0, "id", maximumBytes: 64), try row.integer(1, "verified", 0...1) == 1,
                       row.isNull(2) ? nil : try row.text(2, "address", maximumBytes: 64))
         }
-        var address: String?
-        if let latest, !latest.verified {
-            try run("UPDATE guard_codes SET verified_ns = ? WHERE scope = ? AND id = ?",
-                    [.int(now), .text(scope.value), .text(latest.id)])
-            address = latest.address
-        }
+        // Only a code sent (and not verified yet) counts: a verification
+        // with no code would raise the thresholds for nothing.
+        guard let latest, !latest.verified else { return }
+        try run("UPDATE guard_codes SET verified_ns = ? WHERE scope = ? AND id = ?",
+                [.int(now), .text(scope.value), .text(latest.id)])
+        let address = latest.address
         try run("DELETE FROM guard_verifications WHERE scope = ? AND at_ns < ?",
                 [.text(scope.value), .int(now - Int64(GuardThresholds.maximumHistoryDays + 1) * 86_400_000_000_000)])
         try run("INSERT INTO guard_verifications(scope, country, address, at_ns) VALUES(?, ?, ?, ?)",

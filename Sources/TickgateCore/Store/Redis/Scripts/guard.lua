@@ -155,6 +155,9 @@ if op == 'verified' then
     redis.call('HDEL', B .. 'codes', code)
     redis.call('HDEL', B .. 'latest', subject)
   end
+  -- Only a code sent (and not verified yet) counts: a verification with
+  -- no code would raise the thresholds for nothing.
+  if not held then return {'ok'} end
   local member = fmt(now) .. '|' .. subject
   redis.call('ZADD', B .. 'vc:' .. C, fmt(now), member); trim(B .. 'vc:' .. C); keep(B .. 'vc:' .. C, DAY)
   redis.call('HINCRBY', B .. 'd:' .. C, fmt(today), 1)

@@ -43,23 +43,12 @@ public func tg_send_begin_budgeted(_ engine: OpaquePointer?, _ scope: UnsafePoin
                                    _ out_ticket: UnsafeMutablePointer<UInt64>?,
                                    _ out_wait_ms: UnsafeMutablePointer<Int64>?,
                                    _ out_budget_index: UnsafeMutablePointer<Int>?) -> tg_status {
-    var refusedBy: Int?
-    let status = Boundary.call(engine) { (engine) throws(TickgateError) in
-        do throws(TickgateError) {
-            let key = try Boundary.key(scope, subject)
-            let keys = try BudgetKeys.read(budgets, budget_count)
-            let out = try Boundary.required(out_ticket, "out_ticket")
-            out.pointee = try engine.sendBegin(key, budgets: keys)
-            out_wait_ms?.pointee = 0
-        } catch {
-            out_wait_ms?.pointee = error.remaining.millisecondsRoundedUp
-            refusedBy = error.budgetIndex
-            throw error
-        }
+    BudgetKeys.sendBegin(engine, out_ticket, out_wait_ms, out_budget_index) { (engine, checkOut) throws(TickgateError) in
+        let key = try Boundary.key(scope, subject)
+        let keys = try BudgetKeys.read(budgets, budget_count)
+        try checkOut()
+        return try engine.sendBegin(key, budgets: keys)
     }
-    // Every failure writes it, a bad handle's too (TG_BUDGET_NONE).
-    if status != TG_OK { out_budget_index?.pointee = refusedBy ?? -1 }
-    return status
 }
 
 @c @implementation
@@ -90,6 +79,33 @@ public func tg_budget_reset(_ engine: OpaquePointer?, _ budget: UnsafePointer<CC
 
 /// Budget keys from C, checked.
 enum BudgetKeys {
+    /// A send's begin with budgets (tg_send_begin_budgeted,
+    /// tg_send_begin_from): `begin` checks its arguments, then calls
+    /// `checkOut` (out_ticket), then asks the engine; the wait and the
+    /// refusing budget's index are written on every failure, a bad
+    /// handle's too (TG_BUDGET_NONE).
+    static func sendBegin(_ engine: OpaquePointer?, _ out_ticket: UnsafeMutablePointer<UInt64>?,
+                          _ out_wait_ms: UnsafeMutablePointer<Int64>?, _ out_budget_index: UnsafeMutablePointer<Int>?,
+                          _ begin: (Engine, () throws(TickgateError) -> Void) throws(TickgateError) -> UInt64)
+        -> tg_status {
+        var refusedBy: Int?
+        let status = Boundary.call(engine) { (engine) throws(TickgateError) in
+            do throws(TickgateError) {
+                let ticket = try begin(engine) { () throws(TickgateError) in
+                    _ = try Boundary.required(out_ticket, "out_ticket")
+                }
+                out_ticket?.pointee = ticket
+                out_wait_ms?.pointee = 0
+            } catch {
+                out_wait_ms?.pointee = error.remaining.millisecondsRoundedUp
+                refusedBy = error.budgetIndex
+                throw error
+            }
+        }
+        if status != TG_OK { out_budget_index?.pointee = refusedBy ?? -1 }
+        return status
+    }
+
     static func key(_ budget: UnsafePointer<CChar>?, _ key: UnsafePointer<CChar>?) throws(TickgateError) -> BudgetKey {
         BudgetKey(budget: try Boundary.name(budget, "budget name"), key: try Boundary.name(key, "budget key"))
     }

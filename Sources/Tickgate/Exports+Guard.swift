@@ -113,32 +113,22 @@ public func tg_send_begin_from(_ engine: OpaquePointer?, _ scope: UnsafePointer<
                                _ out_ticket: UnsafeMutablePointer<UInt64>?,
                                _ out_wait_ms: UnsafeMutablePointer<Int64>?,
                                _ out_budget_index: UnsafeMutablePointer<Int>?) -> tg_status {
-    var refusedBy: Int?
-    let status = Boundary.call(engine) { (engine) throws(TickgateError) in
-        do throws(TickgateError) {
-            let key = try Boundary.key(scope, number)
-            var address: ClientAddress?
-            if let client_address, client_address.pointee != 0 {
-                let count = strnlen(client_address, 128)
-                let bytes = UnsafeBufferPointer(
-                    start: UnsafeRawPointer(client_address).assumingMemoryBound(to: UInt8.self), count: count)
-                guard count < 128, let text = String(validating: bytes, as: UTF8.self) else {
-                    throw TickgateError(.invalidArgument, "client_address is not an IP address")
-                }
-                address = try ClientAddress.parse(text)
+    BudgetKeys.sendBegin(engine, out_ticket, out_wait_ms, out_budget_index) { (engine, checkOut) throws(TickgateError) in
+        let key = try Boundary.key(scope, number)
+        var address: ClientAddress?
+        if let client_address, client_address.pointee != 0 {
+            let count = strnlen(client_address, 128)
+            let bytes = UnsafeBufferPointer(
+                start: UnsafeRawPointer(client_address).assumingMemoryBound(to: UInt8.self), count: count)
+            guard count < 128, let text = String(validating: bytes, as: UTF8.self) else {
+                throw TickgateError(.invalidArgument, "client_address is not an IP address")
             }
-            let keys = try BudgetKeys.read(budgets, budget_count)
-            let out = try Boundary.required(out_ticket, "out_ticket")
-            out.pointee = try engine.sendBegin(key, budgets: keys, from: address)
-            out_wait_ms?.pointee = 0
-        } catch {
-            out_wait_ms?.pointee = error.remaining.millisecondsRoundedUp
-            refusedBy = error.budgetIndex
-            throw error
+            address = try ClientAddress.parse(text)
         }
+        let keys = try BudgetKeys.read(budgets, budget_count)
+        try checkOut()
+        return try engine.sendBegin(key, budgets: keys, from: address)
     }
-    if status != TG_OK { out_budget_index?.pointee = refusedBy ?? -1 }
-    return status
 }
 
 @c @implementation

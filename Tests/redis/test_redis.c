@@ -171,10 +171,10 @@ static void test_engines_share_keys(void)
         }
         ASSERT_STATUS(s, TG_E_COOLING_DOWN);
     }
-    ASSERT(wait > 57000 && wait <= 60000);
+    ASSERT(wait > 50000 && wait <= 60000);   /* generous: a busy machine */
     /* B's queries read the server. */
     ASSERT_STATUS(tg_countdown_remaining(b, "login", "+8613800000000", &rem, &display), TG_OK);
-    ASSERT(rem > 59000 && rem <= 60000);
+    ASSERT(rem > 50000 && rem <= 60000);
     memset(&button, 0, sizeof button);
     button.struct_size = sizeof button;
     ASSERT_STATUS(tg_button_get(b, "login", "+8613800000000", &button), TG_OK);

@@ -92,7 +92,7 @@ public struct Guard: Sendable, Equatable {
     /// The destination rule that refuses `number`, if one does.
     func refusal(of number: PhoneNumber) -> String? {
         if !allowed.isEmpty, !allowed.contains(where: { $0.matches(number) }) {
-            return "\(number.region.isEmpty ? "+" + number.callingCode : number.region) is not on the allowed list"
+            return "\(Self.country(of: number)) is not on the allowed list"
         }
         if let rule = refused.first(where: { $0.matches(number) }) {
             return "\(rule) is on the refused list"

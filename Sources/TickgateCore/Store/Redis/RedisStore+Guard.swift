@@ -13,10 +13,14 @@ extension RedisStore {
             Array(op.utf8), base, Array(country.utf8), Array((client?.description ?? "").utf8), call.notAfter,
         ] + extra, by: call.deadline, changes: op != "check")
         if case let .array(parts) = reply, parts.first?.text == "late" { throw late("the guard's \(op)") }
+        return try guardReply(reply, name)
+    }
+
+    /// A guard script's reply, its own report of a corrupt key thrown.
+    private func guardReply(_ reply: RedisReply, _ name: [UInt8]) throws(TickgateError) -> ReplyReader {
         let reader = try ReplyReader(reply, key: name, server: address.description)
         if reader.elements.first?.text == "corrupt" {
-            let error = reader.corrupt()
-            throw TickgateError(.storeCorrupt, error.message, store: .corrupt)
+            throw TickgateError(.storeCorrupt, reader.corrupt().message, store: .corrupt)
         }
         return reader
     }
@@ -97,11 +101,7 @@ extension RedisStore {
         }
         var arguments = [Array(String(maximumLength).utf8)]
         for (field, value) in fields { arguments += [Array(field.utf8), Array(value.utf8)] }
-        let reply = try run("guardRecord", keys: [name], arguments: arguments, by: call.deadline)
-        let reader = try ReplyReader(reply, key: name, server: address.description)
-        if reader.elements.first?.text == "corrupt" {
-            throw TickgateError(.storeCorrupt, reader.corrupt().message, store: .corrupt)
-        }
+        _ = try guardReply(try run("guardRecord", keys: [name], arguments: arguments, by: call.deadline), name)
     }
 
     func guardVerified(scope: KeyName, subject: KeyName, country: String) throws(TickgateError) {

@@ -439,7 +439,7 @@ def test_budget_set_on_a_charges_and_refuses_b(peers: Callable[..., Peer], fixtu
     assert "error" not in reply, f"B's budgeted send was not decided by A's budget: {reply}"
     refused = b.fails("send_begin", scope="login", subject="two", budgets=ip)
     assert refused["error"] == "Locked" and refused.get("budget") == "ip", refused
-    assert 59_000 < refused["remaining_ms"] <= 60_000, refused
+    assert 59_000 < refused["remaining_ms"] <= 60_000 + 10, refused
     assert fixture_redis("ZCARD", budget_key(prefix, "ip", "203.0.113.7")) == 1
     for peer in (a, b):
         usage = peer.call("budget_usage", name="ip", key="203.0.113.7")
@@ -610,7 +610,7 @@ def test_sigstopped_server_applies_no_late_session_or_setting(own_redis: Callabl
     for peer in (b, login):
         assert peer.ok("session", realm="browser-1")["logged_in"] is False, peer.name
     b.ok("send_end", ticket=b.ok("send_begin", scope="login", subject="after"))
-    assert 59_000 < b.ok("remaining", scope="login", subject="after") <= 60_000
+    assert 59_000 < b.ok("remaining", scope="login", subject="after") <= 60_000 + 10
 
 
 # -- 4. a reply lost on a cut connection: applied once --------------------------------------------
@@ -713,7 +713,7 @@ def test_black_holed_notice_link_is_replaced(links: str, own_redis: Callable[...
     print(f"black hole ({holed} link(s)): A heard B's change {took * 1000:.0f} ms after it began "
           f"(store_timeout_ms={timeout_ms}; {proxy.accepted} connections through the proxy)")
     assert took <= 2 * timeout_ms / 1000 + 0.5, f"A took {took * 1000:.0f} ms to hear the change"
-    assert 59_000 - 5_000 < a.ok("remaining", scope="login", subject="p") <= 60_000
+    assert 59_000 - 5_000 < a.ok("remaining", scope="login", subject="p") <= 60_000 + 10
 
 
 # -- 6. at most 16 connections per engine ---------------------------------------------------------
@@ -877,7 +877,7 @@ def test_fail_open_grants_survive_the_outage(own_redis: Callable[..., RedisServe
     for peer in (b, a):
         refused = peer.fails("send_begin", scope="login", subject="+1555")
         assert refused["error"] == "CoolingDown", (peer.name, refused)
-        assert 50_000 < refused["remaining_ms"] <= 60_000, (peer.name, refused)
+        assert 50_000 < refused["remaining_ms"] <= 60_000 + 10, (peer.name, refused)
     # And the outage's charge is the store's: the address used one of its 5.
     assert b.ok("budget_usage", name="ip", key="203.0.113.7")["used"] == 1
 

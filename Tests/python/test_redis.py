@@ -46,7 +46,7 @@ def test_two_engines_share_one_truth(prefix: str) -> None:
         # arrives, then by the cooldown: refused throughout.
         refused = refused_once_noticed(lambda: b.send_begin("login", "+8613800000000"),
                                        tickgate.CoolingDown, tickgate.InFlight)
-        assert 50_000 < refused.remaining_ms <= 60_000  # type: ignore[attr-defined]
+        assert 50_000 < refused.remaining_ms <= 60_000 + 10  # type: ignore[attr-defined]  (mapped late by at most a round trip)
         assert b.button("login", "+8613800000000").state == tickgate.ButtonState.COOLING
         # What the server holds is Tickgate's hash, with an expiry.
         key = f"{prefix}k{{5:login+8613800000000}}"

@@ -171,10 +171,12 @@ static void test_engines_share_keys(void)
         }
         ASSERT_STATUS(s, TG_E_COOLING_DOWN);
     }
-    ASSERT(wait > 50000 && wait <= 60000);   /* generous: a busy machine */
+    ASSERT(wait > 50000 && wait <= 60000 + 10);   /* generous: a busy machine */
     /* B's queries read the server. */
     ASSERT_STATUS(tg_countdown_remaining(b, "login", "+8613800000000", &rem, &display), TG_OK);
-    ASSERT(rem > 50000 && rem <= 60000);
+    /* (+ 10 ms: another engine maps the server's deadline onto its own clock
+     * never early and late by at most a round trip: RedisClock.swift.) */
+    ASSERT(rem > 50000 && rem <= 60000 + 10);
     memset(&button, 0, sizeof button);
     button.struct_size = sizeof button;
     ASSERT_STATUS(tg_button_get(b, "login", "+8613800000000", &button), TG_OK);

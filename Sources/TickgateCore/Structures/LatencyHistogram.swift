@@ -8,10 +8,35 @@ import Synchronization
 /// total, so the two always agree.
 struct LatencyHistogram: ~Copyable, Sendable {
     /// The buckets' upper bounds in µs, the last one unbounded
-    /// (TG_STATS_LATENCY_BOUNDS_US).
-    static let bounds: [Int64] = [100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000,
-                                  250_000, 500_000, 1_000_000, 2_500_000, 5_000_000, Int64.max]
+    /// (TG_STATS_LATENCY_BOUNDS_US). Built on each call, never kept in a
+    /// global: a global is made once by the Swift runtime's `swift_once`,
+    /// which ThreadSanitizer cannot see through, so the first readers on
+    /// two threads were reported as a race.
+    static var bounds: [Int64] { (0..<bucketCount).map(bound) }
     static let bucketCount = 16
+
+    /// Bucket `index`'s upper bound in µs.
+    @inline(__always)
+    static func bound(_ index: Int) -> Int64 {
+        switch index {
+        case 0: 100
+        case 1: 250
+        case 2: 500
+        case 3: 1_000
+        case 4: 2_500
+        case 5: 5_000
+        case 6: 10_000
+        case 7: 25_000
+        case 8: 50_000
+        case 9: 100_000
+        case 10: 250_000
+        case 11: 500_000
+        case 12: 1_000_000
+        case 13: 2_500_000
+        case 14: 5_000_000
+        default: Int64.max
+        }
+    }
 
     private let buckets: InlineArray<16, Atomic<UInt64>>
     private let nanoseconds = Atomic<UInt64>(0)
@@ -26,7 +51,7 @@ struct LatencyHistogram: ~Copyable, Sendable {
     static func bucket(of span: Span) -> Int {
         let micros = span.nanoseconds <= 0 ? 0 : (span.nanoseconds - 1) / 1_000 + 1
         var index = 0
-        while index < bucketCount - 1 && micros > bounds[index] { index += 1 }
+        while index < bucketCount - 1 && micros > bound(index) { index += 1 }
         return index
     }
 

@@ -1252,7 +1252,7 @@ typedef enum tg_guard_mode {
  * - countries: region codes of the number.
  * The thresholds (README "Stopping SMS pumping") default to the formulas
  * of Authgear's fraud-protection spec; each is 0 to 1000000 (divisors at
- * least 1, history_days 1 to 60).
+ * least 1, history_days 1 to 60, unverified_after_seconds at most 3600).
  */
 typedef struct tg_guard {
     uint32_t struct_size; /* sizeof(tg_guard) as the caller was compiled */
@@ -1281,11 +1281,16 @@ typedef struct tg_guard {
      * (N the scope's byte length), which any process may read with XRANGE
      * or XREAD. Each record costs the send one more round trip. */
     uint32_t record_stream_length;
+    /* A code counts as unverified this many seconds after its send if it
+     * was not verified by then (0 ... 3600; 120 by default; 0 counts it
+     * from its send, as the anchor does): codes in flight are no evidence
+     * of pumping yet. */
+    uint32_t unverified_after_seconds;
 } tg_guard;
 
 #define TG_GUARD_INIT \
     { sizeof(tg_guard), TG_GUARD_RECORD_ONLY, NULL, NULL, NULL, NULL, NULL, 0, \
-      20, 20, 20, 3, 6, 20, 10, 20, 5, 6, 3, 14, 0 }
+      20, 20, 20, 3, 6, 20, 10, 20, 5, 6, 3, 14, 0, 120 }
 
 /*
  * Fill *guard with the defaults (as TG_GUARD_INIT does: RECORD_ONLY, no

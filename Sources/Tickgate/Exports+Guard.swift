@@ -53,6 +53,7 @@ public func tg_guard_init(_ guard_: UnsafeMutablePointer<tg_guard>?, _ struct_si
         defaults.address_hourly_divisor = UInt32(t.addressHourlyDivisor)
         defaults.address_countries_maximum = UInt32(t.addressCountriesMaximum)
         defaults.history_days = UInt32(t.historyDays)
+        defaults.unverified_after_seconds = UInt32(t.unverifiedAfterSeconds)
         try Versioned.initialise(guard_, struct_size, to: defaults, "guard")
     }
 }
@@ -68,6 +69,7 @@ public func tg_guard_set(_ engine: OpaquePointer?, _ scope: UnsafePointer<CChar>
         }
         var defaults = tg_guard()
         defaults.mode = TG_GUARD_RECORD_ONLY
+        defaults.unverified_after_seconds = UInt32(GuardThresholds().unverifiedAfterSeconds)
         let raw = try Versioned.read(guard_, defaults: defaults, "guard")
         guard let mode = Guard.Mode(rawValue: Int(raw.mode.rawValue)) else {
             throw TickgateError(.invalidArgument, "guard.mode \(raw.mode.rawValue) is not a tg_guard_mode")
@@ -100,6 +102,7 @@ public func tg_guard_set(_ engine: OpaquePointer?, _ scope: UnsafePointer<CChar>
         t.addressHourlyDivisor = Int(raw.address_hourly_divisor)
         t.addressCountriesMaximum = Int(raw.address_countries_maximum)
         t.historyDays = Int(raw.history_days)
+        t.unverifiedAfterSeconds = Int(raw.unverified_after_seconds)
         rules.thresholds = t
         rules.recordStreamLength = Int(raw.record_stream_length)
         try engine.setGuard(rules, scope: scope)

@@ -166,23 +166,57 @@ import Testing
         ledger.sent("a", subject: alice, country: "CN", address: address, at: Self.at(t0), historyDays: 14)
         ledger.sent("b", subject: bob, country: "CN", address: address, at: Self.at(t0 + 30 * Self.minute),
                     historyDays: 14)
-        var counts = ledger.counts(country: "CN", address: address, historyDays: 14, at: Self.at(t0 + 59 * Self.minute))
+        var counts = ledger.counts(country: "CN", address: address, historyDays: 14, unverifiedAfter: .zero, at: Self.at(t0 + 59 * Self.minute))
         #expect((counts.countryUnverifiedDay, counts.countryUnverifiedHour) == (2, 2))
         #expect((counts.addressUnverifiedDay, counts.addressUnverifiedHour) == (2, 2))
         #expect(counts.hasAddress && counts.addressCountriesDay == 1)
-        counts = ledger.counts(country: "CN", address: address, historyDays: 14, at: Self.at(t0 + 61 * Self.minute))
+        counts = ledger.counts(country: "CN", address: address, historyDays: 14, unverifiedAfter: .zero, at: Self.at(t0 + 61 * Self.minute))
         #expect((counts.countryUnverifiedDay, counts.countryUnverifiedHour) == (2, 1))
         #expect((counts.addressUnverifiedDay, counts.addressUnverifiedHour) == (2, 1))
-        counts = ledger.counts(country: "CN", address: address, historyDays: 14,
+        counts = ledger.counts(country: "CN", address: address, historyDays: 14, unverifiedAfter: .zero,
                                at: Self.at(t0 + Self.day + 10 * Self.minute))
         #expect((counts.countryUnverifiedDay, counts.countryUnverifiedHour) == (1, 0))
-        counts = ledger.counts(country: "CN", address: nil, historyDays: 14, at: Self.at(t0 + 2 * Self.day))
+        counts = ledger.counts(country: "CN", address: nil, historyDays: 14, unverifiedAfter: .zero, at: Self.at(t0 + 2 * Self.day))
         #expect(counts == GuardCounts())
         // Another country and another address count apart.
-        counts = ledger.counts(country: "US", address: try! ClientAddress.parse("198.51.100.1"), historyDays: 14,
+        counts = ledger.counts(country: "US", address: try! ClientAddress.parse("198.51.100.1"), historyDays: 14, unverifiedAfter: .zero,
                                at: Self.at(t0 + Self.minute))
         #expect(counts.countryUnverifiedDay == 0 && counts.addressUnverifiedDay == 0)
         #expect(counts.addressCountriesDay == 1)
+    }
+
+    @Test func aCodeCountsOnceItsTimeToVerifyPassed() {
+        var ledger = ConversionLedger()
+        let t0 = 5 * Self.day, after = Span.milliseconds(120_000)
+        ledger.sent("a", subject: alice, country: "CN", address: address, at: Self.at(t0), historyDays: 14)
+        ledger.sent("b", subject: bob, country: "CN", address: address, at: Self.at(t0 + Self.minute), historyDays: 14)
+        func unverified(at t: Int64) -> [Int] {
+            let c = ledger.counts(country: "CN", address: address, historyDays: 14, unverifiedAfter: after, at: Self.at(t))
+            return [c.countryUnverifiedDay, c.countryUnverifiedHour, c.addressUnverifiedDay, c.addressUnverifiedHour]
+        }
+        #expect(unverified(at: t0 + Self.minute) == [0, 0, 0, 0])
+        #expect(unverified(at: t0 + 2 * Self.minute) == [1, 1, 1, 1])
+        #expect(unverified(at: t0 + 3 * Self.minute) == [2, 2, 2, 2])
+        // The hour and the day end that long after the send, too.
+        #expect(unverified(at: t0 + 62 * Self.minute) == [2, 1, 2, 1])
+        #expect(unverified(at: t0 + 63 * Self.minute) == [2, 0, 2, 0])
+        #expect(unverified(at: t0 + Self.day + 2 * Self.minute + Self.second) == [1, 0, 1, 0])
+        #expect(unverified(at: t0 + Self.day + 3 * Self.minute + Self.second) == [0, 0, 0, 0])
+        // A code verified before it counts never counts.
+        ledger.sent("c", subject: carol, country: "CN", address: address, at: Self.at(t0 + 2 * Self.day), historyDays: 14)
+        ledger.verified(subject: carol, country: "CN", at: Self.at(t0 + 2 * Self.day + Self.minute), historyDays: 14)
+        #expect(unverified(at: t0 + 2 * Self.day + 10 * Self.minute) == [0, 0, 0, 0])
+    }
+
+    @Test func aGuardWrittenBeforeUnverifiedAfterCountsFromTheSend() throws {
+        let bad: (String) -> TickgateError = { TickgateError(.storeCorrupt, $0) }
+        var t = GuardThresholds()
+        #expect(t.unverifiedAfterSeconds == 120)
+        let twelve = t.encoded.split(separator: ",").dropLast().joined(separator: ",")
+        #expect(try GuardThresholds.decode(twelve, bad).unverifiedAfterSeconds == 0)
+        t.unverifiedAfterSeconds = 3_601
+        #expect(throws: TickgateError.self) { try t.validate() }
+        #expect(throws: TickgateError.self) { try GuardThresholds.decode(t.encoded, bad) }
     }
 
     @Test func aReturnedCodeCountsNowhere() {
@@ -191,24 +225,24 @@ import Testing
         ledger.sent("a", subject: alice, country: "CN", address: address, at: Self.at(t0), historyDays: 14)
         ledger.sent("c", subject: carol, country: "US", address: address, at: Self.at(t0 + Self.second),
                     historyDays: 14)
-        var counts = ledger.counts(country: "CN", address: address, historyDays: 14, at: Self.at(t0 + Self.minute))
+        var counts = ledger.counts(country: "CN", address: address, historyDays: 14, unverifiedAfter: .zero, at: Self.at(t0 + Self.minute))
         #expect(counts.countryUnverifiedDay == 1 && counts.addressUnverifiedDay == 2 && counts.addressCountriesDay == 2)
         ledger.returned("c")
-        counts = ledger.counts(country: "CN", address: address, historyDays: 14, at: Self.at(t0 + Self.minute))
+        counts = ledger.counts(country: "CN", address: address, historyDays: 14, unverifiedAfter: .zero, at: Self.at(t0 + Self.minute))
         #expect(counts.countryUnverifiedDay == 1 && counts.addressUnverifiedDay == 1)
         // The code never went out: its country is not one the address asked for.
         #expect(counts.addressCountriesDay == 1)
-        #expect(ledger.counts(country: "US", address: nil, historyDays: 14, at: Self.at(t0 + Self.minute))
+        #expect(ledger.counts(country: "US", address: nil, historyDays: 14, unverifiedAfter: .zero, at: Self.at(t0 + Self.minute))
             .countryUnverifiedDay == 0)
         #expect(ledger.codes["c"] == nil && ledger.latest[carol] == nil)
         // A verified code is not given back.
         ledger.verified(subject: alice, country: "CN", at: Self.at(t0 + 2 * Self.minute), historyDays: 14)
         ledger.returned("a")
-        counts = ledger.counts(country: "CN", address: address, historyDays: 14, at: Self.at(t0 + 3 * Self.minute))
+        counts = ledger.counts(country: "CN", address: address, historyDays: 14, unverifiedAfter: .zero, at: Self.at(t0 + 3 * Self.minute))
         #expect(counts.countryVerifiedDay == 1 && counts.countryUnverifiedDay == 0)
         // Returning an unknown code changes nothing.
         ledger.returned("nope")
-        #expect(ledger.counts(country: "CN", address: address, historyDays: 14, at: Self.at(t0 + 3 * Self.minute))
+        #expect(ledger.counts(country: "CN", address: address, historyDays: 14, unverifiedAfter: .zero, at: Self.at(t0 + 3 * Self.minute))
             == counts)
     }
 
@@ -220,28 +254,28 @@ import Testing
                     historyDays: 14)
         ledger.sent("c", subject: carol, country: "US", address: address, at: Self.at(t0 + Self.minute),
                     historyDays: 14)
-        var counts = ledger.counts(country: "CN", address: address, historyDays: 14, at: Self.at(t0 + 2 * Self.minute))
+        var counts = ledger.counts(country: "CN", address: address, historyDays: 14, unverifiedAfter: .zero, at: Self.at(t0 + 2 * Self.minute))
         #expect((counts.countryUnverifiedDay, counts.addressUnverifiedDay, counts.addressCountriesDay) == (2, 3, 2))
         ledger.verified(subject: alice, country: "CN", at: Self.at(t0 + 2 * Self.minute), historyDays: 14)
-        counts = ledger.counts(country: "CN", address: address, historyDays: 14, at: Self.at(t0 + 3 * Self.minute))
+        counts = ledger.counts(country: "CN", address: address, historyDays: 14, unverifiedAfter: .zero, at: Self.at(t0 + 3 * Self.minute))
         // The last code (a2) is verified; a1 stays unverified.
         #expect((counts.countryUnverifiedDay, counts.countryVerifiedDay, counts.countryVerifiedHour) == (1, 1, 1))
         #expect((counts.addressUnverifiedDay, counts.addressVerifiedDay) == (2, 1))
         // A verified country leaves the address's count (US is still asked).
         #expect(counts.addressCountriesDay == 1)
-        #expect(ledger.counts(country: "US", address: address, historyDays: 14, at: Self.at(t0 + 3 * Self.minute))
+        #expect(ledger.counts(country: "US", address: address, historyDays: 14, unverifiedAfter: .zero, at: Self.at(t0 + 3 * Self.minute))
             .addressCountriesDay == 1)
         #expect(counts.countryVerifiedDailyMaximum == 1)
         // Verified again with no new code: nothing counts (a verification
         // with no code would raise the thresholds for nothing).
         ledger.verified(subject: alice, country: "CN", at: Self.at(t0 + 4 * Self.minute), historyDays: 14)
-        counts = ledger.counts(country: "CN", address: address, historyDays: 14, at: Self.at(t0 + 5 * Self.minute))
+        counts = ledger.counts(country: "CN", address: address, historyDays: 14, unverifiedAfter: .zero, at: Self.at(t0 + 5 * Self.minute))
         #expect((counts.countryUnverifiedDay, counts.countryVerifiedDay) == (1, 1))
         // An hour later the verification leaves the hour, a day later the day.
-        counts = ledger.counts(country: "CN", address: address, historyDays: 14,
+        counts = ledger.counts(country: "CN", address: address, historyDays: 14, unverifiedAfter: .zero,
                                at: Self.at(t0 + 2 * Self.hour))
         #expect((counts.countryVerifiedDay, counts.countryVerifiedHour) == (1, 0))
-        counts = ledger.counts(country: "CN", address: address, historyDays: 14,
+        counts = ledger.counts(country: "CN", address: address, historyDays: 14, unverifiedAfter: .zero,
                                at: Self.at(t0 + Self.day + 10 * Self.minute))
         #expect((counts.countryVerifiedDay, counts.countryUnverifiedDay) == (0, 0))
         // ... but the day's verification stays in the history.
@@ -257,7 +291,7 @@ import Testing
         ledger.returned("a2")
         #expect(ledger.latest[alice] == "a1")
         ledger.verified(subject: alice, country: "CN", at: Self.at(t0 + 2 * Self.minute), historyDays: 14)
-        let counts = ledger.counts(country: "CN", address: address, historyDays: 14, at: Self.at(t0 + 3 * Self.minute))
+        let counts = ledger.counts(country: "CN", address: address, historyDays: 14, unverifiedAfter: .zero, at: Self.at(t0 + 3 * Self.minute))
         #expect((counts.countryUnverifiedDay, counts.addressUnverifiedDay, counts.countryVerifiedDay) == (0, 0, 1))
         // After a verified code, a returned one leaves none to verify.
         ledger.sent("a3", subject: alice, country: "CN", address: address, at: Self.at(t0 + 4 * Self.minute),
@@ -280,17 +314,17 @@ import Testing
             }
         }
         let day110 = start + 10 * Self.day + Self.hour
-        #expect(ledger.counts(country: "CN", address: nil, historyDays: 14, at: Self.at(day110))
+        #expect(ledger.counts(country: "CN", address: nil, historyDays: 14, unverifiedAfter: .zero, at: Self.at(day110))
             .countryVerifiedDailyMaximum == 5)
         // 10 days of history (days 101 ... 110) leave day 100 out.
-        #expect(ledger.counts(country: "CN", address: nil, historyDays: 10, at: Self.at(day110))
+        #expect(ledger.counts(country: "CN", address: nil, historyDays: 10, unverifiedAfter: .zero, at: Self.at(day110))
             .countryVerifiedDailyMaximum == 2)
-        #expect(ledger.counts(country: "CN", address: nil, historyDays: 1, at: Self.at(day110))
+        #expect(ledger.counts(country: "CN", address: nil, historyDays: 1, unverifiedAfter: .zero, at: Self.at(day110))
             .countryVerifiedDailyMaximum == 1)
         // 14 days after day 100, it leaves the 14-day history too.
-        #expect(ledger.counts(country: "CN", address: nil, historyDays: 14, at: Self.at(start + 14 * Self.day))
+        #expect(ledger.counts(country: "CN", address: nil, historyDays: 14, unverifiedAfter: .zero, at: Self.at(start + 14 * Self.day))
             .countryVerifiedDailyMaximum == 2)
-        #expect(ledger.counts(country: "US", address: nil, historyDays: 14, at: Self.at(day110))
+        #expect(ledger.counts(country: "US", address: nil, historyDays: 14, unverifiedAfter: .zero, at: Self.at(day110))
             .countryVerifiedDailyMaximum == 0)
     }
 
@@ -308,7 +342,7 @@ import Testing
                     historyDays: 14)
         #expect(ledger.codes.count == 1 && ledger.latest.count == 1)
         #expect(ledger.codes["new"] != nil && ledger.latest[alice] == "new")
-        let counts = ledger.counts(country: "CN", address: address, historyDays: 14,
+        let counts = ledger.counts(country: "CN", address: address, historyDays: 14, unverifiedAfter: .zero,
                                    at: Self.at(t0 + 2 * Self.day + Self.second))
         #expect((counts.countryUnverifiedDay, counts.addressUnverifiedDay, counts.addressCountriesDay) == (1, 1, 1))
         // A code pruned is no code to verify.
@@ -326,7 +360,7 @@ import Testing
         var ledger = ConversionLedger()
         ledger.sent("a", subject: alice, country: "CN", address: nil, at: Self.at(-Self.hour), historyDays: 14)
         ledger.verified(subject: alice, country: "CN", at: Self.at(-Self.minute), historyDays: 14)
-        let counts = ledger.counts(country: "CN", address: nil, historyDays: 14, at: Self.at(Self.minute))
+        let counts = ledger.counts(country: "CN", address: nil, historyDays: 14, unverifiedAfter: .zero, at: Self.at(Self.minute))
         #expect((counts.countryVerifiedDay, counts.countryUnverifiedDay, counts.countryVerifiedDailyMaximum) == (1, 0, 1))
     }
 }

@@ -347,7 +347,8 @@ int main(void)
                 default_guard.mode != TG_GUARD_RECORD_ONLY ||
                 default_guard.allowed_destinations != NULL ||
                 default_guard.country_daily_minimum != 20 ||
-                default_guard.history_days != 14;
+                default_guard.history_days != 14 ||
+                default_guard.unverified_after_seconds != 120;
     failures += (TG_WARNING_UNVERIFIED_BY_COUNTRY_DAILY |
                  TG_WARNING_UNVERIFIED_BY_COUNTRY_HOURLY |
                  TG_WARNING_UNVERIFIED_BY_ADDRESS_DAILY |

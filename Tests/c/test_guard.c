@@ -149,6 +149,8 @@ static void test_guard_init(void)
     ASSERT_EQ_INT(g.address_hourly_divisor, defaults.address_hourly_divisor);
     ASSERT_EQ_INT(g.address_countries_maximum, defaults.address_countries_maximum);
     ASSERT_EQ_INT(g.history_days, defaults.history_days);
+    ASSERT_EQ_INT(g.unverified_after_seconds, defaults.unverified_after_seconds);
+    ASSERT_EQ_INT(g.unverified_after_seconds, 120);
     ASSERT_EQ_INT(g.country_daily_minimum, 20);
     ASSERT_EQ_INT(g.country_hourly_divisor, 6);
     ASSERT_EQ_INT(g.history_days, 14);
@@ -294,9 +296,13 @@ static void test_guard_set_bad_input(void)
     REFUSED(e, &g, TG_E_INVALID_ARGUMENT, "history_days");
     g.history_days = 61;
     REFUSED(e, &g, TG_E_INVALID_ARGUMENT, "history_days");
+    g = g_guard(TG_GUARD_ENFORCE);
+    g.unverified_after_seconds = 3601;
+    REFUSED(e, &g, TG_E_INVALID_ARGUMENT, "unverified_after_seconds");
     /* The range's ends are taken. */
     g = g_guard(TG_GUARD_ENFORCE);
     g.history_days = 60;
+    g.unverified_after_seconds = 3600;
     g.country_daily_minimum = 1000000;
     g.country_day_percent = 0;
     ASSERT_STATUS(tg_guard_set(e, "login", &g), TG_OK);

@@ -63,6 +63,9 @@ LAUNCH_HOUR = 9
 P_ABANDON = 0.10  # never types it
 P_RESEND = 0.03  # asks again after the cooldown, then types the second code
 VERIFY_MIN_MS, VERIFY_MEAN_MS, VERIFY_MAX_MS = 10 * SECOND, 50 * SECOND, 10 * MINUTE
+# A code counts as unverified this long after its send (the guard's default
+# unverified_after_seconds; the anchor counts it from its send).
+UNVERIFIED_AFTER = 120 * SECOND
 RESEND_AFTER_MS = (70 * SECOND, 180 * SECOND)  # the policy's cooldown is 60 s
 
 
@@ -241,17 +244,25 @@ class _Code:
 
 
 class _Unverified:
-    """Codes sent in the last `span` ms, and how many are unverified."""
+    """Unverified codes sent in the `span` ms that end UNVERIFIED_AFTER ms
+    ago (a code counts as unverified that long after its send)."""
 
-    __slots__ = ("span", "codes", "count")
+    __slots__ = ("span", "waiting", "codes", "count")
 
     def __init__(self, span: int) -> None:
         self.span = span
-        self.codes: Deque[_Code] = deque()
+        self.waiting: Deque[_Code] = deque()  # sent less than UNVERIFIED_AFTER ago
+        self.codes: Deque[_Code] = deque()  # in the window
         self.count = 0
 
     def at(self, now: int) -> int:
-        edge, codes = now - self.span, self.codes
+        due = now - UNVERIFIED_AFTER
+        edge, waiting, codes = due - self.span, self.waiting, self.codes
+        while waiting and waiting[0].sent <= due:
+            code = waiting.popleft()
+            codes.append(code)
+            if code.verified_at is None:
+                self.count += 1
         while codes and codes[0].sent <= edge:
             if codes.popleft().verified_at is None:
                 self.count -= 1
@@ -259,12 +270,12 @@ class _Unverified:
 
     def add(self, code: _Code, now: int) -> None:
         self.at(now)
-        self.codes.append(code)
-        self.count += 1
+        self.waiting.append(code)
 
     def verified(self, code: _Code, now: int) -> None:
+        due = now - UNVERIFIED_AFTER
         self.at(now)
-        if code.sent > now - self.span:
+        if due - self.span < code.sent <= due:
             self.count -= 1
 
 
@@ -299,7 +310,8 @@ class _Series:
 class Ledger:
     """What the anchor's signals count, kept from the traffic itself: codes
     the guard judged (always-allowed ones are not), counted unverified from
-    their send until verified; verifications when they happen."""
+    UNVERIFIED_AFTER past their send until verified; verifications when they
+    happen."""
 
     def __init__(self) -> None:
         self.countries: Dict[str, _Series] = {}

@@ -183,6 +183,60 @@ QUIET = dict(country_daily_minimum=1000, country_hourly_minimum=1000, address_da
              address_hourly_minimum=1000, address_countries_maximum=1000)
 
 
+@pytest.fixture(autouse=True)
+def codes_count_from_their_send(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cases here count a code from its send (unverified_after_seconds=0,
+    the anchor's way) unless a case sets it, so that their sends meet the
+    thresholds at once; test_a_code_counts_once_its_time_to_verify_passed
+    covers the delay."""
+    plain = tickgate.Engine.set_guard
+
+    def set_guard(self: tickgate.Engine, scope: str, mode: object = GuardMode.RECORD_ONLY, **options: object) -> None:
+        options.setdefault("unverified_after_seconds", 0)
+        plain(self, scope, mode, **options)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(tickgate.Engine, "set_guard", set_guard)
+
+
+def test_a_code_counts_once_its_time_to_verify_passed(store: Store) -> None:
+    """With unverified_after_seconds=2 a code in flight is not counted; two
+    seconds after its send it is, until it is verified (on the store's
+    clock: memory's engine clock, the file's wall time, the Redis server's)."""
+    engine = store.open()
+    records = Records(engine)
+    engine.set_guard("login", GuardMode.ENFORCE, **dict(QUIET, country_daily_minimum=1, country_hourly_minimum=1,
+                                                      unverified_after_seconds=2))
+    sent = time.monotonic()
+    engine.send_begin("login", "+8613800000001").succeeded()
+    # In flight: not counted, so the threshold of 1 lets a second one through.
+    engine.send_begin("login", "+8613800000002").succeeded()
+    assert time.monotonic() - sent < 1.5, "the machine took over 1.5 s for two sends"
+    counted = [dict(r.counts)["country_unverified_day"] for r in records.all()]
+    assert counted == [0, 0]
+    if store.kind == "memory":
+        engine.advance(ms=2200)  # memory counts on the engine's clock (manual here)
+    else:
+        time.sleep(2.2)
+    with pytest.raises(tickgate.PumpingSuspected):
+        engine.send_begin("login", "+8613800000003")
+    assert dict(records.all()[-1].counts)["country_unverified_day"] == 2
+    assert dict(records.all()[-1].counts)["country_unverified_hour"] == 2
+    # Verified: counted no more.
+    engine.verified("login", "+8613800000001")
+    engine.verified("login", "+8613800000002")
+    engine.send_begin("login", "+8613800000004").succeeded()
+    assert dict(records.all()[-1].counts)["country_unverified_day"] == 0
+
+
+@pytest.mark.parametrize("seconds", [-1, 3601])
+def test_unverified_after_is_at_most_an_hour(seconds: int) -> None:
+    with tickgate.Engine() as engine:
+        with pytest.raises((tickgate.InvalidArgument, ValueError)):
+            engine.set_guard("login", GuardMode.ENFORCE, unverified_after_seconds=seconds)
+        # Refused: the scope stays unguarded (a subject that is no number passes).
+        engine.send_begin("login", "alice").succeeded()
+
+
 # -- E.164 ----------------------------------------------------------------------------
 
 

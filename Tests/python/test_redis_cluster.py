@@ -139,7 +139,8 @@ def test_guards_count_on_the_scopes_primary_for_every_engine(cluster: Cluster, e
             break
     assert len(scopes) == 3
     for port, scope in scopes.items():
-        a.set_guard(scope, tickgate.GuardMode.ENFORCE, country_daily_minimum=2, country_hourly_minimum=2)
+        a.set_guard(scope, tickgate.GuardMode.ENFORCE, country_daily_minimum=2, country_hourly_minimum=2,
+                    unverified_after_seconds=0)
         # B hears the guard by the settings notice: then it refuses a
         # subject that is no number (an unguarded scope takes any).
         deadline = time.monotonic() + 10

@@ -120,7 +120,8 @@ def configure(engine: AsyncEngine, config: argparse.Namespace) -> None:
     # only by default (a first rollout), every decision kept in Redis's
     # stream of records that /api/records reads for the operator.
     engine.set_guard(SCOPE, GUARD_MODES[config.guard], refused_destinations=config.refuse_destinations,
-                     always_allow_addresses=config.always_allow_addresses, record_stream_length=RECORDS_KEPT)
+                     always_allow_addresses=config.always_allow_addresses, record_stream_length=RECORDS_KEPT,
+                     unverified_after_seconds=config.unverified_after)
 
 
 GUARD_MODES = {"off": tickgate.GuardMode.OFF, "record": tickgate.GuardMode.RECORD_ONLY,
@@ -571,6 +572,9 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
                         help="countries or prefixes that get no codes, e.g. 'KP,+882'")
     parser.add_argument("--always-allow-addresses", type=entries, default=[], metavar="LIST",
                         help="client addresses or ranges the pumping signals never refuse, e.g. '10.0.0.0/8'")
+    parser.add_argument("--unverified-after", type=int, default=120, metavar="SECONDS",
+                        help="seconds after its send that an unverified code counts for the pumping signals "
+                        "(0 ... 3600; 0: from its send)")
     parser.add_argument("--global-budget", type=budget, default="1000/3600", help="codes from all clients: N/SECONDS[,...]")
     parser.add_argument("--access-log", action=argparse.BooleanOptionalAction, default=True,
                         help="log every request (--no-access-log: only warnings and the start)")

@@ -2,8 +2,8 @@
 /// store): what the conversion signals count. A store keeps the same
 /// (SQLiteStore: rows of guard_codes; Redis: Scripts/guard.lua).
 ///
-/// A code is counted from its send: unverified until `verified` marks it,
-/// for a day. Verifications are counted by when they happened, and per
+/// A code counts as unverified from `unverifiedAfter` past its send until
+/// `verified` marks it, for a day. Verifications are counted by when they happened, and per
 /// day of the clock for the country's history.
 struct ConversionLedger {
     struct Code {
@@ -23,8 +23,10 @@ struct ConversionLedger {
         /// When each verification happened, oldest first.
         var verifiedAt: [Instant] = []
 
-        func unverified(since start: Instant) -> Int {
+        /// Codes sent after `start` and at or before `end`, not verified.
+        func unverified(since start: Instant, until end: Instant) -> Int {
             Self.later(than: start, sent) - Self.later(than: start, verifiedSent)
+                - Self.later(than: end, sent) + Self.later(than: end, verifiedSent)
         }
 
         func verified(since start: Instant) -> Int { Self.later(than: start, verifiedAt) }
@@ -45,14 +47,14 @@ struct ConversionLedger {
             list.insert(instant, at: index)
         }
 
-        mutating func prune(before start: Instant) {
-            func drop(_ list: inout [Instant]) {
+        mutating func prune(sentBefore sentStart: Instant, before start: Instant) {
+            func drop(_ list: inout [Instant], _ start: Instant) {
                 let old = list.count - Self.later(than: start, list)
                 if old > 0 { list.removeFirst(old) }
             }
-            drop(&sent)
-            drop(&verifiedSent)
-            drop(&verifiedAt)
+            drop(&sent, sentStart)
+            drop(&verifiedSent, sentStart)
+            drop(&verifiedAt, start)
         }
 
         var isEmpty: Bool { sent.isEmpty && verifiedAt.isEmpty }
@@ -78,14 +80,19 @@ struct ConversionLedger {
         return nanoseconds >= 0 ? nanoseconds / day : -((-(nanoseconds &+ 1)) / day) - 1
     }
 
-    /// The counts for a send to `country` from `address` at `now`.
-    func counts(country: String, address: ClientAddress?, historyDays: Int, at now: Instant) -> GuardCounts {
+    /// The counts for a send to `country` from `address` at `now`, codes
+    /// counted unverified from `unverifiedAfter` past their send.
+    func counts(country: String, address: ClientAddress?, historyDays: Int, unverifiedAfter: Span,
+                at now: Instant) -> GuardCounts {
         var counts = GuardCounts()
         let dayAgo = now.advanced(by: Span(nanoseconds: -Self.day.nanoseconds))
         let hourAgo = now.advanced(by: Span(nanoseconds: -Self.hour.nanoseconds))
+        let due = now.advanced(by: Span(nanoseconds: -unverifiedAfter.nanoseconds))
+        let sentDayAgo = due.advanced(by: Span(nanoseconds: -Self.day.nanoseconds))
+        let sentHourAgo = due.advanced(by: Span(nanoseconds: -Self.hour.nanoseconds))
         if let series = countries[country] {
-            counts.countryUnverifiedDay = series.unverified(since: dayAgo)
-            counts.countryUnverifiedHour = series.unverified(since: hourAgo)
+            counts.countryUnverifiedDay = series.unverified(since: sentDayAgo, until: due)
+            counts.countryUnverifiedHour = series.unverified(since: sentHourAgo, until: due)
             counts.countryVerifiedDay = series.verified(since: dayAgo)
             counts.countryVerifiedHour = series.verified(since: hourAgo)
         }
@@ -97,8 +104,8 @@ struct ConversionLedger {
         if let address {
             counts.hasAddress = true
             if let series = addresses[address] {
-                counts.addressUnverifiedDay = series.unverified(since: dayAgo)
-                counts.addressUnverifiedHour = series.unverified(since: hourAgo)
+                counts.addressUnverifiedDay = series.unverified(since: sentDayAgo, until: due)
+                counts.addressUnverifiedHour = series.unverified(since: sentHourAgo, until: due)
                 counts.addressVerifiedDay = series.verified(since: dayAgo)
             }
             var asked = Set<String>([country])
@@ -185,14 +192,17 @@ struct ConversionLedger {
         if let lastPrune, now.since(lastPrune) <= Span(nanoseconds: 60 * 1_000_000_000) { return }
         lastPrune = now
         let dayAgo = now.advanced(by: Span(nanoseconds: -Self.day.nanoseconds))
-        codes = codes.filter { $0.value.sentAt > dayAgo }
+        // Codes sent up to the longest `unverifiedAfter` before a day ago
+        // still count.
+        let sentDayAgo = dayAgo.advanced(by: Span(nanoseconds: -GuardThresholds.longestUnverifiedAfter.nanoseconds))
+        codes = codes.filter { $0.value.sentAt > sentDayAgo }
         latest = latest.filter { codes[$0.value] != nil }
         for key in Array(countries.keys) {
-            countries[key]?.prune(before: dayAgo)
+            countries[key]?.prune(sentBefore: sentDayAgo, before: dayAgo)
             if countries[key]?.isEmpty == true { countries.removeValue(forKey: key) }
         }
         for key in Array(addresses.keys) {
-            addresses[key]?.prune(before: dayAgo)
+            addresses[key]?.prune(sentBefore: sentDayAgo, before: dayAgo)
             if addresses[key]?.isEmpty == true { addresses.removeValue(forKey: key) }
         }
         addressCountries = addressCountries.compactMapValues { seen in

@@ -182,7 +182,7 @@ extension Engine {
                 let now = state.now()
                 var ledger = state.guards.ledgers[code.scope] ?? ConversionLedger()
                 let counts = ledger.counts(country: code.country, address: code.address, historyDays: historyDays,
-                                           at: now)
+                                           unverifiedAfter: rules.thresholds.unverifiedAfter, at: now)
                 if refuses(counts) { return (counts, false) }
                 ledger.sent(code.code, subject: code.subject, country: code.country, address: code.address, at: now,
                             historyDays: historyDays)

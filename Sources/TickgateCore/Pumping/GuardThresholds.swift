@@ -17,6 +17,14 @@
 ///
 /// A send is judged with itself counted: a threshold of 20 lets 20
 /// unverified codes through and warns at the 21st.
+///
+/// A code counts as unverified once `unverifiedAfterSeconds` have passed
+/// since its send with no verification (the anchor counts it from its
+/// send: 0). A code in flight is not evidence yet: most users type theirs
+/// within a minute or two, and counting them from the send refused
+/// legitimate users at busy hours in the simulation (README "Stopping SMS
+/// pumping"). The windows are shifted by it: the hourly count is of codes
+/// sent between an hour and that long before now.
 public struct GuardThresholds: Sendable, Equatable {
     public var countryDailyMinimum = 20
     public var countryHistoryPercent = 20
@@ -30,6 +38,7 @@ public struct GuardThresholds: Sendable, Equatable {
     public var addressHourlyDivisor = 6
     public var addressCountriesMaximum = 3
     public var historyDays = 14
+    public var unverifiedAfterSeconds = 120
 
     public init() {}
 
@@ -37,17 +46,26 @@ public struct GuardThresholds: Sendable, Equatable {
     public static let maximumValue = 1_000_000
     /// Most days of history the country signal looks back.
     public static let maximumHistoryDays = 60
+    /// Longest a code may stay uncounted (an hour: beyond it the hourly
+    /// signal would count nothing of the last hour).
+    public static let maximumUnverifiedAfterSeconds = 3_600
+
+    /// How long after its send a code counts as unverified.
+    var unverifiedAfter: Span { Span(nanoseconds: Int64(unverifiedAfterSeconds) * 1_000_000_000) }
+    /// The longest of those, for what stores keep.
+    static var longestUnverifiedAfter: Span { Span(nanoseconds: Int64(maximumUnverifiedAfterSeconds) * 1_000_000_000) }
 
     var all: [Int] {
         [countryDailyMinimum, countryHistoryPercent, countryDayPercent, countryHourlyMinimum, countryHourlyDivisor,
          countryHourPercent, addressDailyMinimum, addressDayPercent, addressHourlyMinimum, addressHourlyDivisor,
-         addressCountriesMaximum, historyDays]
+         addressCountriesMaximum, historyDays, unverifiedAfterSeconds]
     }
 
     static let names = ["country_daily_minimum", "country_history_percent", "country_day_percent",
                         "country_hourly_minimum", "country_hourly_divisor", "country_hour_percent",
                         "address_daily_minimum", "address_day_percent", "address_hourly_minimum",
-                        "address_hourly_divisor", "address_countries_maximum", "history_days"]
+                        "address_hourly_divisor", "address_countries_maximum", "history_days",
+                        "unverified_after_seconds"]
 
     func validate() throws(TickgateError) {
         for (name, value) in zip(Self.names, all) where !(0...Self.maximumValue).contains(value) {
@@ -60,18 +78,27 @@ public struct GuardThresholds: Sendable, Equatable {
         guard (1...Self.maximumHistoryDays).contains(historyDays) else {
             throw TickgateError(.invalidArgument, "history_days is \(historyDays); it must be 1 ... \(Self.maximumHistoryDays)")
         }
+        guard (0...Self.maximumUnverifiedAfterSeconds).contains(unverifiedAfterSeconds) else {
+            throw TickgateError(.invalidArgument,
+                "unverified_after_seconds is \(unverifiedAfterSeconds); it must be 0 ... \(Self.maximumUnverifiedAfterSeconds)")
+        }
     }
 
     var encoded: String { all.map(String.init).joined(separator: ",") }
 
     static func decode(_ text: String, _ bad: (String) -> TickgateError) throws(TickgateError) -> GuardThresholds {
         let values = text.split(separator: ",", omittingEmptySubsequences: false).compactMap { Int($0) }
-        guard values.count == names.count else { throw bad("holds bad guard thresholds") }
+        // Twelve values: written before unverified_after_seconds, which
+        // counted every code from its send (0).
+        guard values.count == names.count || values.count == names.count - 1 else {
+            throw bad("holds bad guard thresholds")
+        }
         var t = GuardThresholds()
         t.countryDailyMinimum = values[0]; t.countryHistoryPercent = values[1]; t.countryDayPercent = values[2]
         t.countryHourlyMinimum = values[3]; t.countryHourlyDivisor = values[4]; t.countryHourPercent = values[5]
         t.addressDailyMinimum = values[6]; t.addressDayPercent = values[7]; t.addressHourlyMinimum = values[8]
         t.addressHourlyDivisor = values[9]; t.addressCountriesMaximum = values[10]; t.historyDays = values[11]
+        t.unverifiedAfterSeconds = values.count > 12 ? values[12] : 0
         do { try t.validate() } catch { throw bad("holds bad guard thresholds: \(error.message)") }
         return t
     }

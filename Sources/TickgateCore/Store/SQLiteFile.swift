@@ -704,15 +704,17 @@ final class SQLiteFile {
     }
 
     /// The signals' counts of a send to `country` from `address` at wall
-    /// time `now` (ns).
-    func guardCounts(scope: KeyName, country: String, address: String?, now: Int64) throws(TickgateError)
-        -> (counts: GuardCounts, days: [Int64: Int]) {
+    /// time `now` (ns), codes counted unverified from `unverifiedAfter`
+    /// past their send.
+    func guardCounts(scope: KeyName, country: String, address: String?, unverifiedAfter: Span,
+                     now: Int64) throws(TickgateError) -> (counts: GuardCounts, days: [Int64: Int]) {
         let day: Int64 = 86_400_000_000_000, hour: Int64 = 3_600_000_000_000
         let s = Value.text(scope.value), c = Value.text(country)
+        let due = now - unverifiedAfter.nanoseconds
         var counts = GuardCounts()
-        let unverified = "SELECT COUNT(*) FROM guard_codes WHERE scope = ? AND country = ? AND sent_ns > ? AND verified_ns IS NULL"
-        counts.countryUnverifiedDay = try count(unverified, [s, c, .int(now - day)])
-        counts.countryUnverifiedHour = try count(unverified, [s, c, .int(now - hour)])
+        let unverified = "SELECT COUNT(*) FROM guard_codes WHERE scope = ? AND country = ? AND sent_ns > ? AND sent_ns <= ? AND verified_ns IS NULL"
+        counts.countryUnverifiedDay = try count(unverified, [s, c, .int(due - day), .int(due)])
+        counts.countryUnverifiedHour = try count(unverified, [s, c, .int(due - hour), .int(due)])
         let verified = "SELECT COUNT(*) FROM guard_verifications WHERE scope = ? AND country = ? AND at_ns > ?"
         counts.countryVerifiedDay = try count(verified, [s, c, .int(now - day)])
         counts.countryVerifiedHour = try count(verified, [s, c, .int(now - hour)])
@@ -727,9 +729,9 @@ final class SQLiteFile {
         if let address {
             let a = Value.text(address)
             counts.hasAddress = true
-            let byAddress = "SELECT COUNT(*) FROM guard_codes WHERE scope = ? AND address = ? AND sent_ns > ? AND verified_ns IS NULL"
-            counts.addressUnverifiedDay = try count(byAddress, [s, a, .int(now - day)])
-            counts.addressUnverifiedHour = try count(byAddress, [s, a, .int(now - hour)])
+            let byAddress = "SELECT COUNT(*) FROM guard_codes WHERE scope = ? AND address = ? AND sent_ns > ? AND sent_ns <= ? AND verified_ns IS NULL"
+            counts.addressUnverifiedDay = try count(byAddress, [s, a, .int(due - day), .int(due)])
+            counts.addressUnverifiedHour = try count(byAddress, [s, a, .int(due - hour), .int(due)])
             counts.addressVerifiedDay = try count(
                 "SELECT COUNT(*) FROM guard_verifications WHERE scope = ? AND address = ? AND at_ns > ?", [s, a, .int(now - day)])
             var asked: Set<String> = [country]
@@ -748,7 +750,9 @@ final class SQLiteFile {
 
     func guardSent(scope: KeyName, subject: KeyName, code: String, country: String, address: String?,
                    now: Int64) throws(TickgateError) {
-        try run("DELETE FROM guard_codes WHERE scope = ? AND sent_ns < ?", [.text(scope.value), .int(now - 86_400_000_000_000)])
+        // Kept a day past the longest unverified_after_seconds.
+        try run("DELETE FROM guard_codes WHERE scope = ? AND sent_ns < ?",
+                [.text(scope.value), .int(now - 86_400_000_000_000 - GuardThresholds.longestUnverifiedAfter.nanoseconds)])
         try run("INSERT OR REPLACE INTO guard_codes(scope, id, subject, country, address, sent_ns) VALUES(?, ?, ?, ?, ?, ?)",
                 [.text(scope.value), .text(code), .text(subject.value), .text(country),
                  address.map { .text($0) } ?? .null, .int(now)])

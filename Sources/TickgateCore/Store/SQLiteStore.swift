@@ -327,7 +327,8 @@ final class SQLiteStore: Store {
         try transaction { (file) throws(TickgateError) -> GuardReading in
             let now = clock.wallNow()
             let rules = try file.guards(scope: scope).first?.1
-            let (counts, days) = try file.guardCounts(scope: scope, country: country, address: address?.description, now: now)
+            let (counts, days) = try file.guardCounts(scope: scope, country: country, address: address?.description,
+                                                      unverifiedAfter: rules?.thresholds.unverifiedAfter ?? .zero, now: now)
             return GuardReading(rules: rules, counts: counts, days: days, today: now / 86_400_000_000_000)
         }
     }
@@ -336,7 +337,11 @@ final class SQLiteStore: Store {
                    address: ClientAddress?) throws(TickgateError) -> GuardReading {
         try transaction { (file) throws(TickgateError) -> GuardReading in
             let now = clock.wallNow()
-            let (counts, days) = try file.guardCounts(scope: scope, country: country, address: address?.description, now: now)
+            // Counted by the guard the file holds now (the engine judges by
+            // its read a moment ago, which it holds as well).
+            let rules = try file.guards(scope: scope).first?.1
+            let (counts, days) = try file.guardCounts(scope: scope, country: country, address: address?.description,
+                                                      unverifiedAfter: rules?.thresholds.unverifiedAfter ?? .zero, now: now)
             try file.guardSent(scope: scope, subject: subject, code: code, country: country,
                                address: address?.description, now: now)
             return GuardReading(rules: nil, counts: counts, days: days, today: now / 86_400_000_000_000)

@@ -675,8 +675,10 @@ class Engine(Managed[int]):
         ``country_hour_percent``, ``address_daily_minimum``,
         ``address_day_percent``, ``address_hourly_minimum``,
         ``address_hourly_divisor``, ``address_countries_maximum``,
-        ``history_days``), and on Redis ``record_stream_length`` (keep about
-        that many decision records in the scope's stream)."""
+        ``history_days``, ``unverified_after_seconds``: 120, a code counts
+        as unverified that long after its send unless verified), and on
+        Redis ``record_stream_length`` (keep about that many decision
+        records in the scope's stream)."""
         scope_b = _convert.key(scope, "scope")
         if mode is None:
             self._lib.tg_guard_set(self._h, scope_b, None)

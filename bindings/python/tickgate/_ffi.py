@@ -274,7 +274,7 @@ class tg_guard(Structure):
         "country_daily_minimum", "country_history_percent", "country_day_percent", "country_hourly_minimum",
         "country_hourly_divisor", "country_hour_percent", "address_daily_minimum", "address_day_percent",
         "address_hourly_minimum", "address_hourly_divisor", "address_countries_maximum", "history_days",
-        "record_stream_length",
+        "record_stream_length", "unverified_after_seconds",
     )]
 
 

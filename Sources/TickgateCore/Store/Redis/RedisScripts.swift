@@ -1879,6 +1879,7 @@ enum RedisScripts {
     --   B latest     hash: subject -> its last code id
     --   B prev       hash: code id -> the subject's last code id before it
     --   B uc:C       sorted set: country C's unverified codes, by when sent
+    --                (kept a day and an hour: see `after`)
     --   B vc:C       sorted set: country C's verifications, by when
     --   B d:C        hash: UTC day number -> codes to C verified that day
     --   B ua:A       sorted set: address A's unverified codes, by when sent
@@ -1927,18 +1928,35 @@ enum RedisScripts {
     local function count(key, since)
       return redis.call('ZCOUNT', key, '(' .. fmt(since), '+inf')
     end
-    local function trim(key) redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(now - DAY)) end
+    -- Unverified codes sent after `since` and at or before `due`.
+    local function unverified(key, since, due)
+      return redis.call('ZCOUNT', key, '(' .. fmt(since), fmt(due))
+    end
+    -- A code counts as unverified from unverified_after_seconds (the 13th
+    -- threshold of the guard's 9th field; 0 when a guard written before it
+    -- holds 12) past its send; codes are kept a day past the longest (LATE).
+    local LATE = 3600000000
+    local function after(g)
+      local t = string.match(g, '^[^;]*;[^;]*;[^;]*;[^;]*;[^;]*;[^;]*;[^;]*;[^;]*;([^;]*);')
+      local values = {}
+      for v in string.gmatch(t or '', '[^,]+') do values[#values + 1] = v end
+      local seconds = #values == 13 and tonumber(values[13]) or 0
+      if not seconds or seconds < 0 or seconds * 1000000 > LATE then return 0 end
+      return seconds * 1000000
+    end
+    local function trim(key, span) redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(now - span)) end
     local function keep(key, us) redis.call('PEXPIRE', key, fmt(math.floor(us / 1000) + 60000)) end
     local today = math.floor(now / DAY)
 
     local function check()
       local g = redis.call('GET', B .. 'guard') or ''
+      local due = now - after(g)
       local days = redis.call('HGETALL', B .. 'd:' .. C)
-      local reply = {g, count(B .. 'uc:' .. C, now - DAY), count(B .. 'uc:' .. C, now - HOUR),
+      local reply = {g, unverified(B .. 'uc:' .. C, due - DAY, due), unverified(B .. 'uc:' .. C, due - HOUR, due),
                      count(B .. 'vc:' .. C, now - DAY), count(B .. 'vc:' .. C, now - HOUR), today, days, 0, 0, 0, 0}
       if A ~= '' then
-        reply[8] = count(B .. 'ua:' .. A, now - DAY)
-        reply[9] = count(B .. 'ua:' .. A, now - HOUR)
+        reply[8] = unverified(B .. 'ua:' .. A, due - DAY, due)
+        reply[9] = unverified(B .. 'ua:' .. A, due - HOUR, due)
         reply[10] = count(B .. 'va:' .. A, now - DAY)
         local asked, n = {[C] = true}, 0
         local seen = redis.call('HGETALL', B .. 'ac:' .. A)
@@ -1965,10 +1983,12 @@ enum RedisScripts {
       local before = redis.call('HGET', B .. 'latest', subject)
       if before and before ~= id then redis.call('HSET', B .. 'prev', id, before); keep(B .. 'prev', DAY) end
       redis.call('HSET', B .. 'latest', subject, id)
-      keep(B .. 'codes', DAY); keep(B .. 'latest', DAY)
-      redis.call('ZADD', B .. 'uc:' .. C, fmt(now), id); trim(B .. 'uc:' .. C); keep(B .. 'uc:' .. C, DAY)
+      keep(B .. 'codes', DAY + LATE); keep(B .. 'latest', DAY + LATE)
+      redis.call('ZADD', B .. 'uc:' .. C, fmt(now), id); trim(B .. 'uc:' .. C, DAY + LATE)
+      keep(B .. 'uc:' .. C, DAY + LATE)
       if A ~= '' then
-        redis.call('ZADD', B .. 'ua:' .. A, fmt(now), id); trim(B .. 'ua:' .. A); keep(B .. 'ua:' .. A, DAY)
+        redis.call('ZADD', B .. 'ua:' .. A, fmt(now), id); trim(B .. 'ua:' .. A, DAY + LATE)
+        keep(B .. 'ua:' .. A, DAY + LATE)
         redis.call('HSET', B .. 'ac:' .. A, C, fmt(now)); keep(B .. 'ac:' .. A, DAY)
       end
       return reply
@@ -2032,12 +2052,12 @@ enum RedisScripts {
       -- no code would raise the thresholds for nothing.
       if not held then return {'ok'} end
       local member = fmt(now) .. '|' .. subject
-      redis.call('ZADD', B .. 'vc:' .. C, fmt(now), member); trim(B .. 'vc:' .. C); keep(B .. 'vc:' .. C, DAY)
+      redis.call('ZADD', B .. 'vc:' .. C, fmt(now), member); trim(B .. 'vc:' .. C, DAY); keep(B .. 'vc:' .. C, DAY)
       redis.call('HINCRBY', B .. 'd:' .. C, fmt(today), 1)
       redis.call('HDEL', B .. 'd:' .. C, fmt(today - 61))
       keep(B .. 'd:' .. C, 61 * DAY)
       if address ~= '' then
-        redis.call('ZADD', B .. 'va:' .. address, fmt(now), member); trim(B .. 'va:' .. address)
+        redis.call('ZADD', B .. 'va:' .. address, fmt(now), member); trim(B .. 'va:' .. address, DAY)
         keep(B .. 'va:' .. address, DAY)
         redis.call('HSET', B .. 'avc:' .. address, C, fmt(now)); keep(B .. 'avc:' .. address, DAY)
       end

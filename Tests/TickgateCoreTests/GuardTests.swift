@@ -219,6 +219,45 @@ import Testing
         #expect(throws: TickgateError.self) { try GuardThresholds.decode(t.encoded, bad) }
     }
 
+    @Test func aKnownCountryRefusalLastsUntilTheOldestCountedCodeLeaves() throws {
+        var known = KnownGuardRefusals()
+        let spot = KnownGuardRefusals.Spot(scope: try KeyName("login"), country: "CN")
+        var judgment = GuardJudgment()
+        judgment.warnings = [.unverifiedByCountryHourly]
+        // The server's clock reads 10 000 s; the oldest code of the hour was
+        // sent at 7 000 s, counted from 120 s after: it leaves the hour at
+        // 7 000 + 3 600 + 120 s, 720 s from the read.
+        var read = GuardReading(rules: nil, counts: GuardCounts())
+        read.serverNow = 10_000_000_000
+        read.oldestInHour = 7_000_000_000
+        read.oldestInDay = 1_000_000_000
+        let now = Self.at(50 * Self.second)
+        known.learn(spot, mark: known.epoch, read: read, counts: GuardCounts(), judgment: judgment,
+                    unverifiedAfter: .milliseconds(120_000), at: now)
+        #expect(known.spots[spot]?.until == Self.at(50 * Self.second + 720 * Self.second))
+        #expect(known.refusal(spot, at: Self.at(769 * Self.second)) != nil)
+        #expect(known.refusal(spot, at: Self.at(770 * Self.second)) == nil)
+        #expect(known.spots.isEmpty)
+        // Both signals: the first to leave; a read across a notice is not kept.
+        judgment.warnings = [.unverifiedByCountryHourly, .unverifiedByCountryDaily]
+        // (The day's oldest leaves at 10 300 s, the hour's at 10 600 s.)
+        read.oldestInDay = 10_000_000_000 - 86_400_000_000 + 300_000_000
+        known.learn(spot, mark: known.epoch, read: read, counts: GuardCounts(), judgment: judgment,
+                    unverifiedAfter: .zero, at: now)
+        #expect(known.spots[spot]?.until == Self.at(350 * Self.second))
+        let mark = known.epoch
+        known.noticed()
+        #expect(known.spots.isEmpty)
+        known.learn(spot, mark: mark, read: read, counts: GuardCounts(), judgment: judgment,
+                    unverifiedAfter: .zero, at: now)
+        #expect(known.spots.isEmpty)
+        // An address signal alone is not a country's refusal.
+        judgment.warnings = [.unverifiedByAddressHourly]
+        known.learn(spot, mark: known.epoch, read: read, counts: GuardCounts(), judgment: judgment,
+                    unverifiedAfter: .zero, at: now)
+        #expect(known.spots.isEmpty)
+    }
+
     @Test func aReturnedCodeCountsNowhere() {
         var ledger = ConversionLedger()
         let t0 = 3 * Self.day

@@ -7,6 +7,7 @@ records, bad input, and hostile or stopped Redis servers."""
 from __future__ import annotations
 
 import itertools
+import re
 import os
 import shutil
 import signal
@@ -1205,3 +1206,85 @@ def test_redis_a_count_that_failed_counts_no_code(own_redis: "OwnRedis", fault: 
                 (counted, counted)
     finally:
         proxy.close()
+
+
+# -- Refusals by the country's counts without a round trip (Redis) -------------------
+
+
+def evalsha_calls() -> int:
+    """EVALSHA the Redis server ran so far (INFO commandstats)."""
+    found = re.search(r"cmdstat_evalsha:calls=(\d+)", redis_cli("INFO", "commandstats"))
+    return int(found.group(1)) if found else 0
+
+
+def test_a_country_over_its_threshold_is_refused_without_a_round_trip(tmp_path: Path) -> None:
+    """Once the store's counts refused a send to a country, the engine
+    refuses the country's next sends itself: no script runs on the server,
+    the status is the store's, the record says so. A code verified on
+    another engine (its notice) makes it ask the store again, and so does a
+    code given back; another engine, which never asked, asks the store."""
+    if not URL:
+        pytest.skip("TG_REDIS_URL is not set (CTest's redis fixture sets it)")
+    store = Store("redis", tmp_path)
+    try:
+        a, b = store.open(), store.open()
+        records = Records(a)
+        a.set_guard("login", GuardMode.ENFORCE, **dict(QUIET, country_daily_minimum=2, country_hourly_minimum=2))
+        first, second = cn(), cn()
+        a.send_begin("login", first).succeeded()
+        a.send_begin("login", second).succeeded()
+        with pytest.raises(tickgate.PumpingSuspected) as asked:
+            a.send_begin("login", cn())
+        assert "known from an earlier read" not in str(asked.value)
+        before, locally = evalsha_calls(), a.stats().sends_refused_locally
+        for _ in range(20):
+            with pytest.raises(tickgate.PumpingSuspected) as known:
+                a.send_begin("login", cn(), client_address="198.51.100.7")
+            assert known.value.status == Status.E_PUMPING_SUSPECTED
+            assert "known from an earlier read" in str(known.value)
+        assert evalsha_calls() == before  # (INFO itself runs no script)
+        assert a.stats().sends_refused_locally == locally + 20
+        last = records.all()[-1]
+        assert not last.granted and last.warnings & PumpingWarning.UNVERIFIED_BY_COUNTRY_HOURLY
+        assert dict(last.counts)["country_unverified_hour"] == 2
+        # Another country is asked as before.
+        a.send_begin("login", us()).succeeded()
+        # B never asked: the store refuses it (one truth; B's own read).
+        with pytest.raises(tickgate.PumpingSuspected) as on_b:
+            b.send_begin("login", cn())
+        assert "known from an earlier read" not in str(on_b.value)
+        # B verifies one of A's codes: A hears and asks the store again,
+        # which now has room for one.
+        b.verified("login", first)
+        granted: List[str] = []
+
+        def a_sends() -> bool:
+            try:
+                a.send_begin("login", cn()).succeeded()
+            except tickgate.PumpingSuspected:
+                return False
+            granted.append("yes")
+            return True
+
+        assert wait_until(a_sends), "A never asked the store again after B's verification"
+
+        # A code given back on B (its send failed): A asks again. B makes
+        # room and takes it, A learns the country is full again...
+        b.verified("login", second)
+        ticket = b.send_begin("login", cn())
+
+        def a_knows() -> bool:
+            try:
+                a.send_begin("login", cn())
+            except tickgate.PumpingSuspected as refused:
+                return "known from an earlier read" in str(refused)
+            granted.append("early")  # (B's verification noticed before B's send: A took the room)
+            return False
+
+        assert wait_until(a_knows) and granted == ["yes"], granted
+        # ...and B's send fails: its code goes back, and A hears of it.
+        ticket.failed()
+        assert wait_until(a_sends), "A never asked the store again after B's code went back"
+        assert granted == ["yes", "yes"]
+    finally:
+        store.close()

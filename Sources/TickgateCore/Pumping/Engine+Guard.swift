@@ -80,14 +80,26 @@ extension Engine {
         record.country = country
         record.callingCode = number.callingCode
         // A refusal known already costs no round trip (LocalRefusals).
-        try locked.withLock { (state) throws(TickgateError) in
+        let spot = KnownGuardRefusals.Spot(scope: key.scope, country: country)
+        let guardMark = try locked.withLock { (state) throws(TickgateError) -> UInt64 in
             try state.checkOpen()
+            guard let store, store.refusesLocally, state.sends.localKeys.isEmpty else { return 0 }
             // (The key's own refusals only: an always-allowed send may skip
             // the budgets.)
-            if let store, store.refusesLocally, state.sends.localKeys.isEmpty,
-               let refusal = state.refusals.refuseSend(key, budgets: [], at: state.now()) {
-                throw refusal
+            if let refusal = state.refusals.refuseSend(key, budgets: [], at: state.now()) { throw refusal }
+            // The country's counts refuse it (the guard as this engine
+            // knows it, which its notices keep the store's: no bypass, no
+            // destination rule first).
+            if let rules = state.guards.rules[key.scope], rules.mode == .enforce,
+               rules.alwaysAllowed(number, address) == nil, rules.refusal(of: number) == nil,
+               let known = state.refusals.refuseGuarded(spot, at: state.now()) {
+                record.mode = rules.mode
+                record.counts = known.counts
+                record.judgment = known.judgment
+                throw Self.pumpingSuspected(known.judgment, known.counts, country: country, rules: rules,
+                                            known: true)
             }
+            return state.refusals.guards.epoch
         }
         // The guard, as the store holds it.
         var reading: GuardReading
@@ -142,11 +154,20 @@ extension Engine {
         record.judgment = judgment
         record.counts = counts
         if rules.mode == .enforce, !judgment.warnings.isEmpty {
-            if counted { giveBack(pending) }
-            throw TickgateError(.pumpingSuspected,
-                "\(judgment.warnings.names) (\(country): \(counts.countryUnverifiedDay) unverified in a day of \(judgment.countryDaily) allowed, \(counts.countryUnverifiedHour) in an hour of \(judgment.countryHourly)"
-                + (counts.hasAddress ? "; address: \(counts.addressUnverifiedDay) of \(judgment.addressDaily) a day, \(counts.addressUnverifiedHour) of \(judgment.addressHourly) an hour, \(counts.addressCountriesDay) countries of \(rules.thresholds.addressCountriesMaximum)" : "")
-                + ")")
+            if counted {
+                giveBack(pending)
+            } else if let store, store.refusesLocally, store.hearsKeys,
+                      !judgment.warnings.isDisjoint(with: [.unverifiedByCountryDaily, .unverifiedByCountryHourly]) {
+                // Refused by the country's counts as the store read them:
+                // the country's next sends are refused here until they can
+                // have room (KnownGuardRefusals).
+                locked.withLock { state in
+                    state.refusals.guards.learn(spot, mark: guardMark, read: reading, counts: counts,
+                                                judgment: judgment, unverifiedAfter: rules.thresholds.unverifiedAfter,
+                                                at: state.now())
+                }
+            }
+            throw Self.pumpingSuspected(judgment, counts, country: country, rules: rules, known: false)
         }
         let ticket: UInt64
         do {
@@ -164,6 +185,20 @@ extension Engine {
             }
         }
         return ticket
+    }
+
+    /// The refusal of a send judged with `judgment` (`known`: by a refusal
+    /// known already, whose address counts are not known).
+    private static func pumpingSuspected(_ judgment: GuardJudgment, _ counts: GuardCounts, country: String,
+                                         rules: Guard, known: Bool) -> TickgateError {
+        var warnings = judgment.warnings
+        if known { warnings.formIntersection([.unverifiedByCountryDaily, .unverifiedByCountryHourly]) }
+        let address = counts.hasAddress && !known
+            ? "; address: \(counts.addressUnverifiedDay) of \(judgment.addressDaily) a day, \(counts.addressUnverifiedHour) of \(judgment.addressHourly) an hour, \(counts.addressCountriesDay) countries of \(rules.thresholds.addressCountriesMaximum)"
+            : ""
+        return TickgateError(.pumpingSuspected,
+            "\(warnings.names) (\(country): \(counts.countryUnverifiedDay) unverified in a day of \(judgment.countryDaily) allowed, \(counts.countryUnverifiedHour) in an hour of \(judgment.countryHourly)\(address))"
+            + (known ? "; known from an earlier read of the store, until a code is verified or given back" : ""))
     }
 
     /// Counts `code` unverified and answers the counts before it, in one
@@ -211,6 +246,8 @@ extension Engine {
         if let store {
             try? store.guardReturned(scope: code.scope, subject: code.subject, code: code.code,
                                      country: code.country, address: code.address)
+            // (Its notice is this engine's own, unheard.)
+            locked.withLock { state in state.refusals.guards.noticed() }
         } else {
             locked.withLock { state in state.guards.ledgers[code.scope]?.returned(code.code) }
         }
@@ -252,6 +289,7 @@ extension Engine {
             // Best effort: the verification stands; a miss leaves the code
             // counted unverified (the safe side).
             try? store.guardVerified(scope: key.scope, subject: key.subject, country: country)
+            locked.withLock { state in state.refusals.guards.noticed() }
         } else {
             locked.withLock { state in
                 state.guards.ledgers[key.scope, default: ConversionLedger()]

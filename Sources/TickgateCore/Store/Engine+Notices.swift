@@ -43,6 +43,8 @@ extension Engine {
             if observed { try? refresh(key, always: true) }
         case .budgets:
             locked.withLock { state in state.refusals.noticedBudgets() }
+        case .guardCounts:
+            locked.withLock { state in state.refusals.guards.noticed() }
         case .settings:
             // A policy or a budget's windows changed what the store refuses.
             locked.withLock { state in state.refusals.dropAll() }

@@ -46,6 +46,8 @@ struct LocalRefusals {
     /// budget's charges that frees room is announced).
     var keepsBudgets = false
     private(set) var entries: [CountdownKey: Entry] = [:]
+    /// Countries of guarded scopes whose pumping counts refuse sends.
+    var guards = KnownGuardRefusals()
     /// Sends and verifies refused here, without asking (`EngineStats`).
     private(set) var refusedSends: UInt64 = 0
     private(set) var refusedVerifies: UInt64 = 0
@@ -227,5 +229,14 @@ struct LocalRefusals {
         epoch &+= 1
         entries.removeAll()
         budgetEntries = 0
+        guards.noticed()
+    }
+
+    /// The refusal of a guarded send to `spot`'s country that the store's
+    /// counts gave and still give, if known.
+    mutating func refuseGuarded(_ spot: KnownGuardRefusals.Spot, at now: Instant) -> KnownGuardRefusals.Known? {
+        guard enabled, let known = guards.refusal(spot, at: now) else { return nil }
+        refusedSends &+= 1
+        return known
     }
 }

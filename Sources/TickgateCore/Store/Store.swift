@@ -52,6 +52,13 @@ struct GuardReading {
     /// Codes to the country verified per day of the store's clock.
     var days: [Int64: Int] = [:]
     var today: Int64 = 0
+    /// Redis: the server's clock at the read (µs), and when the oldest code
+    /// counted in the country's day and in its hour was sent (nil: none),
+    /// from which an engine knows how long a refusal by the country's
+    /// counts holds with no verification (`KnownGuardRefusals`).
+    var serverNow: Int64?
+    var oldestInDay: Int64?
+    var oldestInHour: Int64?
 
     /// The counts with the daily maximum over the guard's history.
     func judged(by thresholds: GuardThresholds) -> GuardCounts {
@@ -193,6 +200,9 @@ enum StoreNotice: Sendable, Equatable {
     /// Another engine gave budget charges back (a failed send, a reset,
     /// a write-back): a spent budget may have room.
     case budgets
+    /// Another engine gave a guarded code back or verified one: a
+    /// country's pumping counts may have room.
+    case guardCounts
     /// Another engine logged the realm in or out.
     case session(KeyName)
     /// Another engine or process changed something, unnamed (SQLite):

@@ -123,6 +123,9 @@ struct RedisKeys: Sendable {
     /// Budget charges went back (decide.lua's failed send, a reset, a
     /// write-back): spent budgets known to engines may have room.
     var budgetsNotice: [UInt8] { engine + Array(" b".utf8) }
+    /// A guarded code went back or was verified (Scripts/guard.lua): the
+    /// country refusals known to engines may no longer hold.
+    var guardCountsNotice: [UInt8] { engine + Array(" v".utf8) }
     /// Wakes this engine's own listener (to subscribe to the keys' notices);
     /// other engines skip it.
     var wakeNotice: [UInt8] { engine + Array(" w".utf8) }
@@ -150,6 +153,7 @@ struct RedisKeys: Sendable {
         guard let kind = rest.first else { return nil }
         if kind == UInt8(ascii: "g") { return rest.count == 1 ? .settings : nil }
         if kind == UInt8(ascii: "b") { return rest.count == 1 ? .budgets : nil }
+        if kind == UInt8(ascii: "v") { return rest.count == 1 ? .guardCounts : nil }
         guard rest.count >= 3, rest[rest.index(after: rest.startIndex)] == UInt8(ascii: "{"),
               rest.last == UInt8(ascii: "}") else { return nil }
         let inner = Array(rest.dropFirst(2).dropLast())

@@ -61,7 +61,17 @@ extension RedisStore {
             counts.addressVerifiedDay = Int(try reader.integer(9, count))
             counts.addressCountriesDay = Int(try reader.integer(10, count))
         }
-        return GuardReading(rules: rules, counts: counts, days: days, today: today)
+        var read = GuardReading(rules: rules, counts: counts, days: days, today: today)
+        if reader.elements.count >= 14 {
+            let time: ClosedRange<Int64> = 0...Int64(1) << 62
+            read.serverNow = try reader.integer(11, time)
+            func oldest(_ index: Int) throws(TickgateError) -> Int64? {
+                try reader.element(index).text == "" ? nil : try reader.integer(index, time)
+            }
+            read.oldestInDay = try oldest(12)
+            read.oldestInHour = try oldest(13)
+        }
+        return read
     }
 
     func guardSent(scope: KeyName, subject: KeyName, code: String, country: String,
@@ -75,7 +85,7 @@ extension RedisStore {
     func guardReturned(scope: KeyName, subject: KeyName, code: String, country: String,
                        address: ClientAddress?) throws(TickgateError) {
         try runGuard("returned", scope: scope, country: country, address: address,
-                     extra: [Array(code.utf8), Array(subject.value.utf8)])
+                     extra: [Array(code.utf8), Array(subject.value.utf8), keys.keyChannel, keys.guardCountsNotice])
     }
 
     func appendRecord(_ record: GuardRecord, maximumLength: Int) throws(TickgateError) {
@@ -106,6 +116,6 @@ extension RedisStore {
 
     func guardVerified(scope: KeyName, subject: KeyName, country: String) throws(TickgateError) {
         try runGuard("verified", scope: scope, country: country, address: nil,
-                     extra: [[], Array(subject.value.utf8)])
+                     extra: [[], Array(subject.value.utf8), keys.keyChannel, keys.guardCountsNotice])
     }
 }

@@ -20,11 +20,15 @@
 --   check:    answers {guard or '', c_unverified_day, c_unverified_hour,
 --             c_verified_day, c_verified_hour, today, {day, n, ...},
 --             a_unverified_day, a_unverified_hour, a_verified_day,
---             a_countries_day}
+--             a_countries_day, now, the send time of the oldest code
+--             counted in the country's day and in its hour ('' = none)}
 --   sent:     6 code id, 7 subject. Answers what check answers, before
 --             the code is counted (what it is judged by, in one step).
---   returned: 6 code id, 7 subject. Answers {'ok'}.
---   verified: 7 subject (the country is the subject's). Answers {'ok'}.
+--   returned: 6 code id, 7 subject, 8 the key channel, 9 the notice
+--             ('' = none) published: the counts have room again.
+--             Answers {'ok'}.
+--   verified: 7 subject (the country is the subject's), 8 and 9 as for
+--             returned, published if a code was verified. Answers {'ok'}.
 --   set:      6 the guard's text ('' = none). Answers {'ok'}.
 -- Sets a type check on every key it reads: a key of another type is
 -- answered {'corrupt', key, why}.
@@ -99,7 +103,19 @@ local function check()
     for _ in pairs(asked) do n = n + 1 end
     reply[11] = n
   end
+  -- When the counts can first go down with no verification: the oldest
+  -- code counted in each window leaves it (engines refuse until then).
+  local function oldest(since)
+    local first = redis.call('ZRANGEBYSCORE', B .. 'uc:' .. C, '(' .. fmt(since), fmt(due), 'WITHSCORES', 'LIMIT', 0, 1)
+    return first[2] and tonumber(first[2]) or ''
+  end
+  reply[12], reply[13], reply[14] = now, oldest(due - DAY), oldest(due - HOUR)
   return reply
+end
+-- The counts have room again (a code returned or verified): engines that
+-- refuse sends of the scope without asking ask again.
+local function freed()
+  if ARGV[8] and ARGV[8] ~= '' and ARGV[9] ~= '' then redis.call('PUBLISH', ARGV[8], ARGV[9]) end
 end
 if op == 'check' then return check() end
 
@@ -151,6 +167,7 @@ if op == 'returned' then
     end
   end
   redis.call('HDEL', B .. 'prev', id)
+  freed()
   return {'ok'}
 end
 
@@ -178,6 +195,7 @@ if op == 'verified' then
   -- Only a code sent (and not verified yet) counts: a verification with
   -- no code would raise the thresholds for nothing.
   if not held then return {'ok'} end
+  freed()
   local member = fmt(now) .. '|' .. subject
   redis.call('ZADD', B .. 'vc:' .. C, fmt(now), member); trim(B .. 'vc:' .. C, DAY); keep(B .. 'vc:' .. C, DAY)
   redis.call('HINCRBY', B .. 'd:' .. C, fmt(today), 1)

@@ -214,6 +214,8 @@ import Testing
         #expect(t.unverifiedAfterSeconds == 120)
         let twelve = t.encoded.split(separator: ",").dropLast().joined(separator: ",")
         #expect(try GuardThresholds.decode(twelve, bad).unverifiedAfterSeconds == 0)
+        // A value that is no number is bad, not left out.
+        #expect(throws: TickgateError.self) { try GuardThresholds.decode(twelve + ",x", bad) }
         t.unverifiedAfterSeconds = 3_601
         #expect(throws: TickgateError.self) { try t.validate() }
         #expect(throws: TickgateError.self) { try GuardThresholds.decode(t.encoded, bad) }

@@ -1229,7 +1229,9 @@ def test_a_country_over_its_threshold_is_refused_without_a_round_trip(tmp_path: 
     try:
         a, b = store.open(), store.open()
         records = Records(a)
-        a.set_guard("login", GuardMode.ENFORCE, **dict(QUIET, country_daily_minimum=2, country_hourly_minimum=2))
+        a.set_guard("login", GuardMode.ENFORCE, **dict(QUIET, country_daily_minimum=2, country_hourly_minimum=2),
+                    record_stream_length=1000)
+        stream = guard_key(store.prefix, "login", "records")
         first, second = cn(), cn()
         a.send_begin("login", first).succeeded()
         a.send_begin("login", second).succeeded()
@@ -1237,16 +1239,24 @@ def test_a_country_over_its_threshold_is_refused_without_a_round_trip(tmp_path: 
             a.send_begin("login", cn())
         assert "known from an earlier read" not in str(asked.value)
         before, locally = evalsha_calls(), a.stats().sends_refused_locally
+        kept = int(redis_cli("XLEN", stream))
         for _ in range(20):
             with pytest.raises(tickgate.PumpingSuspected) as known:
                 a.send_begin("login", cn(), client_address="198.51.100.7")
             assert known.value.status == Status.E_PUMPING_SUSPECTED
             assert "known from an earlier read" in str(known.value)
-        assert evalsha_calls() == before  # (INFO itself runs no script)
+        # No decision script ran (each record went to the stream: a script
+        # of its own, guardRecord, on EVALSHA too).
+        assert evalsha_calls() == before + 20  # (INFO itself runs no script)
+        assert int(redis_cli("XLEN", stream)) == kept + 20
         assert a.stats().sends_refused_locally == locally + 20
         last = records.all()[-1]
-        assert not last.granted and last.warnings & PumpingWarning.UNVERIFIED_BY_COUNTRY_HOURLY
-        assert dict(last.counts)["country_unverified_hour"] == 2
+        assert not last.granted
+        assert last.warnings == PumpingWarning.UNVERIFIED_BY_COUNTRY_DAILY | PumpingWarning.UNVERIFIED_BY_COUNTRY_HOURLY
+        counts = dict(last.counts)
+        assert counts["country_unverified_hour"] == 2
+        # The read it is known from was of another client (none): no address counts.
+        assert counts["address_unverified_day"] == 0 and counts["address_hourly_threshold"] == 0
         # Another country is asked as before.
         a.send_begin("login", us()).succeeded()
         # B never asked: the store refuses it (one truth; B's own read).

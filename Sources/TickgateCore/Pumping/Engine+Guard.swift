@@ -94,6 +94,7 @@ extension Engine {
                rules.alwaysAllowed(number, address) == nil, rules.refusal(of: number) == nil,
                let known = state.refusals.refuseGuarded(spot, at: state.now()) {
                 record.mode = rules.mode
+                record.streamLength = rules.recordStreamLength
                 record.counts = known.counts
                 record.judgment = known.judgment
                 throw Self.pumpingSuspected(known.judgment, known.counts, country: country, rules: rules,

@@ -87,7 +87,9 @@ public struct GuardThresholds: Sendable, Equatable {
     var encoded: String { all.map(String.init).joined(separator: ",") }
 
     static func decode(_ text: String, _ bad: (String) -> TickgateError) throws(TickgateError) -> GuardThresholds {
-        let values = text.split(separator: ",", omittingEmptySubsequences: false).compactMap { Int($0) }
+        let parsed = text.split(separator: ",", omittingEmptySubsequences: false).map { Int($0) }
+        guard !parsed.contains(nil) else { throw bad("holds bad guard thresholds") }
+        let values = parsed.compactMap { $0 }
         // Twelve values: written before unverified_after_seconds, which
         // counted every code from its send (0).
         guard values.count == names.count || values.count == names.count - 1 else {

@@ -19,7 +19,8 @@ struct KnownGuardRefusals {
         var country: String
     }
 
-    /// What the store's read showed, and until when it holds.
+    /// What the store's read showed of the country (its address parts
+    /// were another client's), and until when it holds.
     struct Known {
         var counts: GuardCounts
         var judgment: GuardJudgment
@@ -63,7 +64,18 @@ struct KnownGuardRefusals {
         // (At most a day and an hour away; a server's odd clock no more.)
         let micros = min(first + unverifiedAfter.nanoseconds / 1_000 - serverNow, 2 * 86_400_000_000)
         guard micros > 0 else { return }
-        spots[spot] = Known(counts: counts, judgment: judgment, until: now.advanced(by: Span(nanoseconds: micros * 1_000)))
+        var country = GuardCounts()
+        country.countryUnverifiedDay = counts.countryUnverifiedDay
+        country.countryUnverifiedHour = counts.countryUnverifiedHour
+        country.countryVerifiedDay = counts.countryVerifiedDay
+        country.countryVerifiedHour = counts.countryVerifiedHour
+        country.countryVerifiedDailyMaximum = counts.countryVerifiedDailyMaximum
+        var refused = GuardJudgment()
+        refused.warnings = judgment.warnings.intersection([.unverifiedByCountryDaily, .unverifiedByCountryHourly])
+        refused.countryDaily = judgment.countryDaily
+        refused.countryHourly = judgment.countryHourly
+        spots[spot] = Known(counts: country, judgment: refused,
+                            until: now.advanced(by: Span(nanoseconds: micros * 1_000)))
     }
 
     /// A code went back or was verified (a notice, or this engine's own):

@@ -128,9 +128,9 @@ extension Engine {
                 throw TickgateError(.expired, "ticket \(ticket) expired before it was ended; its key was freed then")
             }
             guard var countdown = result.after.countdown else {
-                // Failed: the key is free at once, and its charges went
-                // back (its own notice is not heard here).
-                state.refusals.noticedBudgets()
+                // Failed: the key is free at once, and its charges (if it
+                // had any) went back (its own notice is not heard here).
+                if state.sends.charges[ticket] != nil { state.refusals.noticedBudgets() }
                 state.sends.recordEnd(of: ticket, .ended)
                 if let slot = state.table.find(key) { state.remove(slot: slot) }
                 if state.emit(.sendFailed, key, instance: 0, remaining: .zero, duration: .zero,

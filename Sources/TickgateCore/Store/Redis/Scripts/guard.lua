@@ -71,8 +71,8 @@ local function after(g)
   local t = string.match(g, '^[^;]*;[^;]*;[^;]*;[^;]*;[^;]*;[^;]*;[^;]*;[^;]*;([^;]*);')
   local values = {}
   for v in string.gmatch(t or '', '[^,]+') do values[#values + 1] = v end
-  local seconds = #values == 13 and tonumber(values[13]) or 0
-  if not seconds or seconds < 0 or seconds * 1000000 > LATE then return 0 end
+  local seconds = #values == 13 and string.match(values[13], '^%d+$') and tonumber(values[13]) or 0
+  if seconds * 1000000 > LATE then return 0 end
   return seconds * 1000000
 end
 local function trim(key, span) redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(now - span)) end
@@ -124,7 +124,7 @@ if op == 'sent' then
   local reply = check()
   redis.call('HSET', B .. 'codes', id, C .. '|' .. A .. '|' .. fmt(now))
   local before = redis.call('HGET', B .. 'latest', subject)
-  if before and before ~= id then redis.call('HSET', B .. 'prev', id, before); keep(B .. 'prev', DAY) end
+  if before and before ~= id then redis.call('HSET', B .. 'prev', id, before); keep(B .. 'prev', DAY + LATE) end
   redis.call('HSET', B .. 'latest', subject, id)
   keep(B .. 'codes', DAY + LATE); keep(B .. 'latest', DAY + LATE)
   redis.call('ZADD', B .. 'uc:' .. C, fmt(now), id); trim(B .. 'uc:' .. C, DAY + LATE)

@@ -347,10 +347,10 @@ static void ev_cb(const tg_event *ev, void *ud)
     box_enter(b);
     if (!ev || ev->struct_size < sizeof(tg_event) || !ev->scope ||
         !ev->subject || !ev->title || ev->kind < TG_EVENT_STATE ||
-        ev->kind > TG_EVENT_RESET || ev->remaining_ms < 0 ||
+        ev->kind > TG_EVENT_STORE_BACK || ev->remaining_ms < 0 ||
         ev->display_seconds !=
             (ev->remaining_ms <= 0 ? 0 : (ev->remaining_ms + 999) / 1000) ||
-        ev->state < TG_BUTTON_IDLE || ev->state > TG_BUTTON_LOCKED)
+        ev->state < TG_BUTTON_IDLE || ev->state > TG_BUTTON_CODE_DEAD)
         fail_now("malformed event");
     (void)strlen(ev->scope);
     (void)strlen(ev->subject);

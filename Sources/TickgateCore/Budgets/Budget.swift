@@ -13,10 +13,10 @@ public struct Budget: Sendable, Equatable {
     }
 
     /// Most windows in one budget (TG_BUDGET_MAX_WINDOWS).
-    @inlinable public static var maximumWindows: Int { 4 }
+    @inlinable public static var maximumWindows: Int { RuleConstants.maximumBudgetWindows }
     /// Most sends one window may allow (TG_BUDGET_MAX_SENDS): every charge
     /// inside the longest window is kept, in memory and in the store.
-    @inlinable public static var maximumSends: Int { 100_000 }
+    @inlinable public static var maximumSends: Int { RuleConstants.maximumBudgetSends }
     /// Most budget keys one send may name (TG_SEND_MAX_BUDGETS).
     @inlinable public static var maximumKeysPerSend: Int { 8 }
 
@@ -159,13 +159,7 @@ struct BudgetRow {
 
     /// When the budget key has room for one more send, if it has none now.
     func frees(at now: Instant) -> Instant? {
-        var latest: Instant?
-        for window in budget.windows {
-            guard let charge = charge(back: window.maximumSends) else { continue }
-            let free = charge.advanced(by: window.length)
-            if free > now, latest.map({ free > $0 }) ?? true { latest = free }
-        }
-        return latest
+        BudgetRules.frees(budget.windows, chargeBack: { charge(back: $0) }, at: now)
     }
 
     /// Charges one send at `now`.

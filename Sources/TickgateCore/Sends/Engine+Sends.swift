@@ -178,7 +178,7 @@ extension Engine {
                 }
                 return 0
             }
-            return maximum > 0 ? max(maximum - record.wrongCodes, 0) : nil
+            return SendRules.wrongCodesLeft(after: record.wrongCodes, maximum: maximum)
         }
     }
 

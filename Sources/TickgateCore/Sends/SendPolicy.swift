@@ -2,7 +2,7 @@
 /// of sends per sliding window, when escalation resets, and how long a send
 /// ticket may stay open.
 public struct SendPolicy: Sendable, Equatable {
-    public static let maximumSteps = 8
+    public static let maximumSteps = RuleConstants.maximumSteps
 
     /// Cooldown after the 1st, 2nd, ... consecutive send; the last repeats.
     public var cooldowns: [Span]
@@ -18,7 +18,7 @@ public struct SendPolicy: Sendable, Equatable {
     public var maximumWrongCodes: Int
 
     /// Most wrong codes a policy may allow per code (TG_WRONG_CODES_MAX).
-    @inlinable public static var maximumWrongCodesLimit: Int { 1_000 }
+    @inlinable public static var maximumWrongCodesLimit: Int { RuleConstants.maximumWrongCodes }
 
     public init(cooldowns: [Span] = [.milliseconds(60_000)], windowMaximumSends: Int = 0,
                 window: Span = .zero, quietReset: Span = .milliseconds(3_600_000),
@@ -67,7 +67,7 @@ public struct SendPolicy: Sendable, Equatable {
 
     /// The cooldown after the `count`-th consecutive send (1-based).
     func cooldown(afterConsecutive count: Int) -> Span {
-        cooldowns[min(max(count, 1), cooldowns.count) - 1]
+        SendRules.cooldown(cooldowns, afterConsecutive: count)
     }
 }
 
@@ -87,29 +87,15 @@ struct SendRecord {
     /// new send revives the key.
     var codeDead = false
 
-    /// Counts one more consecutive send, saturating at the limit.
-    mutating func countSend() {
-        consecutive = min(consecutive, Limits.maximumConsecutiveSends - 1) + 1
-    }
-
+    /// Drops the sends the window no longer counts (`SendRules`).
     mutating func prune(at now: Instant, policy: SendPolicy) {
-        guard policy.windowMaximumSends > 0 else {
-            sends.removeAll()
-            return
-        }
-        let horizon = now.advanced(by: Span(nanoseconds: -policy.window.nanoseconds))
-        if let keep = sends.firstIndex(where: { $0 > horizon }) {
-            sends.removeFirst(keep)
-        } else {
-            sends.removeAll()
-        }
+        let expired = SendRules.expiredSends(sends, maximumSends: policy.windowMaximumSends,
+                                             window: policy.window, at: now)
+        if expired == sends.count { sends.removeAll() } else if expired > 0 { sends.removeFirst(expired) }
     }
 
-    /// When the window frees a send, if it is full now.
+    /// When the window frees a send, if it is full now (`SendRules`).
     func windowFrees(at now: Instant, policy: SendPolicy) -> Instant? {
-        let cap = policy.windowMaximumSends
-        guard cap > 0, sends.count >= cap else { return nil }
-        let free = sends[sends.count - cap].advanced(by: policy.window)
-        return free > now ? free : nil
+        SendRules.windowFrees(sends, maximumSends: policy.windowMaximumSends, window: policy.window, at: now)
     }
 }

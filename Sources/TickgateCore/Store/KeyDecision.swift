@@ -122,24 +122,18 @@ enum KeyDecision {
                 return [.countdown, .budgets]
             }
             var record = rows.record ?? SendRecord()
-            if let last = record.lastSend, policy.quietReset > .zero, now.since(last) >= policy.quietReset {
-                record.consecutive = 0
-            }
+            record.consecutive = SendRules.consecutive(after: record.consecutive, lastSend: record.lastSend,
+                                                       quietReset: policy.quietReset, at: now)
             record.prune(at: now, policy: policy)
-            record.countSend()
             record.lastSend = now
             record.hasSent = true
             // A new code: the wrong codes of the last one no longer count.
             record.wrongCodes = 0
             record.codeDead = false
             if policy.windowMaximumSends > 0 { record.sends.append(now) }
-            var until = now.advanced(by: max(policy.cooldown(afterConsecutive: record.consecutive),
-                                             serverRetryAfter))
-            var phase = Phase.cooling
-            if let free = record.windowFrees(at: now, policy: policy), free > until {
-                until = free
-                phase = .locked
-            }
+            let (until, phase) = SendRules.countdownAfterSend(
+                step: policy.cooldown(afterConsecutive: record.consecutive), serverRetryAfter: serverRetryAfter,
+                windowFrees: record.windowFrees(at: now, policy: policy), at: now)
             rows.record = record
             rows.countdown = Countdown(key: key, phase: phase, instance: 0, deadline: until,
                                        duration: until.since(now), tickInterval: tickInterval)
@@ -165,10 +159,9 @@ enum KeyDecision {
         case let .verifyFailed(policy):
             guard var record = rows.record, record.hasSent else { throw Refusal.unsent.error(key) }
             if record.codeDead { throw Refusal.dead.error(key) }
-            record.wrongCodes = min(record.wrongCodes, SendPolicy.maximumWrongCodesLimit) + 1
-            if policy.maximumWrongCodes > 0, record.wrongCodes >= policy.maximumWrongCodes {
-                record.codeDead = true
-            }
+            let wrong = SendRules.wrongCode(after: record.wrongCodes, maximum: policy.maximumWrongCodes)
+            record.wrongCodes = wrong.count
+            if wrong.dead { record.codeDead = true }
             rows.record = record
             return .record
         }

@@ -55,7 +55,7 @@ public struct Span: Comparable, Hashable, Sendable {
 public enum Limits {
     @inlinable public static var maximumKeyBytes: Int { 256 }
     /// 365 days.
-    @inlinable public static var maximumDuration: Span { Span(nanoseconds: 31_536_000_000 * 1_000_000) }
+    @inlinable public static var maximumDuration: Span { Span(nanoseconds: RuleConstants.yearMicroseconds * 1_000) }
     @inlinable public static var minimumTickInterval: Span { Span(nanoseconds: 10 * 1_000_000) }
     /// One day.
     @inlinable public static var maximumTickInterval: Span { Span(nanoseconds: 86_400_000 * 1_000_000) }
@@ -65,10 +65,10 @@ public enum Limits {
     @inlinable public static var defaultStoreTimeout: Span { Span(nanoseconds: 5_000 * 1_000_000) }
     /// Most successful sends a policy's window may count (and a store row
     /// may list).
-    @inlinable public static var maximumWindowSends: Int { 1_000_000 }
+    @inlinable public static var maximumWindowSends: Int { RuleConstants.maximumWindowSends }
     /// A key's count of consecutive sends stops here (it only picks the
     /// schedule's step, and the last step repeats).
-    @inlinable public static var maximumConsecutiveSends: Int { Int(Int32.max) }
+    @inlinable public static var maximumConsecutiveSends: Int { RuleConstants.maximumConsecutiveSends }
     /// The manual clock stops short of this, far from Int64's end.
     @inlinable public static var maximumManualTime: Instant {
         Instant(nanoseconds: 100 * 365 * 86_400 * 1_000_000_000)

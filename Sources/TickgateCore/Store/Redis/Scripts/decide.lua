@@ -74,8 +74,6 @@ for j = 1, #all, 2 do
 end
 if ARGV[3] ~= '' and real > tonumber(ARGV[3]) then return {'late', now, real} end
 local slack = tonumber(ARGV[4])
-local DAY = 86400000000
-local YEAR = 365 * DAY
 local function bad(f) return {'corrupt', K, 'field ' .. f .. ' holds "' .. string.sub(tostring(h[f]), 1, 40) .. '"'} end
 -- A key's hash holds all twelve fields (-1 or '': absent), or none; a hash
 -- of format 1 has the first eleven (no ticket).
@@ -92,7 +90,7 @@ if upgrade then h.k = '' n_fields = 12 end
 if n_fields ~= 0 and n_fields ~= 12 then return {'corrupt', K, 'holds ' .. n_fields .. ' of its 12 fields'} end
 local cd, rec = nil, nil
 if n_fields == 12 then
-  local d, p, l, i, c = int(h.d, -1, MAXT), int(h.p, -1, 2), int(h.l, -1, YEAR), int(h.i, -1, DAY), int(h.c, -1, MAXT)
+  local d, p, l, i, c = int(h.d, -1, MAXT), int(h.p, -1, 2), int(h.l, -1, C.YEAR), int(h.i, -1, C.DAY), int(h.c, -1, MAXT)
   if not d then return bad('d') end
   if not p then return bad('p') end
   if not l then return bad('l') end
@@ -171,20 +169,9 @@ if not pol and needs_pol then
 end
 local wrong = pol and pol.wrong or -1
 local tick = tonumber(ARGV[7])
-local function prune(r)
-  if pol.wmax == 0 then r.sends = {} return end
-  local horizon = now - pol.window
-  local keep = {}
-  for _, v in ipairs(r.sends) do if v > horizon then keep[#keep + 1] = v end end
-  r.sends = keep
-end
-local function frees(r)
-  local cap = pol.wmax
-  if cap == 0 or #r.sends < cap then return nil end
-  local free = r.sends[#r.sends - cap + 1] + pol.window
-  if free > now then return free end
-  return nil
-end
+-- The window's rules (rules.lua) on a record's sends.
+local function prune(r) r.sends = R.prune(r.sends, pol.wmax, pol.window, now) end
+local function frees(r) return R.window_frees(r.sends, pol.wmax, pol.window, now) end
 -- The budgets, as the store holds them.
 local budgets = {}
 for j = 3, NK do
@@ -225,6 +212,7 @@ elseif op == 'begin' then
   -- the one that frees last.
   local latest, index = nil, -1
   for j, b in ipairs(budgets) do
+    local backs = {}
     local gone = redis.pcall('ZREMRANGEBYSCORE', b.key, '-inf', fmt(now - b.horizon))
     if type(gone) == 'table' and gone.err then return {'corrupt', b.key, 'is not a sorted set'} end
     -- The newest charge is a time not after now, or the key is not ours.
@@ -239,10 +227,11 @@ elseif op == 'begin' then
         if not at or at > now then
           return {'corrupt', b.key, 'a charge has the score ' .. string.sub(tostring(got[2]), 1, 40)}
         end
-        local free = at + w.len
-        if free > now and (not latest or free > latest) then latest, index = free, j - 1 end
+        backs[w.cap] = at
       end
     end
+    local free = R.budget_frees(b.windows, function(cap) return backs[cap] end, now)
+    if free and (not latest or free > latest) then latest, index = free, j - 1 end
   end
   if verdict == 'budget' then return refused('budget', tonumber(v_free), tonumber(v_index)) end
   if latest then return refused('budget', latest, index) end
@@ -281,24 +270,14 @@ elseif op == 'end' then
     cd = nil
   else
     local r = rec or {h = 0, n = 0, w = 0, x = 0, s = -1, sends = {}}
-    if r.s >= 0 and pol.quiet > 0 and now - r.s >= pol.quiet then r.n = 0 end
+    r.n = R.consecutive(r.n, r.s, pol.quiet, now)
     prune(r)
-    r.n = math.min(r.n, 2147483646) + 1
     r.s = now
     r.h = 1
     r.w = 0
     r.x = 0
     if pol.wmax > 0 then r.sends[#r.sends + 1] = now end
-    local step = pol.cooldowns[math.min(math.max(r.n, 1), #pol.cooldowns)]
-    local retry = tonumber(ARGV[11])
-    if retry > step then step = retry end
-    local untl = now + step
-    local phase = 1
-    local free = frees(r)
-    if free and free > untl then
-      untl = free
-      phase = 2
-    end
+    local untl, phase = R.countdown_after_send(R.cooldown(pol.cooldowns, r.n), tonumber(ARGV[11]), frees(r), now)
     rec = r
     cd = {d = untl, p = phase, l = untl - now, i = tick, c = -1, k = ''}
   end
@@ -316,8 +295,9 @@ elseif op == 'verified' then
 elseif op == 'failed' then
   if not rec or rec.h == 0 then return refused('unsent') end
   if rec.x == 1 then return refused('dead') end
-  rec.w = math.min(rec.w, 1000) + 1
-  if pol.wrong > 0 and rec.w >= pol.wrong then rec.x = 1 end
+  local dead
+  rec.w, dead = R.wrong_code(rec.w, pol.wrong)
+  if dead then rec.x = 1 end
 else
   return {'corrupt', K, 'unknown decision ' .. string.sub(op, 1, 40)}
 end
@@ -326,15 +306,9 @@ end
 -- decides something: the quiet reset of the last send (a year with none)
 -- and the window of its newest send.
 local life = -1
-if cd then life = cd.d end
-if rec then
-  if rec.s >= 0 then
-    local quiet = pol.quiet > 0 and pol.quiet or YEAR
-    if quiet < DAY then quiet = DAY end
-    life = math.max(life, rec.s + quiet)
-  end
-  if #rec.sends > 0 then life = math.max(life, rec.sends[#rec.sends] + pol.window) end
-  if life < now then life = now end
+if cd or rec then
+  life = R.key_life(cd and cd.d or -1, rec and rec.s or -1, rec and rec.sends[#rec.sends] or -1,
+                    pol and pol.quiet or 0, pol and pol.window or 0, now)
 end
 -- This engine's answer stays beside the key's fields for a retry (kept
 -- `keep` µs of the server's clock); answers past theirs are dropped.

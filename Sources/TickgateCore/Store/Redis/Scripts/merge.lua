@@ -42,13 +42,14 @@ if last >= 0 then
   for _, list in ipairs({f.t, ARGV[14]}) do
     for part in string.gmatch(list, '[^,]+') do
       local v = int(part, 0, MAXT)
-      if v and not seen[v] and (pol.wmax == 0 or v > now - pol.window) then
+      if v and not seen[v] then
         seen[v] = true
         all[#all + 1] = v
       end
     end
   end
   table.sort(all)
+  all = R.prune(all, pol.wmax, pol.window, now)
   local text = {}
   for j, v in ipairs(all) do text[j] = fmt(v) end
   f.t = table.concat(text, ',')
@@ -56,8 +57,10 @@ end
 if f.d < 0 and f.h < 0 then return {'ok'} end
 redis.call('HSET', K, 'd', fmt(f.d), 'p', tostring(f.p), 'l', fmt(f.l), 'i', fmt(f.i), 'c', fmt(f.c), 'k', f.k,
   'h', tostring(f.h), 'n', fmt(f.n), 'w', tostring(f.w), 'x', tostring(f.x), 's', fmt(f.s), 't', f.t)
-local life = math.max(f.d, f.s >= 0 and f.s + math.max(pol.quiet, 86400000000) or -1)
-expire(K, math.max(life, now), now, slack)
+-- The key lives as long as a decision through the store would keep it.
+local newest = -1
+for part in string.gmatch(f.t, '[^,]+') do newest = math.max(newest, int(part, 0, MAXT) or -1) end
+expire(K, math.max(R.key_life(f.d, f.s, newest, pol.quiet, pol.window, now), now), now, slack)
 -- Every charge made meanwhile is the store's too.
 local engine = ARGV[15 + NK - 2]
 for j = 3, NK do

@@ -1,5 +1,6 @@
--- Shared by every script: integer checks, formatting, the clock, expiry.
-local MAXT = 9007199254740991
+-- Shared by every script: integer checks, formatting, the clock, expiry
+-- (C, the rules' constants, comes first: generate.py writes it).
+local MAXT = C.MAXT
 -- Every number here is a whole number of at most 2^53 (µs, counts). Each
 -- call of a C function costs (Redis's Lua): checks are one find each.
 local find, tonumber = string.find, tonumber
@@ -31,7 +32,7 @@ local function store_time()
     local held = redis.call('GET', CLOCK)
     skew = 0
     if held then
-      skew = int(string.match(held, '^[%x]*:?(%-?%d+)$'), -86400000000, 86400000000)
+      skew = int(string.match(held, '^[%x]*:?(%-?%d+)$'), -C.DAY, C.DAY)
       if not skew then return error('the clock key holds ' .. string.sub(held, 1, 40)) end
     end
   end
@@ -67,14 +68,14 @@ local function policy(text)
   if not steps then return nil end
   local cooldowns = {}
   for part in string.gmatch(steps, '[^,]+') do
-    local v = digits(part, 1, 31536000000000)
+    local v = digits(part, 1, C.YEAR)
     if not v then return nil end
     cooldowns[#cooldowns + 1] = v
   end
-  if #cooldowns == 0 or #cooldowns > 8 then return nil end
-  local p = {cooldowns = cooldowns, wmax = digits(wmax, 0, 1000000), window = digits(window, 0, 31536000000000),
-             quiet = digits(quiet, 0, 31536000000000), ticket = digits(ticket, 1, 31536000000000),
-             wrong = digits(wrong, 0, 1000)}
+  if #cooldowns == 0 or #cooldowns > C.MAX_STEPS then return nil end
+  local p = {cooldowns = cooldowns, wmax = digits(wmax, 0, C.MAX_WINDOW_SENDS), window = digits(window, 0, C.YEAR),
+             quiet = digits(quiet, 0, C.YEAR), ticket = digits(ticket, 1, C.YEAR),
+             wrong = digits(wrong, 0, C.MAX_WRONG_CODES)}
   if not p.wmax or not p.window or not p.quiet or not p.ticket or not p.wrong then return nil end
   return p
 end
@@ -84,11 +85,11 @@ local function budget(text)
   local b = {windows = {}, horizon = 0}
   for part in string.gmatch(text, '[^,]+') do
     local cap, ms = string.match(part, '^(%d+)/(%d+)$')
-    cap, ms = int(cap, 1, 100000), int(ms, 1, 31536000000)
+    cap, ms = int(cap, 1, C.MAX_BUDGET_SENDS), int(ms, 1, C.YEAR / 1000)
     if not cap or not ms then return nil end
     b.windows[#b.windows + 1] = {cap = cap, len = ms * 1000}
     if ms * 1000 > b.horizon then b.horizon = ms * 1000 end
   end
-  if #b.windows == 0 or #b.windows > 4 then return nil end
+  if #b.windows == 0 or #b.windows > C.MAX_BUDGET_WINDOWS then return nil end
   return b
 end

@@ -32,16 +32,16 @@ end
 local z = redis.pcall('ZREMRANGEBYSCORE', B, '-inf', fmt(now - b.horizon))
 if type(z) == 'table' and z.err then return {'corrupt', B, 'is not a sorted set'} end
 if redis.call('ZSCORE', B, ARGV[5]) then return {'ok', now, real} end
-local latest
+local backs = {}
 for _, w in ipairs(b.windows) do
   local got = redis.call('ZREVRANGE', B, w.cap - 1, w.cap - 1, 'WITHSCORES')
   if #got == 2 then
     local at = int(got[2], 0, MAXT)
     if not at then return {'corrupt', B, 'a charge has the score ' .. string.sub(tostring(got[2]), 1, 40)} end
-    local free = at + w.len
-    if free > now and (not latest or free > latest) then latest = free end
+    backs[w.cap] = at
   end
 end
+local latest = R.budget_frees(b.windows, function(cap) return backs[cap] end, now)
 if latest then return {'full', now, real, latest} end
 local life = tonumber(ARGV[6])
 redis.call('ZADD', B, fmt(now), ARGV[5])

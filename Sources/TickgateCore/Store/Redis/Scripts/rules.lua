@@ -1,0 +1,84 @@
+-- The decision's rules, for every Redis script: the same pure functions as
+-- Sources/TickgateCore/Rules/*.swift (memory and SQLite), one for one, in
+-- snake case, and no rule anywhere else in Lua. Tests/rules/*.json holds
+-- the cases both must answer alike. Times and spans in µs; -1 or nil for
+-- none; C holds the constants of Rules/RuleConstants.swift.
+local R = {}
+-- The consecutive count after a send granted at now (SendRules.consecutive):
+-- quiet (0: never) or more after the last send restarts the schedule.
+function R.consecutive(n, last, quiet, now)
+  if last >= 0 and quiet > 0 and now - last >= quiet then n = 0 end
+  if n < 0 then n = 0 end
+  return math.min(n, C.MAX_CONSECUTIVE - 1) + 1
+end
+-- The cooldown after the n-th consecutive send; the last step repeats.
+function R.cooldown(cooldowns, n)
+  return cooldowns[math.min(math.max(n, 1), #cooldowns)]
+end
+-- The countdown after a granted send: deadline and phase (1 cooling, 2
+-- locked until the window frees a send at `frees`, if later).
+function R.countdown_after_send(step, retry, frees, now)
+  local untl = now + math.max(step, retry)
+  if frees and frees > untl then return frees, 2 end
+  return untl, 1
+end
+-- How many of the sends (oldest first) the window no longer counts.
+function R.expired_sends(sends, wmax, window, now)
+  if wmax == 0 then return #sends end
+  local horizon = now - window
+  for j, v in ipairs(sends) do
+    if v > horizon then return j - 1 end
+  end
+  return #sends
+end
+-- The sends the window still counts, as a new list.
+function R.prune(sends, wmax, window, now)
+  local keep = {}
+  for j = R.expired_sends(sends, wmax, window, now) + 1, #sends do keep[#keep + 1] = sends[j] end
+  return keep
+end
+-- When the window frees a send if it is full at now, else nil.
+function R.window_frees(sends, wmax, window, now)
+  if wmax == 0 or #sends < wmax then return nil end
+  local free = sends[#sends - wmax + 1] + window
+  if free > now then return free end
+  return nil
+end
+-- One more wrong code: the count and whether the code is dead now.
+function R.wrong_code(w, max)
+  if w < 0 then w = 0 end
+  w = math.min(w, C.MAX_WRONG_CODES) + 1
+  return w, max > 0 and w >= max
+end
+-- Wrong codes the code survives after w (nil: no cap).
+function R.wrong_codes_left(w, max)
+  if max > 0 then return math.max(max - w, 0) end
+  return nil
+end
+-- How long the key lives (SendRules.keyLife): its countdown, the quiet
+-- reset of its last send (a year with none, a day at least), the window
+-- of its newest send; never before now; -1: nothing to keep.
+function R.key_life(deadline, last, newest, quiet, window, now)
+  local life = deadline
+  if last >= 0 then
+    local q = quiet > 0 and quiet or C.YEAR
+    if q < C.DAY then q = C.DAY end
+    life = math.max(life, last + q)
+  end
+  if newest >= 0 then life = math.max(life, newest + window) end
+  if life < 0 then return -1 end
+  return math.max(life, now)
+end
+-- When a budget key has room again if it has none (BudgetRules.frees):
+-- back(cap) is the charge cap back from the newest (nil: fewer).
+function R.budget_frees(windows, back, now)
+  local latest
+  for _, w in ipairs(windows) do
+    local at = back(w.cap)
+    if at then
+      local free = at + w.len
+      if free > now and (not latest or free > latest) then latest = free end
+    end
+  end
+  return latest
+end

@@ -20,6 +20,10 @@ import Testing
     func micro(_ instant: Instant?) -> Any { instant.map { $0.nanoseconds / 1_000 } ?? NSNull() }
     func instants(_ value: Any?) -> [Instant] { ((value as? [NSNumber]) ?? []).map { Instant(nanoseconds: $0.int64Value * 1_000) } }
 
+    /// GuardThresholds' defaults as the vectors write them (checked equal
+    /// to Swift's own by `theGuardDefaultsAreSwifts`).
+    var defaults: Object = [:]
+
     /// A case's answer by the Swift rules, in the vectors' terms.
     func answer(_ rule: String, _ i: Object) throws -> Object {
         switch rule {
@@ -52,6 +56,32 @@ import Testing
             return ["life": micro(SendRules.keyLife(countdownDeadline: instant(i["deadline"]), lastSend: instant(i["last"]),
                                                     newestSend: instant(i["newest"]), quietReset: span(i["quiet"]),
                                                     window: span(i["window"]), at: instant(i["now"])!))]
+        case "guard_judge":
+            var merged = defaults
+            for (name, value) in (i["t"] as? Object) ?? [:] { merged[name] = value }
+            let text = GuardThresholds.names.map { String(int(merged[$0])) }.joined(separator: ",")
+            let t = try GuardThresholds.decode(text) { TickgateError(.invalidArgument, $0) }
+            let c = (i["c"] as? Object) ?? [:]
+            var counts = GuardCounts()
+            counts.countryUnverifiedDay = int(c["country_unverified_day"])
+            counts.countryUnverifiedHour = int(c["country_unverified_hour"])
+            counts.countryVerifiedDay = int(c["country_verified_day"])
+            counts.countryVerifiedHour = int(c["country_verified_hour"])
+            counts.countryVerifiedDailyMaximum = int(c["country_verified_daily_maximum"])
+            counts.hasAddress = (c["has_address"] as? Bool) ?? false
+            counts.addressUnverifiedDay = int(c["address_unverified_day"])
+            counts.addressUnverifiedHour = int(c["address_unverified_hour"])
+            counts.addressVerifiedDay = int(c["address_verified_day"])
+            counts.addressCountriesDay = int(c["address_countries_day"])
+            let j = GuardRules.judge(counts, by: t)
+            return ["warnings": PumpingWarnings.all.filter { j.warnings.contains($0.0) }.map(\.1),
+                    "country_daily": j.countryDaily, "country_hourly": j.countryHourly,
+                    "address_daily": j.addressDaily, "address_hourly": j.addressHourly]
+        case "verified_daily_maximum":
+            var days: [Int64: Int] = [:]
+            for pair in (i["days"] as? [[NSNumber]]) ?? [] where pair.count == 2 { days[pair[0].int64Value] = pair[1].intValue }
+            return ["most": GuardRules.verifiedDailyMaximum(days, today: (i["today"] as? NSNumber)?.int64Value ?? 0,
+                                                            historyDays: int(i["history"]))]
         case "budget_frees":
             let windows = ((i["windows"] as? [Object]) ?? []).map {
                 Budget.Window(maximumSends: int($0["cap"]), length: span($0["len"]))
@@ -66,9 +96,22 @@ import Testing
         }
     }
 
+    static func document() throws -> Object {
+        let data = try Data(contentsOf: file)
+        return (try JSONSerialization.jsonObject(with: data) as? Object) ?? [:]
+    }
+
+    @Test func theGuardDefaultsAreSwifts() throws {
+        let defaults = try #require(try Self.document()["guard_defaults"] as? Object)
+        let swift = GuardThresholds()
+        #expect(GuardThresholds.names.map { int(defaults[$0]) } == swift.all)
+        #expect(defaults.count == GuardThresholds.names.count)
+    }
+
     @Test func everyRuleCaseInSwift() throws {
-        let data = try Data(contentsOf: Self.file)
-        let document = try #require(try JSONSerialization.jsonObject(with: data) as? Object)
+        let document = try Self.document()
+        var runner = self
+        runner.defaults = (document["guard_defaults"] as? Object) ?? [:]
         let groups = try #require(document["groups"] as? [String: [Object]])
         var total = 0
         for (rule, cases) in groups.sorted(by: { $0.key < $1.key }) {
@@ -76,7 +119,7 @@ import Testing
                 total += 1
                 let input = try #require(vector["in"] as? Object)
                 let want = try #require(vector["out"] as? Object)
-                let got = try answer(rule, input)
+                let got = try runner.answer(rule, input)
                 // Compared as JSON text: one spelling for numbers, lists and null.
                 let a = try JSONSerialization.data(withJSONObject: got, options: .sortedKeys)
                 let b = try JSONSerialization.data(withJSONObject: want, options: .sortedKeys)

@@ -24,6 +24,24 @@ local run = {
   key_life = function(i)
     return {life = num(R.key_life(opt(i.deadline), opt(i.last), opt(i.newest), i.quiet, i.window, i.now))}
   end,
+  guard_judge = function(i)
+    local t = {}
+    for k, v in pairs(doc.guard_defaults) do t[k] = v end
+    for k, v in pairs(i.t) do t[k] = v end
+    local j = R.guard_judge(t, i.c)
+    local names, bits = {}, {'unverified_by_country_daily', 'unverified_by_country_hourly',
+      'unverified_by_address_daily', 'unverified_by_address_hourly', 'countries_by_address_daily'}
+    for b, name in ipairs(bits) do
+      if math.floor(j.warnings / 2 ^ (b - 1)) % 2 == 1 then names[#names + 1] = name end
+    end
+    return {warnings = names, country_daily = num(j.country_daily), country_hourly = num(j.country_hourly),
+            address_daily = num(j.address_daily), address_hourly = num(j.address_hourly)}
+  end,
+  verified_daily_maximum = function(i)
+    local days = {}
+    for _, pair in ipairs(i.days) do days[pair[1]] = pair[2] end
+    return {most = num(R.verified_daily_maximum(days, i.today, i.history))}
+  end,
   budget_frees = function(i)
     local ws = {}
     for j, w in ipairs(i.windows) do ws[j] = {cap = w.cap, len = w.len} end

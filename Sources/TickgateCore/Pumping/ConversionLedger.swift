@@ -98,8 +98,8 @@ struct ConversionLedger {
         }
         if let history = days[country] {
             let today = Self.dayNumber(now)
-            counts.countryVerifiedDailyMaximum = history
-                .filter { $0.key > today - Int64(historyDays) && $0.key <= today }.map(\.value).max() ?? 0
+            counts.countryVerifiedDailyMaximum = GuardRules.verifiedDailyMaximum(history, today: today,
+                                                                                 historyDays: historyDays)
         }
         if let address {
             counts.hasAddress = true

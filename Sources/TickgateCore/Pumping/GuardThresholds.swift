@@ -107,32 +107,9 @@ public struct GuardThresholds: Sendable, Equatable {
 
     // MARK: Judging
 
-    private static func percent(_ count: Int, _ percent: Int) -> Int { count * percent / 100 }
-
     /// The thresholds for counts `counts`, and the warnings a send with
-    /// those counts (itself not yet counted) raises.
-    func judge(_ counts: GuardCounts) -> GuardJudgment {
-        var judgment = GuardJudgment()
-        let countryDaily = max(countryDailyMinimum, Self.percent(counts.countryVerifiedDailyMaximum, countryHistoryPercent),
-                               Self.percent(counts.countryVerifiedDay, countryDayPercent))
-        let countryHourly = max(countryHourlyMinimum, countryDaily / countryHourlyDivisor,
-                                Self.percent(counts.countryVerifiedHour, countryHourPercent))
-        judgment.countryDaily = countryDaily
-        judgment.countryHourly = countryHourly
-        if counts.countryUnverifiedDay + 1 > countryDaily { judgment.warnings.insert(.unverifiedByCountryDaily) }
-        if counts.countryUnverifiedHour + 1 > countryHourly { judgment.warnings.insert(.unverifiedByCountryHourly) }
-        if counts.hasAddress {
-            let addressDaily = max(addressDailyMinimum, Self.percent(counts.addressVerifiedDay, addressDayPercent))
-            let addressHourly = max(addressHourlyMinimum,
-                                    Self.percent(counts.addressVerifiedDay, addressDayPercent) / addressHourlyDivisor)
-            judgment.addressDaily = addressDaily
-            judgment.addressHourly = addressHourly
-            if counts.addressUnverifiedDay + 1 > addressDaily { judgment.warnings.insert(.unverifiedByAddressDaily) }
-            if counts.addressUnverifiedHour + 1 > addressHourly { judgment.warnings.insert(.unverifiedByAddressHourly) }
-            if counts.addressCountriesDay > addressCountriesMaximum { judgment.warnings.insert(.countriesByAddressDaily) }
-        }
-        return judgment
-    }
+    /// those counts (itself not yet counted) raises (`GuardRules.judge`).
+    func judge(_ counts: GuardCounts) -> GuardJudgment { GuardRules.judge(counts, by: self) }
 }
 
 /// What the store counts for one send: the codes of the number's country

@@ -63,8 +63,8 @@ struct GuardReading {
     /// The counts with the daily maximum over the guard's history.
     func judged(by thresholds: GuardThresholds) -> GuardCounts {
         var counts = self.counts
-        counts.countryVerifiedDailyMaximum = days
-            .filter { $0.key > today - Int64(thresholds.historyDays) && $0.key <= today }.map(\.value).max() ?? 0
+        counts.countryVerifiedDailyMaximum = GuardRules.verifiedDailyMaximum(days, today: today,
+                                                                             historyDays: thresholds.historyDays)
         return counts
     }
 }

@@ -208,6 +208,38 @@ enum RedisScripts {
       end
       return latest
     end
+    -- The pumping guard (GuardRules.swift). pct: percent % of a count, down.
+    local function pct(count, percent) return math.floor(count * percent / 100) end
+    -- The most codes verified in one day of the last `history` days (today
+    -- included): days maps a day number to its count.
+    function R.verified_daily_maximum(days, today, history)
+      local most = 0
+      for day, n in pairs(days) do
+        if day > today - history and day <= today and n > most then most = n end
+      end
+      return most
+    end
+    -- The judgment of a send by the counts c (itself not counted) and the
+    -- thresholds t (GuardThresholds' fields in snake case): the warnings (the
+    -- bits of TG_WARNING_*) and the thresholds it was judged by.
+    function R.guard_judge(t, c)
+      local j = {warnings = 0, country_daily = 0, country_hourly = 0, address_daily = 0, address_hourly = 0}
+      j.country_daily = math.max(t.country_daily_minimum, pct(c.country_verified_daily_maximum, t.country_history_percent),
+                                 pct(c.country_verified_day, t.country_day_percent))
+      j.country_hourly = math.max(t.country_hourly_minimum, math.floor(j.country_daily / math.max(t.country_hourly_divisor, 1)),
+                                  pct(c.country_verified_hour, t.country_hour_percent))
+      if c.country_unverified_day + 1 > j.country_daily then j.warnings = j.warnings + 1 end
+      if c.country_unverified_hour + 1 > j.country_hourly then j.warnings = j.warnings + 2 end
+      if c.has_address then
+        j.address_daily = math.max(t.address_daily_minimum, pct(c.address_verified_day, t.address_day_percent))
+        j.address_hourly = math.max(t.address_hourly_minimum,
+                                    math.floor(pct(c.address_verified_day, t.address_day_percent) / math.max(t.address_hourly_divisor, 1)))
+        if c.address_unverified_day + 1 > j.address_daily then j.warnings = j.warnings + 4 end
+        if c.address_unverified_hour + 1 > j.address_hourly then j.warnings = j.warnings + 8 end
+        if c.address_countries_day > t.address_countries_maximum then j.warnings = j.warnings + 16 end
+      end
+      return j
+    end
 
     -- One decision on one key (KeyDecision's rules, on the server's clock):
     -- reads the key, its scope's policy and its budgets from the store, decides,
@@ -1238,6 +1270,38 @@ enum RedisScripts {
       end
       return latest
     end
+    -- The pumping guard (GuardRules.swift). pct: percent % of a count, down.
+    local function pct(count, percent) return math.floor(count * percent / 100) end
+    -- The most codes verified in one day of the last `history` days (today
+    -- included): days maps a day number to its count.
+    function R.verified_daily_maximum(days, today, history)
+      local most = 0
+      for day, n in pairs(days) do
+        if day > today - history and day <= today and n > most then most = n end
+      end
+      return most
+    end
+    -- The judgment of a send by the counts c (itself not counted) and the
+    -- thresholds t (GuardThresholds' fields in snake case): the warnings (the
+    -- bits of TG_WARNING_*) and the thresholds it was judged by.
+    function R.guard_judge(t, c)
+      local j = {warnings = 0, country_daily = 0, country_hourly = 0, address_daily = 0, address_hourly = 0}
+      j.country_daily = math.max(t.country_daily_minimum, pct(c.country_verified_daily_maximum, t.country_history_percent),
+                                 pct(c.country_verified_day, t.country_day_percent))
+      j.country_hourly = math.max(t.country_hourly_minimum, math.floor(j.country_daily / math.max(t.country_hourly_divisor, 1)),
+                                  pct(c.country_verified_hour, t.country_hour_percent))
+      if c.country_unverified_day + 1 > j.country_daily then j.warnings = j.warnings + 1 end
+      if c.country_unverified_hour + 1 > j.country_hourly then j.warnings = j.warnings + 2 end
+      if c.has_address then
+        j.address_daily = math.max(t.address_daily_minimum, pct(c.address_verified_day, t.address_day_percent))
+        j.address_hourly = math.max(t.address_hourly_minimum,
+                                    math.floor(pct(c.address_verified_day, t.address_day_percent) / math.max(t.address_hourly_divisor, 1)))
+        if c.address_unverified_day + 1 > j.address_daily then j.warnings = j.warnings + 4 end
+        if c.address_unverified_hour + 1 > j.address_hourly then j.warnings = j.warnings + 8 end
+        if c.address_countries_day > t.address_countries_maximum then j.warnings = j.warnings + 16 end
+      end
+      return j
+    end
 
     -- Writes back what an engine granted by itself while the store was out of
     -- reach ("fail open"), merged so that the stricter state wins: the later of
@@ -1741,6 +1805,38 @@ enum RedisScripts {
         end
       end
       return latest
+    end
+    -- The pumping guard (GuardRules.swift). pct: percent % of a count, down.
+    local function pct(count, percent) return math.floor(count * percent / 100) end
+    -- The most codes verified in one day of the last `history` days (today
+    -- included): days maps a day number to its count.
+    function R.verified_daily_maximum(days, today, history)
+      local most = 0
+      for day, n in pairs(days) do
+        if day > today - history and day <= today and n > most then most = n end
+      end
+      return most
+    end
+    -- The judgment of a send by the counts c (itself not counted) and the
+    -- thresholds t (GuardThresholds' fields in snake case): the warnings (the
+    -- bits of TG_WARNING_*) and the thresholds it was judged by.
+    function R.guard_judge(t, c)
+      local j = {warnings = 0, country_daily = 0, country_hourly = 0, address_daily = 0, address_hourly = 0}
+      j.country_daily = math.max(t.country_daily_minimum, pct(c.country_verified_daily_maximum, t.country_history_percent),
+                                 pct(c.country_verified_day, t.country_day_percent))
+      j.country_hourly = math.max(t.country_hourly_minimum, math.floor(j.country_daily / math.max(t.country_hourly_divisor, 1)),
+                                  pct(c.country_verified_hour, t.country_hour_percent))
+      if c.country_unverified_day + 1 > j.country_daily then j.warnings = j.warnings + 1 end
+      if c.country_unverified_hour + 1 > j.country_hourly then j.warnings = j.warnings + 2 end
+      if c.has_address then
+        j.address_daily = math.max(t.address_daily_minimum, pct(c.address_verified_day, t.address_day_percent))
+        j.address_hourly = math.max(t.address_hourly_minimum,
+                                    math.floor(pct(c.address_verified_day, t.address_day_percent) / math.max(t.address_hourly_divisor, 1)))
+        if c.address_unverified_day + 1 > j.address_daily then j.warnings = j.warnings + 4 end
+        if c.address_unverified_hour + 1 > j.address_hourly then j.warnings = j.warnings + 8 end
+        if c.address_countries_day > t.address_countries_maximum then j.warnings = j.warnings + 16 end
+      end
+      return j
     end
 
     -- On a Redis Cluster, the first step of a send whose budget keys live in

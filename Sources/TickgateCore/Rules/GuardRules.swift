@@ -1,0 +1,40 @@
+/// The pumping guard's rules, as pure functions: counts and thresholds in,
+/// the judgment out. Memory and SQLite call them; `rules.lua` holds the
+/// same functions (`R.guard_judge`, `R.verified_daily_maximum`), which
+/// judge a guarded send on Redis inside the script that counts it.
+enum GuardRules {
+    /// `percent` % of `count`, rounded down.
+    static func percent(_ count: Int, _ percent: Int) -> Int { count &* percent / 100 }
+
+    /// The most codes verified in one UTC day of the last `historyDays`
+    /// days (today included), from codes verified per day number.
+    static func verifiedDailyMaximum(_ days: [Int64: Int], today: Int64, historyDays: Int) -> Int {
+        days.filter { $0.key > today - Int64(historyDays) && $0.key <= today }.map(\.value).max() ?? 0
+    }
+
+    /// The thresholds for `counts` (the send itself not counted), and the
+    /// warnings the send raises: a threshold of N lets N unverified codes
+    /// through and warns at the next (GuardThresholds has the formulas).
+    static func judge(_ counts: GuardCounts, by t: GuardThresholds) -> GuardJudgment {
+        var judgment = GuardJudgment()
+        let countryDaily = max(t.countryDailyMinimum, percent(counts.countryVerifiedDailyMaximum, t.countryHistoryPercent),
+                               percent(counts.countryVerifiedDay, t.countryDayPercent))
+        let countryHourly = max(t.countryHourlyMinimum, countryDaily / max(t.countryHourlyDivisor, 1),
+                                percent(counts.countryVerifiedHour, t.countryHourPercent))
+        judgment.countryDaily = countryDaily
+        judgment.countryHourly = countryHourly
+        if counts.countryUnverifiedDay + 1 > countryDaily { judgment.warnings.insert(.unverifiedByCountryDaily) }
+        if counts.countryUnverifiedHour + 1 > countryHourly { judgment.warnings.insert(.unverifiedByCountryHourly) }
+        if counts.hasAddress {
+            let addressDaily = max(t.addressDailyMinimum, percent(counts.addressVerifiedDay, t.addressDayPercent))
+            let addressHourly = max(t.addressHourlyMinimum,
+                                    percent(counts.addressVerifiedDay, t.addressDayPercent) / max(t.addressHourlyDivisor, 1))
+            judgment.addressDaily = addressDaily
+            judgment.addressHourly = addressHourly
+            if counts.addressUnverifiedDay + 1 > addressDaily { judgment.warnings.insert(.unverifiedByAddressDaily) }
+            if counts.addressUnverifiedHour + 1 > addressHourly { judgment.warnings.insert(.unverifiedByAddressHourly) }
+            if counts.addressCountriesDay > t.addressCountriesMaximum { judgment.warnings.insert(.countriesByAddressDaily) }
+        }
+        return judgment
+    }
+}

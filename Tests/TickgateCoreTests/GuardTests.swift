@@ -412,13 +412,9 @@ import Testing
 extension DoubleStore {
     func save(guard rules: Guard?, scope: KeyName) throws(TickgateError) {}
 
-    func guardReading(scope: KeyName, country: String, address: ClientAddress?) throws(TickgateError) -> GuardReading {
-        GuardReading(rules: nil, counts: GuardCounts())
-    }
-
-    func guardSent(scope: KeyName, subject: KeyName, code: String, country: String,
-                   address: ClientAddress?) throws(TickgateError) -> GuardReading {
-        GuardReading(rules: nil, counts: GuardCounts())
+    func guardScreen(scope: KeyName, subject: KeyName, code: String, country: String, address: ClientAddress?,
+                     rules: Guard, judge: Bool) throws(TickgateError) -> GuardScreen {
+        .stale(nil)
     }
 
     func guardReturned(scope: KeyName, subject: KeyName, code: String, country: String,

@@ -102,31 +102,55 @@ extension Engine {
             }
             return state.refusals.guards.epoch
         }
-        // The guard, as the store holds it.
-        var reading: GuardReading
+        // The guard as this engine knows it; a store screens the send by
+        // its own (the truth) in one step: judged and counted, or answered
+        // with the guard it holds if that is another, which this engine
+        // then takes and screens by again.
+        let pending = GuardBook.PendingCode(scope: key.scope, subject: key.subject,
+                                            code: locked.withLock { $0.guards.nextCode() },
+                                            country: country, address: address)
+        var rules = locked.withLock { $0.guards.rules[key.scope] }
+        var screened: (reading: GuardReading, judgment: GuardJudgment, counted: Bool)?
         var judged = true
         if let store {
-            do {
-                reading = try store.guardReading(scope: key.scope, country: country, address: address)
-            } catch where (error.status == .storeIO || error.status == .storeUnknown) && failOpen {
-                // Fail open: the store is out of reach; this engine's copy
-                // of the guard decides its lists, no signal is judged (the
-                // counts are the store's), and the send goes on to be
-                // granted or refused by memory alone.
-                reading = GuardReading(rules: locked.withLock { $0.guards.rules[key.scope] }, counts: GuardCounts())
-                judged = false
-                record.message = "the store is out of reach: signals not judged"
-            }
-        } else {
-            reading = try locked.withLock { (state) throws(TickgateError) -> GuardReading in
-                try state.checkOpen()
-                return GuardReading(rules: state.guards.rules[key.scope], counts: GuardCounts())
+            var tries = 0
+            screening: while let current = rules {
+                let judge = current.mode != .off && current.alwaysAllowed(number, address) == nil
+                    && current.refusal(of: number) == nil
+                do throws(TickgateError) {
+                    switch try store.guardScreen(scope: key.scope, subject: key.subject, code: pending.code,
+                                                 country: country, address: address, rules: current, judge: judge) {
+                    case let .stale(stored):
+                        locked.withLock { state in
+                            state.guards.set(stored, scope: key.scope)
+                            state.refusals.dropAll()
+                        }
+                        rules = stored
+                        tries += 1
+                        if tries >= 3 {
+                            throw TickgateError(.storeUnknown, "the guard of \(key.scope.value) changed during the send, three times")
+                        }
+                    case .same:
+                        break screening
+                    case let .judged(reading, judgment, counted):
+                        screened = (reading, judgment, counted)
+                        break screening
+                    }
+                } catch where (error.status == .storeIO || error.status == .storeUnknown) && failOpen {
+                    // Fail open: the store is out of reach; this engine's
+                    // copy of the guard decides its lists, no signal is
+                    // judged (the counts are the store's), and the send
+                    // goes on to be granted or refused by memory alone.
+                    judged = false
+                    record.message = "the store is out of reach: signals not judged"
+                    break screening
+                }
             }
         }
-        guard let rules = reading.rules else {
-            // Removed on another engine a moment ago: unguarded.
-            locked.withLock { state in state.guards.set(nil, scope: key.scope) }
-            return try decideSendBegin(key, budgets: budgets, screened: true)
+        guard let rules else {
+            // Removed on another engine a moment ago: unguarded (a store
+            // refuses it if a guard came back meanwhile).
+            return try decideSendBegin(key, budgets: budgets, screened: store == nil)
         }
         record.mode = rules.mode
         record.streamLength = rules.recordStreamLength
@@ -142,22 +166,23 @@ extension Engine {
         guard bypass == nil, rules.mode != .off, judged else {
             return try decideSendBegin(key, budgets: named, screened: true)
         }
-        // Counted first and judged by the codes counted before it, in one
-        // step (memory: under the lock; a store: one transaction or
-        // script), so that sends at the same time are judged one after
-        // another: a burst gets no more through than a threshold allows.
-        // Given back if it is refused, by the signals or by the key.
-        let pending = GuardBook.PendingCode(scope: key.scope, subject: key.subject,
-                                            code: locked.withLock { $0.guards.nextCode() },
-                                            country: country, address: address)
-        let (counts, counted) = try countSent(pending, rules: rules, read: reading)
-        let judgment = rules.thresholds.judge(counts)
+        // Counted and judged by the codes counted before it, in one step
+        // (memory: under the lock; a store: one transaction or script), so
+        // that sends at the same time are judged one after another: a
+        // burst gets no more through than a threshold allows. Given back
+        // if the key refuses it.
+        let (counts, judgment, counted): (GuardCounts, GuardJudgment, Bool)
+        if let screened {
+            (counts, judgment, counted) = (screened.reading.counts, screened.judgment, screened.counted)
+        } else {
+            (counts, judgment, counted) = try countInMemory(pending, rules: rules)
+        }
         record.judgment = judgment
         record.counts = counts
         if rules.mode == .enforce, !judgment.warnings.isEmpty {
             if counted {
                 giveBack(pending)
-            } else if let store, store.refusesLocally, store.hearsKeys,
+            } else if let store, let reading = screened?.reading, store.refusesLocally, store.hearsKeys,
                       !judgment.warnings.isDisjoint(with: [.unverifiedByCountryDaily, .unverifiedByCountryHourly]) {
                 // Refused by the country's counts as the store read them:
                 // the country's next sends are refused here until they can
@@ -202,42 +227,24 @@ extension Engine {
             + (known ? "; known from an earlier read of the store, until a code is verified or given back" : ""))
     }
 
-    /// Counts `code` unverified and answers the counts before it, in one
-    /// step; a send the counts already refuse (in ENFORCE) is not counted
-    /// (`counted` false). `read`: what the store's read of the guard saw,
-    /// which refuses without a count when it is over a threshold already.
-    private func countSent(_ code: GuardBook.PendingCode, rules: Guard,
-                           read: GuardReading) throws(TickgateError) -> (GuardCounts, counted: Bool) {
-        func refuses(_ counts: GuardCounts) -> Bool {
-            rules.mode == .enforce && !rules.thresholds.judge(counts).warnings.isEmpty
-        }
+    /// Memory's screen: counts `code` unverified and answers the counts
+    /// before it and their judgment, in one step under the lock; a send the
+    /// counts refuse (in ENFORCE) is not counted (`counted` false).
+    private func countInMemory(_ code: GuardBook.PendingCode,
+                               rules: Guard) throws(TickgateError) -> (GuardCounts, GuardJudgment, counted: Bool) {
         let historyDays = rules.thresholds.historyDays
-        guard let store else {
-            return try locked.withLock { (state) throws(TickgateError) -> (GuardCounts, counted: Bool) in
-                try state.checkOpen()
-                let now = state.now()
-                var ledger = state.guards.ledgers[code.scope] ?? ConversionLedger()
-                let counts = ledger.counts(country: code.country, address: code.address, historyDays: historyDays,
-                                           unverifiedAfter: rules.thresholds.unverifiedAfter, at: now)
-                if refuses(counts) { return (counts, false) }
-                ledger.sent(code.code, subject: code.subject, country: code.country, address: code.address, at: now,
-                            historyDays: historyDays)
-                state.guards.ledgers[code.scope] = ledger
-                return (counts, true)
-            }
-        }
-        let before = read.judged(by: rules.thresholds)
-        if refuses(before) { return (before, false) }
-        do {
-            return (try store.guardSent(scope: code.scope, subject: code.subject, code: code.code,
-                                        country: code.country, address: code.address).judged(by: rules.thresholds),
-                    true)
-        } catch {
-            // The count may have been made (a reply lost): given back (a
-            // count a stopped server makes late, past its deadline,
-            // changes nothing).
-            giveBack(code)
-            throw error
+        return try locked.withLock { (state) throws(TickgateError) -> (GuardCounts, GuardJudgment, counted: Bool) in
+            try state.checkOpen()
+            let now = state.now()
+            var ledger = state.guards.ledgers[code.scope] ?? ConversionLedger()
+            let counts = ledger.counts(country: code.country, address: code.address, historyDays: historyDays,
+                                       unverifiedAfter: rules.thresholds.unverifiedAfter, at: now)
+            let judgment = GuardRules.judge(counts, by: rules.thresholds)
+            if rules.mode == .enforce, !judgment.warnings.isEmpty { return (counts, judgment, false) }
+            ledger.sent(code.code, subject: code.subject, country: code.country, address: code.address, at: now,
+                        historyDays: historyDays)
+            state.guards.ledgers[code.scope] = ledger
+            return (counts, judgment, true)
         }
     }
 

@@ -63,19 +63,17 @@ final class MeasuredStore: Store {
         try timed { () throws(TickgateError) in try inner.save(guard: rules, scope: scope) }
     }
 
-    func guardReading(scope: KeyName, country: String, address: ClientAddress?) throws(TickgateError) -> GuardReading {
-        try timed { () throws(TickgateError) in try inner.guardReading(scope: scope, country: country, address: address) }
-    }
 
     /// Not timed: no round trip (a local file's read, or nothing).
     func localGuard(scope: KeyName) throws(TickgateError) -> Guard?? {
         try inner.localGuard(scope: scope)
     }
 
-    func guardSent(scope: KeyName, subject: KeyName, code: String, country: String,
-                   address: ClientAddress?) throws(TickgateError) -> GuardReading {
+    func guardScreen(scope: KeyName, subject: KeyName, code: String, country: String, address: ClientAddress?,
+                     rules: Guard, judge: Bool) throws(TickgateError) -> GuardScreen {
         try timed { () throws(TickgateError) in
-            try inner.guardSent(scope: scope, subject: subject, code: code, country: country, address: address)
+            try inner.guardScreen(scope: scope, subject: subject, code: code, country: country, address: address,
+                                  rules: rules, judge: judge)
         }
     }
 

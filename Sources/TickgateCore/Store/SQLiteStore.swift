@@ -323,28 +323,24 @@ final class SQLiteStore: Store {
 
     // The signals on the file's wall clock: every process on the file
     // counts on the same one.
-    func guardReading(scope: KeyName, country: String, address: ClientAddress?) throws(TickgateError) -> GuardReading {
-        try transaction { (file) throws(TickgateError) -> GuardReading in
+    func guardScreen(scope: KeyName, subject: KeyName, code: String, country: String, address: ClientAddress?,
+                     rules: Guard, judge: Bool) throws(TickgateError) -> GuardScreen {
+        try transaction { (file) throws(TickgateError) -> GuardScreen in
             let now = clock.wallNow()
-            let rules = try file.guards(scope: scope).first?.1
+            let stored = try file.guards(scope: scope).first?.1
+            guard stored?.encoded == rules.encoded else { return .stale(stored) }
+            guard judge else { return .same }
             let (counts, days) = try file.guardCounts(scope: scope, country: country, address: address?.description,
-                                                      unverifiedAfter: rules?.thresholds.unverifiedAfter ?? .zero, now: now)
-            return GuardReading(rules: rules, counts: counts, days: days, today: now / 86_400_000_000_000)
-        }
-    }
-
-    func guardSent(scope: KeyName, subject: KeyName, code: String, country: String,
-                   address: ClientAddress?) throws(TickgateError) -> GuardReading {
-        try transaction { (file) throws(TickgateError) -> GuardReading in
-            let now = clock.wallNow()
-            // Counted by the guard the file holds now (the engine judges by
-            // its read a moment ago, which it holds as well).
-            let rules = try file.guards(scope: scope).first?.1
-            let (counts, days) = try file.guardCounts(scope: scope, country: country, address: address?.description,
-                                                      unverifiedAfter: rules?.thresholds.unverifiedAfter ?? .zero, now: now)
-            try file.guardSent(scope: scope, subject: subject, code: code, country: country,
-                               address: address?.description, now: now)
-            return GuardReading(rules: nil, counts: counts, days: days, today: now / 86_400_000_000_000)
+                                                      unverifiedAfter: rules.thresholds.unverifiedAfter, now: now)
+            var reading = GuardReading(rules: rules, counts: counts, days: days, today: now / 86_400_000_000_000)
+            reading.counts = reading.judged(by: rules.thresholds)
+            let judgment = GuardRules.judge(reading.counts, by: rules.thresholds)
+            let counted = rules.mode != .enforce || judgment.warnings.isEmpty
+            if counted {
+                try file.guardSent(scope: scope, subject: subject, code: code, country: country,
+                                   address: address?.description, now: now)
+            }
+            return .judged(reading, judgment, counted: counted)
         }
     }
 

@@ -32,6 +32,19 @@ struct DecisionResult {
     var maximumWrongCodes: Int?
 }
 
+/// A store's answer to a guarded send's screen (`Store.guardScreen`).
+enum GuardScreen {
+    /// The store holds another guard for the scope (nil: none): nothing
+    /// was counted; the engine takes it and screens again.
+    case stale(Guard?)
+    /// The store holds the engine's guard, and the send was not judged.
+    case same
+    /// Judged by the store's thresholds: the counts before the send (with
+    /// the history's daily maximum), the judgment, and whether the code was
+    /// counted (not: enforced and warned).
+    case judged(GuardReading, GuardJudgment, counted: Bool)
+}
+
 /// Everything a store holds, read at open.
 struct StoreSnapshot {
     var countdowns: [Countdown] = []
@@ -96,16 +109,18 @@ protocol Store: AnyObject, Sendable {
     /// Sets a scope's guard (nil: none).
     func save(guard: Guard?, scope: KeyName) throws(TickgateError)
 
-    /// The pumping signals of a send to `country` from `address` on a
-    /// guarded scope (Pumping/), read with the scope's guard in one step.
-    func guardReading(scope: KeyName, country: String, address: ClientAddress?) throws(TickgateError) -> GuardReading
     /// The scope's guard as the store holds it, if reading it costs no
     /// round trip (a local file: SQLite); nil if it does (Redis).
     func localGuard(scope: KeyName) throws(TickgateError) -> Guard??
-    /// A code goes out to `subject`: counted unverified, in one step with
-    /// the counts before it (what it is judged by; its `rules` not read).
-    func guardSent(scope: KeyName, subject: KeyName, code: String, country: String,
-                   address: ClientAddress?) throws(TickgateError) -> GuardReading
+    /// A send to `subject` on a guarded scope, screened in one step (one
+    /// transaction, one script): unless the store holds `rules` for the
+    /// scope (the guard the engine chose the send's lists by), nothing is
+    /// counted and the store's guard is the answer; if `judge`, the send's
+    /// counts are read and judged by the store's thresholds
+    /// (`GuardRules.judge`) and `code` is counted unverified unless the
+    /// guard is enforced and the judgment warns.
+    func guardScreen(scope: KeyName, subject: KeyName, code: String, country: String, address: ClientAddress?,
+                     rules: Guard, judge: Bool) throws(TickgateError) -> GuardScreen
     /// A granted code did not go out (a failed send): counted nowhere.
     func guardReturned(scope: KeyName, subject: KeyName, code: String, country: String,
                        address: ClientAddress?) throws(TickgateError)

@@ -2236,6 +2236,123 @@ enum RedisScripts {
       return b
     end
 
+    -- The decision's rules, for every Redis script: the same pure functions as
+    -- Sources/TickgateCore/Rules/*.swift (memory and SQLite), one for one, in
+    -- snake case, and no rule anywhere else in Lua. Tests/rules/*.json holds
+    -- the cases both must answer alike. Times and spans in µs; -1 or nil for
+    -- none; C holds the constants of Rules/RuleConstants.swift.
+    local R = {}
+    -- The consecutive count after a send granted at now (SendRules.consecutive):
+    -- quiet (0: never) or more after the last send restarts the schedule.
+    function R.consecutive(n, last, quiet, now)
+      if last >= 0 and quiet > 0 and now - last >= quiet then n = 0 end
+      if n < 0 then n = 0 end
+      return math.min(n, C.MAX_CONSECUTIVE - 1) + 1
+    end
+    -- The cooldown after the n-th consecutive send; the last step repeats.
+    function R.cooldown(cooldowns, n)
+      return cooldowns[math.min(math.max(n, 1), #cooldowns)]
+    end
+    -- The countdown after a granted send: deadline and phase (1 cooling, 2
+    -- locked until the window frees a send at `frees`, if later).
+    function R.countdown_after_send(step, retry, frees, now)
+      local untl = now + math.max(step, retry)
+      if frees and frees > untl then return frees, 2 end
+      return untl, 1
+    end
+    -- How many of the sends (oldest first) the window no longer counts.
+    function R.expired_sends(sends, wmax, window, now)
+      if wmax == 0 then return #sends end
+      local horizon = now - window
+      for j, v in ipairs(sends) do
+        if v > horizon then return j - 1 end
+      end
+      return #sends
+    end
+    -- The sends the window still counts, as a new list.
+    function R.prune(sends, wmax, window, now)
+      local keep = {}
+      for j = R.expired_sends(sends, wmax, window, now) + 1, #sends do keep[#keep + 1] = sends[j] end
+      return keep
+    end
+    -- When the window frees a send if it is full at now, else nil.
+    function R.window_frees(sends, wmax, window, now)
+      if wmax == 0 or #sends < wmax then return nil end
+      local free = sends[#sends - wmax + 1] + window
+      if free > now then return free end
+      return nil
+    end
+    -- One more wrong code: the count and whether the code is dead now.
+    function R.wrong_code(w, max)
+      if w < 0 then w = 0 end
+      w = math.min(w, C.MAX_WRONG_CODES) + 1
+      return w, max > 0 and w >= max
+    end
+    -- Wrong codes the code survives after w (nil: no cap).
+    function R.wrong_codes_left(w, max)
+      if max > 0 then return math.max(max - w, 0) end
+      return nil
+    end
+    -- How long the key lives (SendRules.keyLife): its countdown, the quiet
+    -- reset of its last send (a year with none, a day at least), the window
+    -- of its newest send; never before now; -1: nothing to keep.
+    function R.key_life(deadline, last, newest, quiet, window, now)
+      local life = deadline
+      if last >= 0 then
+        local q = quiet > 0 and quiet or C.YEAR
+        if q < C.DAY then q = C.DAY end
+        life = math.max(life, last + q)
+      end
+      if newest >= 0 then life = math.max(life, newest + window) end
+      if life < 0 then return -1 end
+      return math.max(life, now)
+    end
+    -- When a budget key has room again if it has none (BudgetRules.frees):
+    -- back(cap) is the charge cap back from the newest (nil: fewer).
+    function R.budget_frees(windows, back, now)
+      local latest
+      for _, w in ipairs(windows) do
+        local at = back(w.cap)
+        if at then
+          local free = at + w.len
+          if free > now and (not latest or free > latest) then latest = free end
+        end
+      end
+      return latest
+    end
+    -- The pumping guard (GuardRules.swift). pct: percent % of a count, down.
+    local function pct(count, percent) return math.floor(count * percent / 100) end
+    -- The most codes verified in one day of the last `history` days (today
+    -- included): days maps a day number to its count.
+    function R.verified_daily_maximum(days, today, history)
+      local most = 0
+      for day, n in pairs(days) do
+        if day > today - history and day <= today and n > most then most = n end
+      end
+      return most
+    end
+    -- The judgment of a send by the counts c (itself not counted) and the
+    -- thresholds t (GuardThresholds' fields in snake case): the warnings (the
+    -- bits of TG_WARNING_*) and the thresholds it was judged by.
+    function R.guard_judge(t, c)
+      local j = {warnings = 0, country_daily = 0, country_hourly = 0, address_daily = 0, address_hourly = 0}
+      j.country_daily = math.max(t.country_daily_minimum, pct(c.country_verified_daily_maximum, t.country_history_percent),
+                                 pct(c.country_verified_day, t.country_day_percent))
+      j.country_hourly = math.max(t.country_hourly_minimum, math.floor(j.country_daily / math.max(t.country_hourly_divisor, 1)),
+                                  pct(c.country_verified_hour, t.country_hour_percent))
+      if c.country_unverified_day + 1 > j.country_daily then j.warnings = j.warnings + 1 end
+      if c.country_unverified_hour + 1 > j.country_hourly then j.warnings = j.warnings + 2 end
+      if c.has_address then
+        j.address_daily = math.max(t.address_daily_minimum, pct(c.address_verified_day, t.address_day_percent))
+        j.address_hourly = math.max(t.address_hourly_minimum,
+                                    math.floor(pct(c.address_verified_day, t.address_day_percent) / math.max(t.address_hourly_divisor, 1)))
+        if c.address_unverified_day + 1 > j.address_daily then j.warnings = j.warnings + 4 end
+        if c.address_unverified_hour + 1 > j.address_hourly then j.warnings = j.warnings + 8 end
+        if c.address_countries_day > t.address_countries_maximum then j.warnings = j.warnings + 16 end
+      end
+      return j
+    end
+
     -- A guarded scope's pumping signals (Pumping/ConversionLedger.swift keeps
     -- the same in memory). Every key is in the scope's slot, named from the
     -- base B = "P u{SCOPE}" (ARGV 2):
@@ -2260,8 +2377,16 @@ enum RedisScripts {
     --             a_unverified_day, a_unverified_hour, a_verified_day,
     --             a_countries_day, now, the send time of the oldest code
     --             counted in the country's day and in its hour ('' = none)}
-    --   sent:     6 code id, 7 subject. Answers what check answers, before
-    --             the code is counted (what it is judged by, in one step).
+    --   screen:   6 code id, 7 subject, 8 the guard's text as the engine
+    --             knows it (it chose the send's lists by it), 9 '1' to judge
+    --             the send by the signals, '' not to. If the store's guard
+    --             is another: {'stale', guard or ''}, nothing counted. Not
+    --             judged: {'same'}. Judged (rules.lua's R.guard_judge, by the
+    --             stored thresholds): what check answers, then 15 '1' if the
+    --             code was counted ('0': enforced and warned, not counted),
+    --             16 the warnings' bits, 17 the country's daily and 18 hourly
+    --             thresholds, 19 the address's daily and 20 hourly, 21 the
+    --             most codes verified in one day of the history.
     --   returned: 6 code id, 7 subject, 8 the key channel, 9 the notice
     --             ('' = none) published: the counts have room again.
     --             Answers {'ok'}.
@@ -2317,8 +2442,8 @@ enum RedisScripts {
     local function keep(key, us) redis.call('PEXPIRE', key, fmt(math.floor(us / 1000) + 60000)) end
     local today = math.floor(now / DAY)
 
-    local function check()
-      local g = redis.call('GET', B .. 'guard') or ''
+    local function check(g)
+      g = g or redis.call('GET', B .. 'guard') or ''
       local due = now - after(g)
       local days = redis.call('HGETALL', B .. 'd:' .. C)
       local reply = {g, unverified(B .. 'uc:' .. C, due - DAY, due), unverified(B .. 'uc:' .. C, due - HOUR, due),
@@ -2358,8 +2483,8 @@ enum RedisScripts {
     if op == 'check' then return check() end
 
     local id, subject = ARGV[6], ARGV[7]
-    if op == 'sent' then
-      local reply = check()
+    -- Counts code `id` of `subject` unverified, sent now.
+    local function count_sent()
       redis.call('HSET', B .. 'codes', id, C .. '|' .. A .. '|' .. fmt(now))
       local before = redis.call('HGET', B .. 'latest', subject)
       if before and before ~= id then redis.call('HSET', B .. 'prev', id, before); keep(B .. 'prev', DAY + LATE) end
@@ -2372,6 +2497,45 @@ enum RedisScripts {
         keep(B .. 'ua:' .. A, DAY + LATE)
         redis.call('HSET', B .. 'ac:' .. A, C, fmt(now)); keep(B .. 'ac:' .. A, DAY)
       end
+    end
+
+    -- The guard's thresholds (its 9th field: GuardThresholds' 13 values in
+    -- their order, or 12 written before unverified_after_seconds), or nil.
+    local THRESHOLDS = {'country_daily_minimum', 'country_history_percent', 'country_day_percent',
+      'country_hourly_minimum', 'country_hourly_divisor', 'country_hour_percent', 'address_daily_minimum',
+      'address_day_percent', 'address_hourly_minimum', 'address_hourly_divisor', 'address_countries_maximum',
+      'history_days', 'unverified_after_seconds'}
+    local function thresholds(g)
+      local text = string.match(g, '^[^;]*;[^;]*;[^;]*;[^;]*;[^;]*;[^;]*;[^;]*;[^;]*;([^;]*);')
+      local t, n = {unverified_after_seconds = 0}, 0
+      for v in string.gmatch(text or '', '[^,]+') do
+        n = n + 1
+        t[THRESHOLDS[n] or 'extra'] = int(v, 0, 1000000)
+        if not t[THRESHOLDS[n] or 'extra'] then return nil end
+      end
+      if n ~= 12 and n ~= 13 then return nil end
+      return t
+    end
+    if op == 'screen' then
+      local g = redis.call('GET', B .. 'guard') or ''
+      if g ~= ARGV[8] then return {'stale', g} end
+      if ARGV[9] ~= '1' then return {'same'} end
+      local t = thresholds(g)
+      if not t then return {'corrupt', B .. 'guard', 'holds bad guard thresholds'} end
+      local reply = check(g)
+      local days, raw = {}, reply[7]
+      for j = 1, #raw, 2 do days[tonumber(raw[j])] = tonumber(raw[j + 1]) or 0 end
+      local c = {country_unverified_day = reply[2], country_unverified_hour = reply[3],
+                 country_verified_day = reply[4], country_verified_hour = reply[5],
+                 country_verified_daily_maximum = R.verified_daily_maximum(days, today, t.history_days),
+                 has_address = A ~= '', address_unverified_day = reply[8], address_unverified_hour = reply[9],
+                 address_verified_day = reply[10], address_countries_day = reply[11]}
+      local j = R.guard_judge(t, c)
+      -- Enforced (mode 2) and warned: refused, and not counted.
+      local counted = not (string.match(g, '^[^;]*;(%d+);') == '2' and j.warnings > 0)
+      if counted then count_sent() end
+      reply[15], reply[16], reply[17], reply[18] = counted and '1' or '0', j.warnings, j.country_daily, j.country_hourly
+      reply[19], reply[20], reply[21] = j.address_daily, j.address_hourly, c.country_verified_daily_maximum
       return reply
     end
 

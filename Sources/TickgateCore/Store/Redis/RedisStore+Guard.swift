@@ -25,8 +25,33 @@ extension RedisStore {
         return reader
     }
 
-    func guardReading(scope: KeyName, country: String, address: ClientAddress?) throws(TickgateError) -> GuardReading {
-        try reading(try runGuard("check", scope: scope, country: country, address: address), address: address)
+    func guardScreen(scope: KeyName, subject: KeyName, code: String, country: String, address: ClientAddress?,
+                     rules: Guard, judge: Bool) throws(TickgateError) -> GuardScreen {
+        let reader = try runGuard("screen", scope: scope, country: country, address: address,
+                                  extra: [Array(code.utf8), Array(subject.value.utf8), Array(rules.encoded.utf8),
+                                          judge ? [UInt8(ascii: "1")] : []])
+        func bad(_ why: String) -> TickgateError {
+            TickgateError(.storeCorrupt, "the Redis key \(reader.key.prefix(300)) \(why)", store: .corrupt)
+        }
+        switch reader.elements.first?.text {
+        case "stale":
+            let text = try reader.text(1)
+            return .stale(text.isEmpty ? nil : try Guard.decode(text, bad))
+        case "same":
+            return .same
+        default:
+            var read = try reading(reader, address: address)
+            guard reader.elements.count >= 21 else { throw bad("answered a screen of \(reader.elements.count) parts") }
+            let count: ClosedRange<Int64> = 0...Int64(1) << 40
+            var judgment = GuardJudgment()
+            judgment.warnings = PumpingWarnings(rawValue: UInt32(try reader.integer(15, 0...31)))
+            judgment.countryDaily = Int(try reader.integer(16, count))
+            judgment.countryHourly = Int(try reader.integer(17, count))
+            judgment.addressDaily = Int(try reader.integer(18, count))
+            judgment.addressHourly = Int(try reader.integer(19, count))
+            read.counts.countryVerifiedDailyMaximum = Int(try reader.integer(20, count))
+            return .judged(read, judgment, counted: try reader.text(14) == "1")
+        }
     }
 
     /// A reply of the check's layout: {guard, counts..., today, days, address counts...}.
@@ -74,13 +99,6 @@ extension RedisStore {
         return read
     }
 
-    func guardSent(scope: KeyName, subject: KeyName, code: String, country: String,
-                   address: ClientAddress?) throws(TickgateError) -> GuardReading {
-        var counted = try reading(runGuard("sent", scope: scope, country: country, address: address,
-                                           extra: [Array(code.utf8), Array(subject.value.utf8)]), address: address)
-        counted.rules = nil
-        return counted
-    }
 
     func guardReturned(scope: KeyName, subject: KeyName, code: String, country: String,
                        address: ClientAddress?) throws(TickgateError) {

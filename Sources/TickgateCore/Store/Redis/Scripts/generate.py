@@ -26,7 +26,7 @@ SCRIPTS = [("decide", "decide.lua"), ("cancelKeys", "cancel_keys.lua"), ("put", 
            ("probe", "probe.lua"), ("setClock", "set_clock.lua"), ("reserve", "reserve.lua"), ("settle", "settle.lua"),
            ("addCharges", "add_charges.lua"), ("guardSignals", "guard.lua"), ("guardRecord", "guard_record.lua")]
 # The scripts that decide: rules.lua goes into each.
-DECIDING = {"decide.lua", "merge.lua", "reserve.lua"}
+DECIDING = {"decide.lua", "merge.lua", "reserve.lua", "guard.lua"}
 
 
 def constants() -> str:

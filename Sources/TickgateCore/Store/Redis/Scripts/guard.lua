@@ -22,8 +22,16 @@
 --             a_unverified_day, a_unverified_hour, a_verified_day,
 --             a_countries_day, now, the send time of the oldest code
 --             counted in the country's day and in its hour ('' = none)}
---   sent:     6 code id, 7 subject. Answers what check answers, before
---             the code is counted (what it is judged by, in one step).
+--   screen:   6 code id, 7 subject, 8 the guard's text as the engine
+--             knows it (it chose the send's lists by it), 9 '1' to judge
+--             the send by the signals, '' not to. If the store's guard
+--             is another: {'stale', guard or ''}, nothing counted. Not
+--             judged: {'same'}. Judged (rules.lua's R.guard_judge, by the
+--             stored thresholds): what check answers, then 15 '1' if the
+--             code was counted ('0': enforced and warned, not counted),
+--             16 the warnings' bits, 17 the country's daily and 18 hourly
+--             thresholds, 19 the address's daily and 20 hourly, 21 the
+--             most codes verified in one day of the history.
 --   returned: 6 code id, 7 subject, 8 the key channel, 9 the notice
 --             ('' = none) published: the counts have room again.
 --             Answers {'ok'}.
@@ -79,8 +87,8 @@ local function trim(key, span) redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(n
 local function keep(key, us) redis.call('PEXPIRE', key, fmt(math.floor(us / 1000) + 60000)) end
 local today = math.floor(now / DAY)
 
-local function check()
-  local g = redis.call('GET', B .. 'guard') or ''
+local function check(g)
+  g = g or redis.call('GET', B .. 'guard') or ''
   local due = now - after(g)
   local days = redis.call('HGETALL', B .. 'd:' .. C)
   local reply = {g, unverified(B .. 'uc:' .. C, due - DAY, due), unverified(B .. 'uc:' .. C, due - HOUR, due),
@@ -120,8 +128,8 @@ end
 if op == 'check' then return check() end
 
 local id, subject = ARGV[6], ARGV[7]
-if op == 'sent' then
-  local reply = check()
+-- Counts code `id` of `subject` unverified, sent now.
+local function count_sent()
   redis.call('HSET', B .. 'codes', id, C .. '|' .. A .. '|' .. fmt(now))
   local before = redis.call('HGET', B .. 'latest', subject)
   if before and before ~= id then redis.call('HSET', B .. 'prev', id, before); keep(B .. 'prev', DAY + LATE) end
@@ -134,6 +142,45 @@ if op == 'sent' then
     keep(B .. 'ua:' .. A, DAY + LATE)
     redis.call('HSET', B .. 'ac:' .. A, C, fmt(now)); keep(B .. 'ac:' .. A, DAY)
   end
+end
+
+-- The guard's thresholds (its 9th field: GuardThresholds' 13 values in
+-- their order, or 12 written before unverified_after_seconds), or nil.
+local THRESHOLDS = {'country_daily_minimum', 'country_history_percent', 'country_day_percent',
+  'country_hourly_minimum', 'country_hourly_divisor', 'country_hour_percent', 'address_daily_minimum',
+  'address_day_percent', 'address_hourly_minimum', 'address_hourly_divisor', 'address_countries_maximum',
+  'history_days', 'unverified_after_seconds'}
+local function thresholds(g)
+  local text = string.match(g, '^[^;]*;[^;]*;[^;]*;[^;]*;[^;]*;[^;]*;[^;]*;[^;]*;([^;]*);')
+  local t, n = {unverified_after_seconds = 0}, 0
+  for v in string.gmatch(text or '', '[^,]+') do
+    n = n + 1
+    t[THRESHOLDS[n] or 'extra'] = int(v, 0, 1000000)
+    if not t[THRESHOLDS[n] or 'extra'] then return nil end
+  end
+  if n ~= 12 and n ~= 13 then return nil end
+  return t
+end
+if op == 'screen' then
+  local g = redis.call('GET', B .. 'guard') or ''
+  if g ~= ARGV[8] then return {'stale', g} end
+  if ARGV[9] ~= '1' then return {'same'} end
+  local t = thresholds(g)
+  if not t then return {'corrupt', B .. 'guard', 'holds bad guard thresholds'} end
+  local reply = check(g)
+  local days, raw = {}, reply[7]
+  for j = 1, #raw, 2 do days[tonumber(raw[j])] = tonumber(raw[j + 1]) or 0 end
+  local c = {country_unverified_day = reply[2], country_unverified_hour = reply[3],
+             country_verified_day = reply[4], country_verified_hour = reply[5],
+             country_verified_daily_maximum = R.verified_daily_maximum(days, today, t.history_days),
+             has_address = A ~= '', address_unverified_day = reply[8], address_unverified_hour = reply[9],
+             address_verified_day = reply[10], address_countries_day = reply[11]}
+  local j = R.guard_judge(t, c)
+  -- Enforced (mode 2) and warned: refused, and not counted.
+  local counted = not (string.match(g, '^[^;]*;(%d+);') == '2' and j.warnings > 0)
+  if counted then count_sent() end
+  reply[15], reply[16], reply[17], reply[18] = counted and '1' or '0', j.warnings, j.country_daily, j.country_hourly
+  reply[19], reply[20], reply[21] = j.address_daily, j.address_hourly, c.country_verified_daily_maximum
   return reply
 end
 

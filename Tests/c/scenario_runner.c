@@ -2,14 +2,22 @@
  * scenario_runner.c — runs the .scn files of Tests/scenarios (format in
  * Tests/scenarios/README.md) against the C API.
  *
- *   scenario_runner [--delivery=host|thread] [--both] [--redis=URL] FILE.scn...
+ *   scenario_runner [--delivery=host|thread] [--both] [--redis=URL | --sqlite]
+ *                   FILE.scn...
  *
  * --delivery overrides the delivery of every file's `engine` line; --both
  * runs every file twice, in host and in thread mode; --redis runs every
- * engine on that Redis server (TG_STORE_ENGINE_CLOCK, a prefix per run). Each run stops at its
- * first mismatch, printed as file:line with what was expected and what came.
- * The last line is "N passed, M failed" (runs of files); the exit status is
- * non-zero if any run failed.
+ * engine on that Redis server (TG_STORE_ENGINE_CLOCK, a prefix per run);
+ * --sqlite runs every engine on a SQLite file of its own, in a new directory
+ * under $TMPDIR (default /tmp), removed at the end. Without either the
+ * engines keep their state in memory (unless the file says `engine store`).
+ * Each run stops at its first mismatch, printed as file:line with what was
+ * expected and what came. A file that says `skip-on STORE REASON` for the
+ * store of this run (memory, sqlite or redis) is not run: its runs print
+ * SKIP with the reason and count as skipped. The last line is "N passed,
+ * M failed, K skipped" (runs of files); the exit status is 1 if any run
+ * failed, else 77 (CTest's SKIP_RETURN_CODE) if every run was skipped,
+ * else 0.
  *
  * What the callbacks receive is recorded, strings copied, in three FIFOs in
  * the order the callbacks ran: countdown events (tg_subscribe), gate events
@@ -136,9 +144,11 @@ typedef struct run {
     int closed;        /* tg_engine_close has returned */
     int after_close;
     int failed;
-    /* engine ... store: the store file, and what reopen needs */
-    char store_dir[64];
-    char store_path[96];
+    char *skipped;  /* skip-on this run's store: the reason */
+    int reopenable; /* engine ... store */
+    /* engine ... store, or --sqlite: the store file, and what reopen needs */
+    char store_dir[512];
+    char store_path[544];
     tg_engine_options options;
     int64_t advanced_ms; /* the manual clock's advances so far */
     /* an any-order block being read */
@@ -609,6 +619,55 @@ static void check_invariants(run *r)
  * manual clock), under a prefix of its own per file and mode. */
 static const char *g_redis_url;
 static char g_redis_prefix[64];
+/* --sqlite: every engine runs on a SQLite file in a new directory. */
+static int g_sqlite;
+
+/* The store this run's engines use, as `skip-on` names it. */
+static const char *run_store(void)
+{
+    return g_redis_url ? "redis" : g_sqlite ? "sqlite" : "memory";
+}
+
+/* A new directory under $TMPDIR (default /tmp) for the store file. */
+static int make_store_dir(run *r)
+{
+    const char *tmp = getenv("TMPDIR");
+    if (!tmp || !tmp[0])
+        tmp = "/tmp";
+    if (snprintf(r->store_dir, sizeof r->store_dir, "%s/tg-scn-XXXXXX", tmp) >=
+        (int)sizeof r->store_dir) {
+        fail(r, "TMPDIR is too long: %s", tmp);
+        return 0;
+    }
+    if (!mkdtemp(r->store_dir)) {
+        fail(r, "mkdtemp %s: %s", r->store_dir, strerror(errno));
+        r->store_dir[0] = '\0';
+        return 0;
+    }
+    snprintf(r->store_path, sizeof r->store_path, "%s/store.db", r->store_dir);
+    return 1;
+}
+
+/* skip-on STORE REASON: before `engine`; on that store the file is not run
+ * (it cannot mean the same thing there), and REASON says why. */
+static void cmd_skip_on(run *r, char **tok, int n)
+{
+    if (n != 3 || arrow(tok, n) >= 0 || tok[2] == g_null_token || !tok[2][0]) {
+        fail(r, "syntax: skip-on memory|sqlite|redis REASON");
+        return;
+    }
+    if (r->engine) {
+        fail(r, "syntax: skip-on comes before the engine line");
+        return;
+    }
+    if (strcmp(tok[1], "memory") != 0 && strcmp(tok[1], "sqlite") != 0 &&
+        strcmp(tok[1], "redis") != 0) {
+        fail(r, "syntax: unknown store %s (memory, sqlite or redis)", tok[1]);
+        return;
+    }
+    if (strcmp(tok[1], run_store()) == 0)
+        r->skipped = strdup(tok[2]);
+}
 
 static void cmd_engine(run *r, char **tok, int n, int override)
 {
@@ -632,18 +691,13 @@ static void cmd_engine(run *r, char **tok, int n, int override)
         else if ((v = opt(tok[i], "tick")) != NULL) {
             if (!parse_i64(r, v, &o.tick_interval_ms))
                 return;
-        } else if (strcmp(tok[i], "store") == 0 && g_redis_url) {
-            /* Redis keeps the state: `reopen` reopens on the same prefix. */
-            snprintf(r->store_path, sizeof r->store_path, "redis");
         } else if (strcmp(tok[i], "store") == 0) {
-            snprintf(r->store_dir, sizeof r->store_dir, "/tmp/tg-scn-XXXXXX");
-            if (!mkdtemp(r->store_dir)) {
-                fail(r, "mkdtemp: %s", strerror(errno));
+            /* Redis keeps the state: `reopen` reopens on the same prefix;
+             * else a SQLite file (with --sqlite: the one every engine
+             * gets). */
+            r->reopenable = 1;
+            if (!g_redis_url && !r->store_dir[0] && !make_store_dir(r))
                 return;
-            }
-            snprintf(r->store_path, sizeof r->store_path, "%s/store.db",
-                     r->store_dir);
-            o.store_path = r->store_path;
         } else {
             fail(r, "syntax: unknown engine option %s", tok[i]);
             return;
@@ -651,6 +705,10 @@ static void cmd_engine(run *r, char **tok, int n, int override)
     }
     if (override >= 0)
         o.delivery = (tg_delivery)override;
+    if (g_sqlite && !r->store_dir[0] && !make_store_dir(r))
+        return;
+    if (r->store_dir[0])
+        o.store_path = r->store_path;
     if (g_redis_url) {
         static unsigned serial;
         snprintf(g_redis_prefix, sizeof g_redis_prefix, "scn:%ld:%u:",
@@ -1641,7 +1699,7 @@ static void cmd_close(run *r, int n)
 static void cmd_reopen(run *r, int n)
 {
     tg_status s;
-    if (n != 1 || !r->store_path[0]) {
+    if (n != 1 || !r->reopenable) {
         fail(r, "syntax: reopen (on an engine opened with `store`)");
         return;
     }
@@ -2046,6 +2104,10 @@ static void command(run *r, char **tok, int n, int override)
         cmd_engine(r, tok, n, override);
         return;
     }
+    if (strcmp(c, "skip-on") == 0) {
+        cmd_skip_on(r, tok, n);
+        return;
+    }
     if (!r->engine) {
         fail(r, "syntax: the first command must be `engine`");
         return;
@@ -2140,9 +2202,13 @@ static void command(run *r, char **tok, int n, int override)
         fail(r, "syntax: unknown command %s", c);
 }
 
-/* Returns 1 if the run passed. override: -1 (as the file says) or a
+enum { RUN_FAILED, RUN_PASSED, RUN_SKIPPED };
+
+/* Runs one file: RUN_PASSED, RUN_FAILED, or RUN_SKIPPED with the file's
+ * reason copied to skip_reason. override: -1 (as the file says) or a
  * tg_delivery. */
-static int run_file(const char *path, int override)
+static int run_file(const char *path, int override, char *skip_reason,
+                    size_t reason_size)
 {
     run r;
     FILE *f;
@@ -2165,7 +2231,7 @@ static int run_file(const char *path, int override)
         fprintf(stderr, "%s: cannot open: %s\n", path, strerror(errno));
         return 0;
     }
-    while (!r.failed && fgets(buf, sizeof buf, f)) {
+    while (!r.failed && !r.skipped && fgets(buf, sizeof buf, f)) {
         r.line++;
         last_line = r.line;
         snprintf(r.text, sizeof r.text, "%s", buf);
@@ -2183,7 +2249,7 @@ static int run_file(const char *path, int override)
     }
     fclose(f);
     r.line = last_line;
-    if (!r.failed && !r.engine)
+    if (!r.failed && !r.skipped && !r.engine)
         fail(&r, "syntax: no engine line");
     if (!r.failed && r.in_group)
         fail(&r, "syntax: any-order block without `end`");
@@ -2262,9 +2328,9 @@ static int run_file(const char *path, int override)
         r.tickets = k;
     }
     if (r.store_dir[0]) {
-        static const char *const suffixes[] = {"", "-wal", "-shm"};
-        char file[128];
-        for (i = 0; i < 3; i++) {
+        static const char *const suffixes[] = {"", "-wal", "-shm", "-journal"};
+        char file[sizeof r.store_path + 16];
+        for (i = 0; i < 4; i++) {
             snprintf(file, sizeof file, "%s%s", r.store_path, suffixes[i]);
             unlink(file);
         }
@@ -2272,12 +2338,23 @@ static int run_file(const char *path, int override)
     }
     pthread_mutex_destroy(&r.mu);
     g_run = NULL;
-    return !r.failed;
+    if (r.failed) {
+        free(r.skipped);
+        return RUN_FAILED;
+    }
+    if (r.skipped) {
+        snprintf(skip_reason, reason_size, "%s", r.skipped);
+        free(r.skipped);
+        return RUN_SKIPPED;
+    }
+    return RUN_PASSED;
 }
 
 int main(int argc, char **argv)
 {
-    int i, passed = 0, failed = 0, override = -1, both = 0, files = 0;
+    int i, passed = 0, failed = 0, skipped = 0, override = -1, both = 0,
+           files = 0;
+    char reason[4096];
 
     for (i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--delivery=host") == 0)
@@ -2288,16 +2365,25 @@ int main(int argc, char **argv)
             both = 1;
         else if (strncmp(argv[i], "--redis=", 8) == 0)
             g_redis_url = argv[i] + 8;
+        else if (strcmp(argv[i], "--sqlite") == 0)
+            g_sqlite = 1;
         else if (strncmp(argv[i], "--", 2) == 0) {
             fprintf(stderr, "unknown option %s\n", argv[i]);
             return 2;
-        }
+        } else
+            files++;
+    }
+    if (files == 0 || (g_redis_url && g_sqlite)) {
+        fprintf(stderr,
+                "usage: %s [--delivery=host|thread] [--both] [--redis=URL | --sqlite] "
+                "FILE.scn...\n",
+                argv[0]);
+        return 2;
     }
     for (i = 1; i < argc; i++) {
         int m, modes[2], nmodes = 0;
         if (strncmp(argv[i], "--", 2) == 0)
             continue;
-        files++;
         if (both) {
             modes[nmodes++] = TG_DELIVERY_HOST_THREAD;
             modes[nmodes++] = TG_DELIVERY_ENGINE_THREAD;
@@ -2305,23 +2391,24 @@ int main(int argc, char **argv)
             modes[nmodes++] = override;
         }
         for (m = 0; m < nmodes; m++) {
-            int ok = run_file(argv[i], modes[m]);
+            int got = run_file(argv[i], modes[m], reason, sizeof reason);
             const char *mode = modes[m] == TG_DELIVERY_ENGINE_THREAD ? "thread"
                                : modes[m] == TG_DELIVERY_HOST_THREAD ? "host"
                                                                      : "as written";
-            printf("%s %s (%s)\n", ok ? "ok  " : "FAIL", argv[i], mode);
-            if (ok)
-                passed++;
-            else
-                failed++;
+            if (got == RUN_SKIPPED) {
+                printf("SKIP %s (%s, %s): %s\n", argv[i], mode, run_store(),
+                       reason);
+                skipped++;
+            } else {
+                printf("%s %s (%s, %s)\n", got == RUN_PASSED ? "ok  " : "FAIL",
+                       argv[i], mode, run_store());
+                if (got == RUN_PASSED)
+                    passed++;
+                else
+                    failed++;
+            }
         }
     }
-    if (files == 0) {
-        fprintf(stderr,
-                "usage: %s [--delivery=host|thread] [--both] [--redis=URL] FILE.scn...\n",
-                argv[0]);
-        return 2;
-    }
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed ? 1 : 0;
+    printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+    return failed ? 1 : (skipped && !passed) ? 77 : 0;
 }

@@ -6,7 +6,12 @@ quoting, escapes) and the same checks, but drives the library through the
 bindings' public API (:class:`tickgate.Engine`, :class:`tickgate.Gate`), so
 the same files prove the same behaviour from Python. Like the C runner it can
 override each file's delivery mode (the pytest suite runs every file in host
-and in thread mode, as the C runner's ``--both``).
+and in thread mode, as the C runner's ``--both``), and run every engine on
+Redis (``redis_url``, as ``--redis=URL``) or on a SQLite file of its own in a
+new directory under ``sqlite_dir`` (as ``--sqlite``). A file that says
+``skip-on STORE REASON`` for the store of the run is not run: the run raises
+:class:`ScenarioSkipped` (a ``unittest.SkipTest``, so pytest reports it as
+skipped, with the reason).
 
 What the callbacks receive is recorded in three FIFOs, in the order the
 callbacks ran: countdown events, gate events, and request outcomes (actions
@@ -36,7 +41,7 @@ runner only.
 
 Run files by hand with::
 
-    TICKGATE_LIBRARY=build/libtickgate.so python3 Tests/python/scenario_runner.py [--delivery=host|thread|both] FILE...
+    TICKGATE_LIBRARY=build/libtickgate.so python3 Tests/python/scenario_runner.py [--delivery=host|thread|both] [--sqlite] FILE...
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ import sys
 import tempfile
 import threading
 import time
+import unittest
 from ctypes import byref
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -90,6 +96,13 @@ ACTION, CANCEL = 1, 2
 
 class ScenarioFailure(AssertionError):
     """A scenario line did not behave as the file says (or is malformed)."""
+
+
+class ScenarioSkipped(unittest.SkipTest):
+    """The file says `skip-on STORE REASON` for the store of this run."""
+
+#: The stores `skip-on` names.
+STORES = ("memory", "sqlite", "redis")
 
 
 # ---------------------------------------------------------------------------
@@ -372,6 +385,9 @@ class Run:
     redis_url: Optional[str] = None
     #: The prefix on that server (None: one of this run's own).
     redis_prefix: Optional[str] = None
+    #: Every engine on a SQLite file in a new directory under this one (as
+    #: the C runner's --sqlite); `engine store` and `reopen` use that file.
+    sqlite_dir: Optional[str] = None
     reopenable: bool = False  # engine ... store
     lineno: int = 0
     text: str = ""
@@ -393,6 +409,11 @@ class Run:
     advanced_ms: int = 0  # the manual clock's advances since the engine opened
     group: Optional[List[Check]] = None  # an any-order block being read
     group_line: int = 0
+
+    @property
+    def store(self) -> str:
+        """The store of this run's engines, as `skip-on` names it."""
+        return "redis" if self.redis_url is not None else "sqlite" if self.sqlite_dir is not None else "memory"
 
     @property
     def events(self) -> List[Received]:
@@ -568,12 +589,15 @@ class Run:
             elif t == "store" and self.redis_url is not None:
                 self.reopenable = True
             elif t == "store":
-                self.store_dir = tempfile.mkdtemp(prefix="tg-scn-")
+                if self.store_dir is None:
+                    self.store_dir = tempfile.mkdtemp(prefix="tg-scn-")
                 self.reopenable = True
             else:
                 raise self.fail(f"syntax: unknown engine option {show(t)}")
         if self.override is not None:
             delivery = self.override
+        if self.sqlite_dir is not None and self.store_dir is None:
+            self.store_dir = tempfile.mkdtemp(prefix="tg-scn-", dir=self.sqlite_dir)
         self.thread_mode = delivery == "thread"
         self.engine_options = dict(delivery=delivery, clock="manual", tick_interval_ms=tick)
         if self.store_dir is not None:
@@ -1344,10 +1368,26 @@ class Run:
 
     # -- the file ------------------------------------------------------------------
 
+    def cmd_skip_on(self, tok: List[Token]) -> None:
+        """skip-on STORE REASON: before `engine`; on that store the file is
+        not run (it cannot mean the same thing there), REASON says why."""
+        if len(tok) != 3 or arrow(tok) >= 0 or tok[2] is None or tok[2] == "":
+            raise self.fail("syntax: skip-on memory|sqlite|redis REASON")
+        if self.engine is not None:
+            raise self.fail("syntax: skip-on comes before the engine line")
+        if tok[1] not in STORES:
+            raise self.fail(f"syntax: unknown store {show(tok[1])} (memory, sqlite or redis)")
+        if tok[1] == self.store:
+            mode = self.override or "as written"
+            raise ScenarioSkipped(f"{self.name} ({mode}, {self.store}): {tok[2]}")
+
     def command(self, tok: List[Token]) -> None:
         command = tok[0]
         if command == "engine":
             self.cmd_engine(tok)
+            return
+        if command == "skip-on":
+            self.cmd_skip_on(tok)
             return
         if self.engine is None:
             raise self.fail("syntax: the first command must be `engine`")
@@ -1466,40 +1506,52 @@ _PREFIXES = itertools.count(1)
 
 
 def run_text(text: str, name: str = "<scenario>", delivery: Optional[str] = None,
-             redis_url: Optional[str] = None, redis_prefix: Optional[str] = None) -> Run:
-    """Run scenario text; raises ScenarioFailure at its first mismatch."""
-    run = Run(name, override=delivery, redis_url=redis_url, redis_prefix=redis_prefix)
+             redis_url: Optional[str] = None, redis_prefix: Optional[str] = None,
+             sqlite_dir: Union[None, str, "os.PathLike[str]"] = None) -> Run:
+    """Run scenario text; raises ScenarioFailure at its first mismatch, and
+    ScenarioSkipped if the text says `skip-on` this run's store."""
+    if redis_url is not None and sqlite_dir is not None:
+        raise ValueError("redis_url or sqlite_dir, not both")
+    run = Run(name, override=delivery, redis_url=redis_url, redis_prefix=redis_prefix,
+              sqlite_dir=None if sqlite_dir is None else os.fspath(sqlite_dir))
     run.run(text)
     return run
 
 
 def run_file(path: Union[str, "os.PathLike[str]"], delivery: Optional[str] = None,
-             redis_url: Optional[str] = None, redis_prefix: Optional[str] = None) -> Run:
+             redis_url: Optional[str] = None, redis_prefix: Optional[str] = None,
+             sqlite_dir: Union[None, str, "os.PathLike[str]"] = None) -> Run:
     p = Path(path)
-    return run_text(p.read_text(encoding="utf-8"), p.name, delivery, redis_url, redis_prefix)
+    return run_text(p.read_text(encoding="utf-8"), p.name, delivery, redis_url, redis_prefix, sqlite_dir)
 
 
 def main(argv: List[str]) -> int:
     modes: List[Optional[str]] = [None]
     files = []
+    sqlite_dir: Optional[str] = None
     for arg in argv:
         if arg.startswith("--delivery="):
             value = arg.split("=", 1)[1]
             modes = list(DELIVERIES) if value == "both" else [value]
+        elif arg == "--sqlite":
+            sqlite_dir = tempfile.gettempdir()
         else:
             files.append(arg)
-    passed = failed = 0
+    passed = failed = skipped = 0
     for f in files:
         for mode in modes:
             try:
-                run_file(f, mode)
+                run_file(f, mode, sqlite_dir=sqlite_dir)
                 passed += 1
                 print(f"ok   {f} ({mode or 'as written'})")
+            except ScenarioSkipped as exc:
+                skipped += 1
+                print(f"SKIP {exc}")
             except ScenarioFailure as exc:
                 failed += 1
                 print(f"FAIL {exc}")
-    print(f"{passed} passed, {failed} failed")
-    return 1 if failed or not files else 0
+    print(f"{passed} passed, {failed} failed, {skipped} skipped")
+    return 1 if failed or not files else 77 if skipped and not passed else 0
 
 
 if __name__ == "__main__":

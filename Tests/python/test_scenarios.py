@@ -11,7 +11,7 @@ from typing import List, Optional, Tuple
 import pytest
 
 import scenario_runner
-from scenario_runner import ARROW, ScenarioFailure, TokenError, run_file, run_text, tokenize
+from scenario_runner import ARROW, ScenarioFailure, ScenarioSkipped, TokenError, run_file, run_text, tokenize
 from conftest import LIBRARY, REPO, SCENARIOS
 
 FILES = sorted(SCENARIOS.glob("*.scn"))
@@ -35,6 +35,14 @@ def test_scenario_on_redis(path: Path, delivery: str) -> None:
     if not url:
         pytest.skip("TG_REDIS_URL is not set (CTest's redis fixture sets it)")
     run_file(path, delivery, redis_url=url)
+
+
+@pytest.mark.parametrize("delivery", scenario_runner.DELIVERIES)
+@pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
+def test_scenario_on_sqlite(path: Path, delivery: str, tmp_path: Path) -> None:
+    """The same file with every engine on a SQLite file of its own in the
+    test's temporary folder (a file that says `skip-on sqlite` is skipped)."""
+    run_file(path, delivery, sqlite_dir=tmp_path)
 
 
 # ---------------------------------------------------------------------------
@@ -268,26 +276,45 @@ def _c_runner() -> Optional[Path]:
     return next((p for p in candidates if p.is_file() and os.access(p, os.X_OK)), None)
 
 
-def _run_c(text: str, tmp_path: Path, delivery: str) -> Tuple[bool, Optional[int]]:
+def _run_c(text: str, tmp_path: Path, delivery: str, *options: str) -> Tuple[str, Optional[int]]:
+    """("passed" | "failed" | "skipped", the line of the failure)."""
     runner = _c_runner()
     assert runner is not None
     path = tmp_path / "case.scn"
     path.write_text(text, encoding="utf-8")
     result = subprocess.run(
-        [str(runner), f"--delivery={delivery}", str(path)], capture_output=True, text=True, timeout=120
+        [str(runner), f"--delivery={delivery}", *options, str(path)], capture_output=True, text=True,
+        timeout=120, env={**os.environ, "TMPDIR": str(tmp_path)},
     )
     m = re.search(re.escape(str(path)) + r":(\d+):", result.stderr)
-    return result.returncode == 0, int(m.group(1)) if m else None
+    outcome = {0: "passed", 77: "skipped"}.get(result.returncode, "failed")
+    return outcome, int(m.group(1)) if m else None
 
 
-def _run_py(text: str, delivery: str) -> Tuple[bool, Optional[int]]:
+def _run_py(text: str, delivery: str, sqlite_dir: Optional[Path] = None) -> Tuple[str, Optional[int]]:
     try:
-        run_text(text, "case.scn", delivery)
-        return True, None
+        run_text(text, "case.scn", delivery, sqlite_dir=sqlite_dir)
+        return "passed", None
+    except ScenarioSkipped:
+        return "skipped", None
     except ScenarioFailure as exc:
         m = re.match(r"case\.scn:(\d+) ", str(exc))
-        return False, int(m.group(1)) if m else None
+        return "failed", int(m.group(1)) if m else None
 
+
+# A store restriction: `skip-on STORE REASON` before the engine line.
+SKIP_TEXTS: List[str] = [
+    'skip-on memory "only a store keeps it"\nengine\nstart a b 1 -> E_NOT_FOUND\n',  # skipped
+    'skip-on sqlite "why"\nskip-on redis why\nengine\nlist -> 0\n',  # runs on memory
+    'skip-on sqlite "why"\nengine\nlist -> 1\n',  # fails at line 3 on memory
+    "engine\nskip-on memory why\n",  # after engine
+    "skip-on disk why\nengine\n",  # no such store
+    "skip-on memory\nengine\n",  # no reason
+    'skip-on memory ""\nengine\n',
+    "skip-on memory (null)\nengine\n",
+    "skip-on memory -> why\nengine\n",
+    "skip-on memory a b\nengine\n",
+]
 
 PARITY_TEXTS: List[str] = (
     [GOOD, GOOD_FLOW]
@@ -303,6 +330,7 @@ PARITY_TEXTS: List[str] = (
         "engine\nany-order\nend\nno-events\n",
         "engine\nsend-end 0 ok -> E_NOT_FOUND\nsend-end 1 7 -> E_NOT_FOUND\n",
     ]
+    + SKIP_TEXTS
 )
 
 
@@ -317,3 +345,57 @@ def test_c_and_python_runners_agree(tmp_path: Path, delivery: str) -> None:
     assert not disagreements, "\n".join(
         f"text {i}: C {c}, Python {py}\n{text}" for i, c, py, text in disagreements
     )
+
+
+def test_skip_on_a_store_says_why(tmp_path: Path) -> None:
+    """A file that cannot mean the same thing on a store says so: on that
+    store the run is skipped with the reason, never passed; on the others it
+    runs."""
+    text = 'skip-on sqlite "the store would keep it"\nengine\nlist -> 1\n'
+    assert _run_py(text, "host") == ("failed", 3)
+    with pytest.raises(ScenarioSkipped, match=r"case\.scn \(host, sqlite\): the store would keep it$"):
+        run_text(text, "case.scn", "host", sqlite_dir=tmp_path)
+    assert list(tmp_path.iterdir()) == []  # no store file made for a skipped run
+
+
+# Texts run on SQLite by both runners, and what each must answer.
+SQLITE_TEXTS: List[Tuple[str, Tuple[str, Optional[int]]]] = [
+    ('skip-on sqlite "why"\nengine\nlist -> 1\n', ("skipped", None)),
+    ('skip-on memory "why"\nskip-on redis why\nengine\nlist -> 0\n', ("passed", None)),
+    (GOOD_FLOW, ("passed", None)),
+    # reopen still needs `engine store`, as on memory
+    ("engine\npolicy s cooldowns=1000 -> OK\nsend-begin s k -> OK ticket=t\nreopen\n", ("failed", 4)),
+    ("engine store\npolicy s cooldowns=1000 -> OK\nsend-begin s k -> OK ticket=t\nsend-end t ok -> OK\n"
+     "reopen\nsend-begin s k -> E_COOLING_DOWN wait=1000\n", ("passed", None)),
+]
+
+
+@pytest.mark.skipif(_c_runner() is None, reason="the C scenario runner is not built")
+@pytest.mark.parametrize("delivery", ["host", "thread"])
+def test_c_and_python_runners_agree_on_sqlite(tmp_path: Path, delivery: str) -> None:
+    want = [outcome for _, outcome in SQLITE_TEXTS]
+    assert [_run_c(text, tmp_path, delivery, "--sqlite") for text, _ in SQLITE_TEXTS] == want
+    assert [_run_py(text, delivery, tmp_path) for text, _ in SQLITE_TEXTS] == want
+    assert [p.name for p in tmp_path.iterdir()] == ["case.scn"]  # every store directory removed
+
+
+@pytest.mark.skipif(_c_runner() is None, reason="the C scenario runner is not built")
+def test_c_runner_counts_a_skipped_file_as_skipped(tmp_path: Path) -> None:
+    runner = _c_runner()
+    assert runner is not None
+    path = tmp_path / "case.scn"
+    path.write_text(SQLITE_TEXTS[0][0], encoding="utf-8")
+
+    def run(*options: str) -> "subprocess.CompletedProcess[str]":
+        return subprocess.run([str(runner), "--both", *options, str(path)], capture_output=True, text=True,
+                              timeout=120, env={**os.environ, "TMPDIR": str(tmp_path)})
+
+    result = run("--sqlite")
+    assert result.returncode == 77  # CTest's SKIP_RETURN_CODE
+    assert result.stdout.splitlines() == [
+        f"SKIP {path} (host, sqlite): why",
+        f"SKIP {path} (thread, sqlite): why",
+        "0 passed, 0 failed, 2 skipped",
+    ]
+    result = run()  # on memory the file runs, and its check fails
+    assert result.returncode == 1 and result.stdout.endswith("0 passed, 2 failed, 0 skipped\n")

@@ -979,7 +979,8 @@ def guard_key(prefix: str, scope: str, what: str) -> str:
 @pytest.mark.parametrize("key, kind", [("guard", "hash"), ("codes", "string"), ("latest", "string"),
                                        ("uc:CN", "string"), ("vc:CN", "hash"), ("d:CN", "zset"),
                                        ("ua:203.0.113.7", "string"), ("ac:203.0.113.7", "zset"),
-                                       ("prev", "zset")])
+                                       ("prev", "zset"), ("va:203.0.113.7", "string"),
+                                       ("avc:203.0.113.7", "zset")])
 def test_redis_a_guard_key_of_the_wrong_type_is_corrupt(tmp_path: Path, key: str, kind: str) -> None:
     store = Store("redis", tmp_path)
     try:

@@ -38,8 +38,10 @@
 --   verified: 7 subject (the country is the subject's), 8 and 9 as for
 --             returned, published if a code was verified. Answers {'ok'}.
 --   set:      6 the guard's text ('' = none). Answers {'ok'}.
--- Sets a type check on every key it reads: a key of another type is
--- answered {'corrupt', key, why}.
+-- A key of another type is answered {'corrupt', key, why}: every key an
+-- operation touches is type-checked first, and a screen's reads are the
+-- checks of the keys it reads (a TYPE call only for the two it writes
+-- unread: codes and prev).
 local op, B, C, A = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 if op ~= 'check' and late(ARGV[5]) then return {'late'} end
 local DAY, HOUR = 86400000000, 3600000000
@@ -61,15 +63,23 @@ if A ~= '' then
   for _, n in ipairs({'ua:', 'va:'}) do names[#names + 1] = B .. n .. A; kinds[#kinds + 1] = 'zset' end
   for _, n in ipairs({'ac:', 'avc:'}) do names[#names + 1] = B .. n .. A; kinds[#kinds + 1] = 'hash' end
 end
+if op == 'screen' then names, kinds = {B .. 'codes', B .. 'prev'}, {'hash', 'hash'} end
 for i, key in ipairs(names) do
   if not typed(key, kinds[i]) then return {'corrupt', key, 'is not a ' .. kinds[i]} end
 end
+-- A read that is its key's type check: a key of another type raises
+-- {corrupt = key, kind = want}, answered as corrupt (see `screen`).
+local function rd(want, cmd, key, ...)
+  local r = redis.pcall(cmd, key, ...)
+  if type(r) == 'table' and r.err then error({corrupt = key, kind = want}) end
+  return r
+end
 local function count(key, since)
-  return redis.call('ZCOUNT', key, '(' .. fmt(since), '+inf')
+  return rd('zset', 'ZCOUNT', key, '(' .. fmt(since), '+inf')
 end
 -- Unverified codes sent after `since` and at or before `due`.
 local function unverified(key, since, due)
-  return redis.call('ZCOUNT', key, '(' .. fmt(since), fmt(due))
+  return rd('zset', 'ZCOUNT', key, '(' .. fmt(since), fmt(due))
 end
 -- A code counts as unverified from unverified_after_seconds (the 13th
 -- threshold of the guard's 9th field; 0 when a guard written before it
@@ -88,9 +98,9 @@ local function keep(key, us) redis.call('PEXPIRE', key, fmt(math.floor(us / 1000
 local today = math.floor(now / DAY)
 
 local function check(g)
-  g = g or redis.call('GET', B .. 'guard') or ''
+  g = g or rd('string', 'GET', B .. 'guard') or ''
   local due = now - after(g)
-  local days = redis.call('HGETALL', B .. 'd:' .. C)
+  local days = rd('hash', 'HGETALL', B .. 'd:' .. C)
   local reply = {g, unverified(B .. 'uc:' .. C, due - DAY, due), unverified(B .. 'uc:' .. C, due - HOUR, due),
                  count(B .. 'vc:' .. C, now - DAY), count(B .. 'vc:' .. C, now - HOUR), today, days, 0, 0, 0, 0}
   if A ~= '' then
@@ -98,12 +108,12 @@ local function check(g)
     reply[9] = unverified(B .. 'ua:' .. A, due - HOUR, due)
     reply[10] = count(B .. 'va:' .. A, now - DAY)
     local asked, n = {[C] = true}, 0
-    local seen = redis.call('HGETALL', B .. 'ac:' .. A)
+    local seen = rd('hash', 'HGETALL', B .. 'ac:' .. A)
     for i = 1, #seen, 2 do
       local at = tonumber(seen[i + 1])
       if at and at > now - DAY then asked[seen[i]] = true end
     end
-    local verified = redis.call('HGETALL', B .. 'avc:' .. A)
+    local verified = rd('hash', 'HGETALL', B .. 'avc:' .. A)
     for i = 1, #verified, 2 do
       local at = tonumber(verified[i + 1])
       if at and at > now - DAY then asked[verified[i]] = nil end
@@ -114,7 +124,7 @@ local function check(g)
   -- When the counts can first go down with no verification: the oldest
   -- code counted in each window leaves it (engines refuse until then).
   local function oldest(since)
-    local first = redis.call('ZRANGEBYSCORE', B .. 'uc:' .. C, '(' .. fmt(since), fmt(due), 'WITHSCORES', 'LIMIT', 0, 1)
+    local first = rd('zset', 'ZRANGEBYSCORE', B .. 'uc:' .. C, '(' .. fmt(since), fmt(due), 'WITHSCORES', 'LIMIT', 0, 1)
     return first[2] and tonumber(first[2]) or ''
   end
   reply[12], reply[13], reply[14] = now, oldest(due - DAY), oldest(due - HOUR)
@@ -130,8 +140,8 @@ if op == 'check' then return check() end
 local id, subject = ARGV[6], ARGV[7]
 -- Counts code `id` of `subject` unverified, sent now.
 local function count_sent()
+  local before = rd('hash', 'HGET', B .. 'latest', subject)
   redis.call('HSET', B .. 'codes', id, C .. '|' .. A .. '|' .. fmt(now))
-  local before = redis.call('HGET', B .. 'latest', subject)
   if before and before ~= id then redis.call('HSET', B .. 'prev', id, before); keep(B .. 'prev', DAY + LATE) end
   redis.call('HSET', B .. 'latest', subject, id)
   keep(B .. 'codes', DAY + LATE); keep(B .. 'latest', DAY + LATE)
@@ -161,8 +171,8 @@ local function thresholds(g)
   if n ~= 12 and n ~= 13 then return nil end
   return t
 end
-if op == 'screen' then
-  local g = redis.call('GET', B .. 'guard') or ''
+local function screen()
+  local g = rd('string', 'GET', B .. 'guard') or ''
   if g ~= ARGV[8] then return {'stale', g} end
   if ARGV[9] ~= '1' then return {'same'} end
   local t = thresholds(g)
@@ -182,6 +192,12 @@ if op == 'screen' then
   reply[15], reply[16], reply[17], reply[18] = counted and '1' or '0', j.warnings, j.country_daily, j.country_hourly
   reply[19], reply[20], reply[21] = j.address_daily, j.address_hourly, c.country_verified_daily_maximum
   return reply
+end
+if op == 'screen' then
+  local ok, out = pcall(screen)
+  if ok then return out end
+  if type(out) == 'table' and out.corrupt then return {'corrupt', out.corrupt, 'is not a ' .. out.kind} end
+  return error(out)
 end
 
 if op == 'returned' then

@@ -77,6 +77,11 @@ import Testing
             return ["warnings": PumpingWarnings.all.filter { j.warnings.contains($0.0) }.map(\.1),
                     "country_daily": j.countryDaily, "country_hourly": j.countryHourly,
                     "address_daily": j.addressDaily, "address_hourly": j.addressHourly]
+        case "guard_windows":
+            let w = GuardRules.windows(at: instant(i["now"])!, unverifiedAfter: span(i["after"]))
+            return ["due": micro(w.unverifiedUntil), "unverified_day": micro(w.unverifiedSinceDay),
+                    "unverified_hour": micro(w.unverifiedSinceHour), "verified_day": micro(w.verifiedSinceDay),
+                    "verified_hour": micro(w.verifiedSinceHour)]
         case "verified_daily_maximum":
             var days: [Int64: Int] = [:]
             for pair in (i["days"] as? [[NSNumber]]) ?? [] where pair.count == 2 { days[pair[0].int64Value] = pair[1].intValue }

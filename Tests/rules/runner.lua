@@ -37,6 +37,11 @@ local run = {
     return {warnings = names, country_daily = num(j.country_daily), country_hourly = num(j.country_hourly),
             address_daily = num(j.address_daily), address_hourly = num(j.address_hourly)}
   end,
+  guard_windows = function(i)
+    local w = R.guard_windows(i.now, i.after)
+    return {due = num(w.due), unverified_day = num(w.unverified_day), unverified_hour = num(w.unverified_hour),
+            verified_day = num(w.verified_day), verified_hour = num(w.verified_hour)}
+  end,
   verified_daily_maximum = function(i)
     local days = {}
     for _, pair in ipairs(i.days) do days[pair[1]] = pair[2] end

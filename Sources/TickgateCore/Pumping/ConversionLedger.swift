@@ -85,11 +85,9 @@ struct ConversionLedger {
     func counts(country: String, address: ClientAddress?, historyDays: Int, unverifiedAfter: Span,
                 at now: Instant) -> GuardCounts {
         var counts = GuardCounts()
-        let dayAgo = now.advanced(by: Span(nanoseconds: -Self.day.nanoseconds))
-        let hourAgo = now.advanced(by: Span(nanoseconds: -Self.hour.nanoseconds))
-        let due = now.advanced(by: Span(nanoseconds: -unverifiedAfter.nanoseconds))
-        let sentDayAgo = due.advanced(by: Span(nanoseconds: -Self.day.nanoseconds))
-        let sentHourAgo = due.advanced(by: Span(nanoseconds: -Self.hour.nanoseconds))
+        let w = GuardRules.windows(at: now, unverifiedAfter: unverifiedAfter)
+        let (dayAgo, hourAgo, due) = (w.verifiedSinceDay, w.verifiedSinceHour, w.unverifiedUntil)
+        let (sentDayAgo, sentHourAgo) = (w.unverifiedSinceDay, w.unverifiedSinceHour)
         if let series = countries[country] {
             counts.countryUnverifiedDay = series.unverified(since: sentDayAgo, until: due)
             counts.countryUnverifiedHour = series.unverified(since: sentHourAgo, until: due)

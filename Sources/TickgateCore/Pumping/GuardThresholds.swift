@@ -48,7 +48,7 @@ public struct GuardThresholds: Sendable, Equatable {
     public static let maximumHistoryDays = 60
     /// Longest a code may stay uncounted (an hour: beyond it the hourly
     /// signal would count nothing of the last hour).
-    public static let maximumUnverifiedAfterSeconds = 3_600
+    public static let maximumUnverifiedAfterSeconds = Int(RuleConstants.longestUnverifiedAfterMicroseconds / 1_000_000)
 
     /// How long after its send a code counts as unverified.
     var unverifiedAfter: Span { Span(nanoseconds: Int64(unverifiedAfterSeconds) * 1_000_000_000) }

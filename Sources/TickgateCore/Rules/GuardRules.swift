@@ -6,6 +6,30 @@ enum GuardRules {
     /// `percent` % of `count`, rounded down.
     static func percent(_ count: Int, _ percent: Int) -> Int { count &* percent / 100 }
 
+    /// The windows a guarded send at `now` counts in: codes sent in
+    /// (`unverifiedSinceDay` or `unverifiedSinceHour`, `unverifiedUntil`]
+    /// and not verified, where `unverifiedUntil` is `unverifiedAfter`
+    /// before now (a code in flight is no evidence yet), and verifications
+    /// in the last day or hour (after `verifiedSinceDay` or
+    /// `verifiedSinceHour`).
+    struct Windows: Equatable {
+        var unverifiedUntil: Instant
+        var unverifiedSinceDay: Instant
+        var unverifiedSinceHour: Instant
+        var verifiedSinceDay: Instant
+        var verifiedSinceHour: Instant
+    }
+
+    static func windows(at now: Instant, unverifiedAfter: Span) -> Windows {
+        let day = Span(microseconds: RuleConstants.dayMicroseconds)
+        let hour = Span(microseconds: RuleConstants.hourMicroseconds)
+        let due = now.advanced(by: Span(nanoseconds: -unverifiedAfter.nanoseconds))
+        return Windows(unverifiedUntil: due, unverifiedSinceDay: due.advanced(by: Span(nanoseconds: -day.nanoseconds)),
+                       unverifiedSinceHour: due.advanced(by: Span(nanoseconds: -hour.nanoseconds)),
+                       verifiedSinceDay: now.advanced(by: Span(nanoseconds: -day.nanoseconds)),
+                       verifiedSinceHour: now.advanced(by: Span(nanoseconds: -hour.nanoseconds)))
+    }
+
     /// The most codes verified in one UTC day of the last `historyDays`
     /// days (today included), from codes verified per day number.
     static func verifiedDailyMaximum(_ days: [Int64: Int], today: Int64, historyDays: Int) -> Int {

@@ -11,6 +11,12 @@ public enum RuleConstants {
     public static let yearMicroseconds: Int64 = 31_536_000_000_000  // lua: YEAR
     /// One day: the shortest life of a key that holds a send record.
     public static let dayMicroseconds: Int64 = 86_400_000_000  // lua: DAY
+    /// One hour: the pumping guard's short window.
+    public static let hourMicroseconds: Int64 = 3_600_000_000  // lua: HOUR
+    /// The longest a guarded code may stay uncounted after its send (an
+    /// hour: beyond it the hourly signal would count nothing of the last
+    /// hour); codes are kept this long past a day.
+    public static let longestUnverifiedAfterMicroseconds: Int64 = 3_600_000_000  // lua: LATE
     /// Most cooldown steps in a policy.
     public static let maximumSteps = 8  // lua: MAX_STEPS
     /// Most successful sends a policy's window may count.

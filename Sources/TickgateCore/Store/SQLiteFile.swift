@@ -708,16 +708,18 @@ final class SQLiteFile {
     /// past their send.
     func guardCounts(scope: KeyName, country: String, address: String?, unverifiedAfter: Span,
                      now: Int64) throws(TickgateError) -> (counts: GuardCounts, days: [Int64: Int]) {
-        let day: Int64 = 86_400_000_000_000, hour: Int64 = 3_600_000_000_000
+        let day: Int64 = 86_400_000_000_000
         let s = Value.text(scope.value), c = Value.text(country)
-        let due = now - unverifiedAfter.nanoseconds
+        let w = GuardRules.windows(at: Instant(nanoseconds: now), unverifiedAfter: unverifiedAfter)
+        let due = w.unverifiedUntil.nanoseconds
+        let (sentDayAgo, sentHourAgo) = (w.unverifiedSinceDay.nanoseconds, w.unverifiedSinceHour.nanoseconds)
         var counts = GuardCounts()
         let unverified = "SELECT COUNT(*) FROM guard_codes WHERE scope = ? AND country = ? AND sent_ns > ? AND sent_ns <= ? AND verified_ns IS NULL"
-        counts.countryUnverifiedDay = try count(unverified, [s, c, .int(due - day), .int(due)])
-        counts.countryUnverifiedHour = try count(unverified, [s, c, .int(due - hour), .int(due)])
+        counts.countryUnverifiedDay = try count(unverified, [s, c, .int(sentDayAgo), .int(due)])
+        counts.countryUnverifiedHour = try count(unverified, [s, c, .int(sentHourAgo), .int(due)])
         let verified = "SELECT COUNT(*) FROM guard_verifications WHERE scope = ? AND country = ? AND at_ns > ?"
-        counts.countryVerifiedDay = try count(verified, [s, c, .int(now - day)])
-        counts.countryVerifiedHour = try count(verified, [s, c, .int(now - hour)])
+        counts.countryVerifiedDay = try count(verified, [s, c, .int(w.verifiedSinceDay.nanoseconds)])
+        counts.countryVerifiedHour = try count(verified, [s, c, .int(w.verifiedSinceHour.nanoseconds)])
         var days: [Int64: Int] = [:]
         try query("""
             SELECT at_ns / \(day), COUNT(*) FROM guard_verifications WHERE scope = ? AND country = ? AND at_ns > ?
@@ -730,17 +732,17 @@ final class SQLiteFile {
             let a = Value.text(address)
             counts.hasAddress = true
             let byAddress = "SELECT COUNT(*) FROM guard_codes WHERE scope = ? AND address = ? AND sent_ns > ? AND sent_ns <= ? AND verified_ns IS NULL"
-            counts.addressUnverifiedDay = try count(byAddress, [s, a, .int(due - day), .int(due)])
-            counts.addressUnverifiedHour = try count(byAddress, [s, a, .int(due - hour), .int(due)])
+            counts.addressUnverifiedDay = try count(byAddress, [s, a, .int(sentDayAgo), .int(due)])
+            counts.addressUnverifiedHour = try count(byAddress, [s, a, .int(sentHourAgo), .int(due)])
             counts.addressVerifiedDay = try count(
-                "SELECT COUNT(*) FROM guard_verifications WHERE scope = ? AND address = ? AND at_ns > ?", [s, a, .int(now - day)])
+                "SELECT COUNT(*) FROM guard_verifications WHERE scope = ? AND address = ? AND at_ns > ?", [s, a, .int(w.verifiedSinceDay.nanoseconds)])
             var asked: Set<String> = [country]
             try query("SELECT DISTINCT country FROM guard_codes WHERE scope = ? AND address = ? AND sent_ns > ?",
-                      [s, a, .int(now - day)], table: "guard_codes") { (row) throws(TickgateError) in
+                      [s, a, .int(w.verifiedSinceDay.nanoseconds)], table: "guard_codes") { (row) throws(TickgateError) in
                 asked.insert(try row.text(0, "country", maximumBytes: 16))
             }
             try query("SELECT DISTINCT country FROM guard_verifications WHERE scope = ? AND address = ? AND at_ns > ?",
-                      [s, a, .int(now - day)], table: "guard_verifications") { (row) throws(TickgateError) in
+                      [s, a, .int(w.verifiedSinceDay.nanoseconds)], table: "guard_verifications") { (row) throws(TickgateError) in
                 asked.remove(try row.text(0, "country", maximumBytes: 16))
             }
             counts.addressCountriesDay = asked.count

@@ -42,9 +42,9 @@
 -- operation touches is type-checked first, and a screen's reads are the
 -- checks of the keys it reads (a TYPE call only for the two it writes
 -- unread: codes and prev).
-local op, B, C, A = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local op, B, CTY, A = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 if op ~= 'check' and late(ARGV[5]) then return {'late'} end
-local DAY, HOUR = 86400000000, 3600000000
+local DAY, HOUR = C.DAY, C.HOUR
 local function typed(key, want)
   local t = redis.call('TYPE', key).ok
   return t == want or t == 'none'
@@ -56,7 +56,7 @@ if op == 'set' then
   return {'ok'}
 end
 local now = store_time()
-local names = {B .. 'guard', B .. 'codes', B .. 'latest', B .. 'uc:' .. C, B .. 'vc:' .. C, B .. 'd:' .. C,
+local names = {B .. 'guard', B .. 'codes', B .. 'latest', B .. 'uc:' .. CTY, B .. 'vc:' .. CTY, B .. 'd:' .. CTY,
                B .. 'prev'}
 local kinds = {'string', 'hash', 'hash', 'zset', 'zset', 'hash', 'hash'}
 if A ~= '' then
@@ -84,7 +84,7 @@ end
 -- A code counts as unverified from unverified_after_seconds (the 13th
 -- threshold of the guard's 9th field; 0 when a guard written before it
 -- holds 12) past its send; codes are kept a day past the longest (LATE).
-local LATE = 3600000000
+local LATE = C.LATE
 local function after(g)
   local t = string.match(g, '^[^;]*;[^;]*;[^;]*;[^;]*;[^;]*;[^;]*;[^;]*;[^;]*;([^;]*);')
   local values = {}
@@ -99,15 +99,16 @@ local today = math.floor(now / DAY)
 
 local function check(g)
   g = g or rd('string', 'GET', B .. 'guard') or ''
-  local due = now - after(g)
-  local days = rd('hash', 'HGETALL', B .. 'd:' .. C)
-  local reply = {g, unverified(B .. 'uc:' .. C, due - DAY, due), unverified(B .. 'uc:' .. C, due - HOUR, due),
-                 count(B .. 'vc:' .. C, now - DAY), count(B .. 'vc:' .. C, now - HOUR), today, days, 0, 0, 0, 0}
+  local w = R.guard_windows(now, after(g))
+  local due = w.due
+  local days = rd('hash', 'HGETALL', B .. 'd:' .. CTY)
+  local reply = {g, unverified(B .. 'uc:' .. CTY, w.unverified_day, due), unverified(B .. 'uc:' .. CTY, w.unverified_hour, due),
+                 count(B .. 'vc:' .. CTY, w.verified_day), count(B .. 'vc:' .. CTY, w.verified_hour), today, days, 0, 0, 0, 0}
   if A ~= '' then
-    reply[8] = unverified(B .. 'ua:' .. A, due - DAY, due)
-    reply[9] = unverified(B .. 'ua:' .. A, due - HOUR, due)
-    reply[10] = count(B .. 'va:' .. A, now - DAY)
-    local asked, n = {[C] = true}, 0
+    reply[8] = unverified(B .. 'ua:' .. A, w.unverified_day, due)
+    reply[9] = unverified(B .. 'ua:' .. A, w.unverified_hour, due)
+    reply[10] = count(B .. 'va:' .. A, w.verified_day)
+    local asked, n = {[CTY] = true}, 0
     local seen = rd('hash', 'HGETALL', B .. 'ac:' .. A)
     for i = 1, #seen, 2 do
       local at = tonumber(seen[i + 1])
@@ -124,10 +125,10 @@ local function check(g)
   -- When the counts can first go down with no verification: the oldest
   -- code counted in each window leaves it (engines refuse until then).
   local function oldest(since)
-    local first = rd('zset', 'ZRANGEBYSCORE', B .. 'uc:' .. C, '(' .. fmt(since), fmt(due), 'WITHSCORES', 'LIMIT', 0, 1)
+    local first = rd('zset', 'ZRANGEBYSCORE', B .. 'uc:' .. CTY, '(' .. fmt(since), fmt(due), 'WITHSCORES', 'LIMIT', 0, 1)
     return first[2] and tonumber(first[2]) or ''
   end
-  reply[12], reply[13], reply[14] = now, oldest(due - DAY), oldest(due - HOUR)
+  reply[12], reply[13], reply[14] = now, oldest(w.unverified_day), oldest(w.unverified_hour)
   return reply
 end
 -- The counts have room again (a code returned or verified): engines that
@@ -141,16 +142,16 @@ local id, subject = ARGV[6], ARGV[7]
 -- Counts code `id` of `subject` unverified, sent now.
 local function count_sent()
   local before = rd('hash', 'HGET', B .. 'latest', subject)
-  redis.call('HSET', B .. 'codes', id, C .. '|' .. A .. '|' .. fmt(now))
+  redis.call('HSET', B .. 'codes', id, CTY .. '|' .. A .. '|' .. fmt(now))
   if before and before ~= id then redis.call('HSET', B .. 'prev', id, before); keep(B .. 'prev', DAY + LATE) end
   redis.call('HSET', B .. 'latest', subject, id)
   keep(B .. 'codes', DAY + LATE); keep(B .. 'latest', DAY + LATE)
-  redis.call('ZADD', B .. 'uc:' .. C, fmt(now), id); trim(B .. 'uc:' .. C, DAY + LATE)
-  keep(B .. 'uc:' .. C, DAY + LATE)
+  redis.call('ZADD', B .. 'uc:' .. CTY, fmt(now), id); trim(B .. 'uc:' .. CTY, DAY + LATE)
+  keep(B .. 'uc:' .. CTY, DAY + LATE)
   if A ~= '' then
     redis.call('ZADD', B .. 'ua:' .. A, fmt(now), id); trim(B .. 'ua:' .. A, DAY + LATE)
     keep(B .. 'ua:' .. A, DAY + LATE)
-    redis.call('HSET', B .. 'ac:' .. A, C, fmt(now)); keep(B .. 'ac:' .. A, DAY)
+    redis.call('HSET', B .. 'ac:' .. A, CTY, fmt(now)); keep(B .. 'ac:' .. A, DAY)
   end
 end
 
@@ -201,7 +202,7 @@ if op == 'screen' then
 end
 
 if op == 'returned' then
-  redis.call('ZREM', B .. 'uc:' .. C, id)
+  redis.call('ZREM', B .. 'uc:' .. CTY, id)
   if A ~= '' then
     redis.call('ZREM', B .. 'ua:' .. A, id)
     -- C stays a country A asked for only by another of A's codes to C
@@ -213,9 +214,9 @@ if op == 'returned' then
       local last
       for i = 1, #others, 2 do
         local held = redis.call('HGET', B .. 'codes', others[i])
-        if held and string.match(held, '^([^|]*)|') == C then last = others[i + 1] end
+        if held and string.match(held, '^([^|]*)|') == CTY then last = others[i + 1] end
       end
-      if last then redis.call('HSET', B .. 'ac:' .. A, C, last) else redis.call('HDEL', B .. 'ac:' .. A, C) end
+      if last then redis.call('HSET', B .. 'ac:' .. A, CTY, last) else redis.call('HDEL', B .. 'ac:' .. A, CTY) end
     end
   end
   redis.call('HDEL', B .. 'codes', id)
@@ -246,7 +247,7 @@ if op == 'verified' then
     if not typed(B .. 'avc:' .. address, 'hash') then return {'corrupt', B .. 'avc:' .. address, 'is not a hash'} end
     if not typed(B .. 'ua:' .. address, 'zset') then return {'corrupt', B .. 'ua:' .. address, 'is not a zset'} end
   end
-  if country and country ~= C and not typed(B .. 'uc:' .. country, 'zset') then
+  if country and country ~= CTY and not typed(B .. 'uc:' .. country, 'zset') then
     return {'corrupt', B .. 'uc:' .. country, 'is not a zset'}
   end
   if code then
@@ -260,14 +261,14 @@ if op == 'verified' then
   if not held then return {'ok'} end
   freed()
   local member = fmt(now) .. '|' .. subject
-  redis.call('ZADD', B .. 'vc:' .. C, fmt(now), member); trim(B .. 'vc:' .. C, DAY); keep(B .. 'vc:' .. C, DAY)
-  redis.call('HINCRBY', B .. 'd:' .. C, fmt(today), 1)
-  redis.call('HDEL', B .. 'd:' .. C, fmt(today - 61))
-  keep(B .. 'd:' .. C, 61 * DAY)
+  redis.call('ZADD', B .. 'vc:' .. CTY, fmt(now), member); trim(B .. 'vc:' .. CTY, DAY); keep(B .. 'vc:' .. CTY, DAY)
+  redis.call('HINCRBY', B .. 'd:' .. CTY, fmt(today), 1)
+  redis.call('HDEL', B .. 'd:' .. CTY, fmt(today - 61))
+  keep(B .. 'd:' .. CTY, 61 * DAY)
   if address ~= '' then
     redis.call('ZADD', B .. 'va:' .. address, fmt(now), member); trim(B .. 'va:' .. address, DAY)
     keep(B .. 'va:' .. address, DAY)
-    redis.call('HSET', B .. 'avc:' .. address, C, fmt(now)); keep(B .. 'avc:' .. address, DAY)
+    redis.call('HSET', B .. 'avc:' .. address, CTY, fmt(now)); keep(B .. 'avc:' .. address, DAY)
   end
   return {'ok'}
 end

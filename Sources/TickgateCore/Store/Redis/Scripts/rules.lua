@@ -84,6 +84,14 @@ function R.budget_frees(windows, back, now)
 end
 -- The pumping guard (GuardRules.swift). pct: percent % of a count, down.
 local function pct(count, percent) return math.floor(count * percent / 100) end
+-- The windows a guarded send at now counts in (GuardRules.windows): codes
+-- sent in (unverified_day or unverified_hour, due] and not verified, due
+-- being `after` before now; verifications after verified_day or _hour.
+function R.guard_windows(now, after)
+  local due = now - after
+  return {due = due, unverified_day = due - C.DAY, unverified_hour = due - C.HOUR,
+          verified_day = now - C.DAY, verified_hour = now - C.HOUR}
+end
 -- The most codes verified in one day of the last `history` days (today
 -- included): days maps a day number to its count.
 function R.verified_daily_maximum(days, today, history)

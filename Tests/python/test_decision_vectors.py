@@ -109,3 +109,35 @@ def test_decision_sequence_on_redis(index: int) -> None:
                     assert frees - at == want["remaining"], where
     finally:
         cli("DEL", key, settings)
+
+
+def test_a_key_of_format_1_is_read_and_upgraded() -> None:
+    """A key's hash as format 1 wrote it (eleven fields, no ticket field `k`)
+    decides as its twelve-field form would, and its first write adds `k`."""
+    script = decide_source()
+    sha = cli("SCRIPT", "LOAD", script)[0]
+    serial = next(_SERIAL)
+    key, settings, clock = f"vec:{os.getpid()}:{serial}:k", f"vec:{os.getpid()}:{serial}:s", f"vec:{os.getpid()}:clock"
+    minute = 60_000_000
+    cli("HSET", settings, "p:vec", "60000000|0|0|3600000000|30000000|5")
+    cli("HSET", key, "d", str(1000 + minute), "p", "1", "l", str(minute), "i", "1000000", "c", "-1",
+        "h", "1", "n", "1", "w", "0", "x", "0", "s", "1000", "t", "")
+    try:
+        def begin(at: int, number: int) -> list[str]:
+            return cli("EVALSHA", sha, "3", key, settings, clock, "begin", str(at), "", "0", "", "", "1000000",
+                       "60000000|0|0|3600000000|30000000|5", "vec", "s", "", f"t{serial}", f"{serial}-{number}",
+                       "vectors", "1")
+        refused = begin(2000, 1)
+        assert refused[0] == "refused" and refused[5] == "busy", refused
+        countdown, record = state(refused[3] if refused[3].count("|") == 11 else "")
+        assert countdown == {"deadline": 1000 + minute, "phase": "cooling"}
+        assert record == {"n": 1, "last": 1000, "sends": [], "w": 0, "dead": False, "sent": True}
+        assert cli("HGET", key, "k") == [""] and int(cli("HLEN", key)[0]) == 11
+        granted = begin(1000 + minute, 2)
+        assert granted[0] == "ok", granted
+        countdown, record = state(granted[4])
+        assert countdown == {"deadline": 1000 + minute + 30_000_000, "phase": "sending"}
+        assert record == {"n": 1, "last": 1000, "sends": [], "w": 0, "dead": False, "sent": True}
+        assert cli("HGET", key, "k") == [f"t{serial}"]
+    finally:
+        cli("DEL", key, settings)

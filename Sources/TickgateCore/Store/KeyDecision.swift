@@ -85,7 +85,7 @@ enum KeyDecision {
             return .countdown
 
         case .cancel:
-            guard running != nil else { throw Refusal.none.error(key) }
+            guard running != nil else { throw Refusal.noCountdown.error(key) }
             rows.countdown = nil
             return .countdown
 
@@ -203,7 +203,7 @@ enum Refusal: Equatable {
     /// A budget the send names is not set.
     case noBudget(index: Int)
     /// No countdown runs (a cancel).
-    case none
+    case noCountdown
     /// The send ticket's timeout passed before it was ended.
     case expired
     /// The send ticket was cancelled or replaced with its key's countdown.
@@ -232,7 +232,7 @@ enum Refusal: Equatable {
                 remaining: free.since(now), budgetIndex: index)
         case .noBudget:
             TickgateError(.notFound, "no budget named \(name) (set it with tg_budget_set)")
-        case .none:
+        case .noCountdown:
             TickgateError(.notFound, "no countdown is running for \(name)")
         case .expired:
             TickgateError(.expired, "the ticket expired before it was ended; its key was freed then")

@@ -94,7 +94,7 @@ extension RedisStore {
         case "budget" where first >= 0 && second >= 0 && second < named.count:
             refusal = .budget(RedisClock.instant(first, offset), index: Int(second))
         case "nobudget" where second >= 0 && second < named.count: refusal = .noBudget(index: Int(second))
-        case "none": refusal = .none
+        case "none": refusal = .noCountdown
         case "expired": refusal = .expired
         case "ticket": refusal = .ticket
         case "dead": refusal = .dead

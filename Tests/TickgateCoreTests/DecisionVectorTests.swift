@@ -39,7 +39,7 @@ import Testing
             return .start(duration: Span(microseconds: micro(step["duration"]) ?? 0), tickInterval: tick,
                           restart: (step["restart"] as? Bool) ?? false)
         case "cancel": return .cancel
-        case "begin": return .sendBegin(policy: policy, tickInterval: tick, ticket: 1, screened: true)
+        case "begin": return .sendBegin(policy: policy, tickInterval: tick, ticket: 1, screening: .screened)
         case "end":
             return .sendEnd(ticket: 1, ticketDeadline: ticketDeadline,
                             outcome: (step["outcome"] as? String) == "ok" ? .succeeded : .failed,

@@ -412,6 +412,8 @@ import Testing
 extension DoubleStore {
     func save(guard rules: Guard?, scope: KeyName) throws(TickgateError) {}
 
+    var screensInDecision: Bool { false }
+
     func guardScreen(scope: KeyName, subject: KeyName, code: String, country: String, address: ClientAddress?,
                      rules: Guard, judge: Bool) throws(TickgateError) -> GuardScreen {
         .stale(nil)

@@ -1127,8 +1127,9 @@ def test_redis_a_stopped_server_counts_no_code(own_redis: OwnRedis) -> None:
 
 class GuardProxy:
     """A TCP proxy (tcp_proxy.TcpProxy) in front of a server of the test's
-    own that breaks the guard script's `screen` step (the judgment and count
-    of a granted code): "cut" lets the server run it and drops its reply; "hold" keeps
+    own that breaks the step that screens a granted code by the guard (its
+    judgment and count: on one server, the send's begin, decide.lua with the
+    flag 'g'): "cut" lets the server run it and drops its reply; "hold" keeps
     the request back `hold` seconds, as a SIGSTOPped server runs it late."""
 
     def __init__(self, port: int) -> None:
@@ -1149,7 +1150,8 @@ class GuardProxy:
                     if not data:
                         link.close()
                         return
-                    if outer.mode and b"EVALSHA" in data.upper() and b"\r\n$6\r\nscreen\r\n" in data:
+                    if outer.mode and b"EVALSHA" in data.upper() and b"\r\n$5\r\nbegin\r\n" in data \
+                            and b"\r\n$1\r\ng\r\n" in data:
                         mode, outer.mode = outer.mode, None
                         outer.hit.set()
                         if mode == "cut":

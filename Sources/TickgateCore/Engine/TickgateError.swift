@@ -19,12 +19,24 @@ public struct TickgateError: Error, Sendable {
     /// a guard this engine did not know of yet (Pumping/Engine+Guard.swift
     /// sends it through the guard).
     var scopeIsGuarded = false
+    /// A guarded send screened in the step that decides it was not passed
+    /// by the guard (another guard, a refusal by the signals, a corrupt or
+    /// late screen): the decision's `guardScreen` says how; nothing changed.
+    var guardAnswered = false
 
     /// The store's answer that `scope` has a guard: the send must go
     /// through it.
     static func guarded(_ scope: KeyName) -> TickgateError {
         var error = TickgateError(.destinationRefused, "the scope \(scope.value) has a guard this engine had not heard of yet")
         error.scopeIsGuarded = true
+        return error
+    }
+
+    /// The store's answer that the guard did not pass a send it screened in
+    /// the decision's step (`guardAnswered`).
+    static func guardAnswer(_ scope: KeyName) -> TickgateError {
+        var error = TickgateError(.pumpingSuspected, "the guard of \(scope.value) did not pass the send")
+        error.guardAnswered = true
         return error
     }
 

@@ -110,6 +110,16 @@ extension Engine {
                                             code: locked.withLock { $0.guards.nextCode() },
                                             country: country, address: address)
         var rules = locked.withLock { $0.guards.rules[key.scope] }
+        if let store, store.screensInDecision, let current = rules {
+            // One server: the guard screens the send in the step that
+            // decides it (a guarded send costs no step of its own).
+            switch try sendScreenedInStep(key, budgets: budgets, number: number, country: country, address: address,
+                                          rules: current, pending: pending, spot: spot, mark: guardMark,
+                                          record: &record) {
+            case let .sent(ticket): return ticket
+            case let .another(stored): rules = stored
+            }
+        }
         var screened: (reading: GuardReading, judgment: GuardJudgment, counted: Bool)?
         var judged = true
         if let store {
@@ -150,7 +160,7 @@ extension Engine {
         guard let rules else {
             // Removed on another engine a moment ago: unguarded (a store
             // refuses it if a guard came back meanwhile).
-            return try decideSendBegin(key, budgets: budgets, screened: store == nil)
+            return try decideSendBegin(key, budgets: budgets, screened: store == nil ? .screened : .unscreened)
         }
         record.mode = rules.mode
         record.streamLength = rules.recordStreamLength
@@ -164,7 +174,7 @@ extension Engine {
             throw TickgateError(.destinationRefused, "codes to \(number) are refused: \(rule)")
         }
         guard bypass == nil, rules.mode != .off, judged else {
-            return try decideSendBegin(key, budgets: named, screened: true)
+            return try decideSendBegin(key, budgets: named, screened: .screened)
         }
         // Counted and judged by the codes counted before it, in one step
         // (memory: under the lock; a store: one transaction or script), so
@@ -197,11 +207,97 @@ extension Engine {
         }
         let ticket: UInt64
         do {
-            ticket = try decideSendBegin(key, budgets: named, screened: true)
+            ticket = try decideSendBegin(key, budgets: named, screened: .screened)
         } catch {
             giveBack(pending)
             throw error
         }
+        keepPending(pending, ticket: ticket)
+        return ticket
+    }
+
+    private enum InStep {
+        /// Granted: the ticket.
+        case sent(UInt64)
+        /// The store holds another guard (nil: none), now this engine's:
+        /// screened again, by it.
+        case another(Guard?)
+    }
+
+    /// A guarded send on a store that screens it in the step that decides
+    /// it (`Store.screensInDecision`), by `rules` (this engine's copy; the
+    /// store checks it holds the same). Throws the refusal (the
+    /// destination, the signals, the key); a refusal changed nothing.
+    private func sendScreenedInStep(_ key: CountdownKey, budgets: [BudgetKey], number: PhoneNumber, country: String,
+                                    address: ClientAddress?, rules: Guard, pending: GuardBook.PendingCode,
+                                    spot: KnownGuardRefusals.Spot, mark: UInt64,
+                                    record: inout GuardRecord) throws(TickgateError) -> InStep {
+        let bypass = rules.alwaysAllowed(number, address)
+        let judge = bypass == nil && rules.mode != .off && rules.refusal(of: number) == nil
+        var named = budgets
+        if bypass != nil, rules.alwaysAllowSkipsBudgets { named = [] }
+        if bypass == nil, rules.refusal(of: number) != nil {
+            // Refused by its destination: the store's guard says so first
+            // (the screen's own step: a refusal costs nothing more).
+            return .another(rules)
+        }
+        let request = GuardScreenRequest(code: pending.code, country: country, address: address, rules: rules,
+                                         judge: judge)
+        var answer: DecisionResult?
+        // What the guard's answer tells the record (and of a refusal by
+        // the signals, the engine: KnownGuardRefusals).
+        func take(_ answer: DecisionResult?, record: inout GuardRecord) {
+            record.mode = rules.mode
+            record.streamLength = rules.recordStreamLength
+            if let bypass { record.bypass = bypass }
+            if answer?.localOnly == true { record.message = "the store is out of reach: signals not judged" }
+            if case let .judged(_, judgment, _)? = answer?.guardScreen {
+                record.judgment = judgment
+                if case let .judged(reading, _, _)? = answer?.guardScreen { record.counts = reading.counts }
+            }
+        }
+        do {
+            let ticket = try decideSendBegin(key, budgets: named, screened: .inStep(request), answered: { answer = $0 })
+            take(answer, record: &record)
+            // Counted (or, in a repeated answer, counted by the first run):
+            // given back if the send fails.
+            var counted = judge && answer?.localOnly != true
+            if case let .judged(_, _, was)? = answer?.guardScreen { counted = was }
+            if counted { keepPending(pending, ticket: ticket) }
+            return .sent(ticket)
+        } catch where error.guardAnswered {
+            switch answer?.guardScreen {
+            case let .stale(stored)?:
+                locked.withLock { state in
+                    state.guards.set(stored, scope: key.scope)
+                    state.refusals.dropAll()
+                }
+                return .another(stored)
+            case let .judged(reading, judgment, false)?:
+                take(answer, record: &record)
+                let counts = reading.counts
+                if store?.refusesLocally == true, store?.hearsKeys == true,
+                   !judgment.warnings.isDisjoint(with: [.unverifiedByCountryDaily, .unverifiedByCountryHourly]) {
+                    locked.withLock { state in
+                        state.refusals.guards.learn(spot, mark: mark, read: reading, counts: counts,
+                                                    judgment: judgment,
+                                                    unverifiedAfter: rules.thresholds.unverifiedAfter, at: state.now())
+                    }
+                }
+                throw Self.pumpingSuspected(judgment, counts, country: country, rules: rules, known: false)
+            default:
+                throw TickgateError(.storeCorrupt, "the store's guard answered a send it screened without its screen",
+                                    store: .corrupt)
+            }
+        } catch {
+            // Refused by the key (its count given back by the store).
+            take(answer, record: &record)
+            throw error
+        }
+    }
+
+    /// A granted code is counted unverified: given back if its send fails.
+    private func keepPending(_ pending: GuardBook.PendingCode, ticket: UInt64) {
         locked.withLock { state in
             state.guards.pending[ticket] = pending
             // Tickets that expired unended leave their entry: the oldest
@@ -210,7 +306,6 @@ extension Engine {
                 state.guards.pending = state.guards.pending.filter { $0.key > ticket &- UInt64(GuardBook.maximumPending / 2) }
             }
         }
-        return ticket
     }
 
     /// The refusal of a send judged with `judgment` (`known`: by a refusal

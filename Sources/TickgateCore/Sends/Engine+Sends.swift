@@ -43,8 +43,11 @@ extension Engine {
     /// send that names budget keys is granted only if each has room, and
     /// is charged to all of them (a refusal by a budget carries its index
     /// in `budgets`).
-    func decideSendBegin(_ key: CountdownKey, budgets: [BudgetKey] = [],
-                         screened: Bool = false) throws(TickgateError) -> UInt64 {
+    /// `screened`: how the scope's guard sees it; `answered`: told the
+    /// store's guard answer of a send screened in the step
+    /// (`Screening.inStep`), refused or granted.
+    func decideSendBegin(_ key: CountdownKey, budgets: [BudgetKey] = [], screened: Screening = .unscreened,
+                         answered: (DecisionResult) -> Void = { _ in }) throws(TickgateError) -> UInt64 {
         var ticket: UInt64 = 0
         let rulesInStore = store?.holdsRules ?? false
         return try decide(key, refuse: { state in
@@ -55,10 +58,11 @@ extension Engine {
         }, { (state) throws(TickgateError) in
             ticket = state.sends.takeTicketNumber()
             return .sendBegin(policy: state.policy(of: key.scope), tickInterval: defaultTickInterval, ticket: ticket,
-                              screened: screened)
+                              screening: screened)
         }, budgets: { (state) throws(TickgateError) in
             budgets.isEmpty ? [] : try state.budgets.checked(budgets, definedHere: !rulesInStore)
         }) { (state, _, result) throws(TickgateError) -> UInt64 in
+            if case .inStep = screened { answered(result) }
             if let refusal = result.refusal { throw refusal }
             guard var countdown = result.after.countdown else {
                 throw TickgateError(.storeCorrupt, "the store granted a send for \(key.description) without a ticket")

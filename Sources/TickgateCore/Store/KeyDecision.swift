@@ -8,10 +8,8 @@ enum KeyDecision {
     case cancel
     /// "Get code": open send ticket `ticket` unless the key is busy, its
     /// window is full or a budget it names is spent; charges every budget.
-    /// `screened`: the scope's guard (if any) passed it; a store that holds
-    /// a guard for the scope refuses an unscreened one
-    /// (`TickgateError.guarded`).
-    case sendBegin(policy: SendPolicy, tickInterval: Span, ticket: UInt64, screened: Bool = false)
+    /// `screening`: how the scope's guard sees it (`Screening`).
+    case sendBegin(policy: SendPolicy, tickInterval: Span, ticket: UInt64, screening: Screening = .unscreened)
     /// Close send ticket `ticket`, whose countdown ends at `ticketDeadline`;
     /// a failed send returns the charge made at `chargedAt` to the budgets.
     case sendEnd(ticket: UInt64, ticketDeadline: Instant, outcome: SendOutcome, serverRetryAfter: Span,
@@ -37,8 +35,8 @@ enum KeyDecision {
     /// The same decision by `policy` (the store's).
     func with(policy: SendPolicy) -> KeyDecision {
         switch self {
-        case let .sendBegin(_, tick, ticket, screened):
-            .sendBegin(policy: policy, tickInterval: tick, ticket: ticket, screened: screened)
+        case let .sendBegin(_, tick, ticket, screening):
+            .sendBegin(policy: policy, tickInterval: tick, ticket: ticket, screening: screening)
         case let .sendEnd(ticket, deadline, outcome, retry, _, tick, chargedAt):
             .sendEnd(ticket: ticket, ticketDeadline: deadline, outcome: outcome, serverRetryAfter: retry,
                      policy: policy, tickInterval: tick, chargedAt: chargedAt)
@@ -55,7 +53,7 @@ enum KeyDecision {
 
     /// A send the scope's guard did not see: the store checks there is none.
     var isUnscreenedSend: Bool {
-        if case .sendBegin(_, _, _, false) = self { return true }
+        if case .sendBegin(_, _, _, .unscreened) = self { return true }
         return false
     }
 
@@ -188,6 +186,31 @@ enum KeyDecision {
     private static func refund(_ budgets: inout [BudgetRow], _ chargedAt: Instant, at now: Instant) {
         for index in budgets.indices { budgets[index].refund(chargedAt, at: now) }
     }
+}
+
+/// How a send's guard sees it (`KeyDecision.sendBegin`).
+enum Screening {
+    /// No guard saw it: a store that holds a guard for the scope refuses
+    /// it (`TickgateError.guarded`).
+    case unscreened
+    /// The scope's guard passed it, or the scope has none.
+    case screened
+    /// The store screens it by the scope's guard in the step that decides
+    /// it (`Store.screensInDecision`): the answer is the result's
+    /// `guardScreen`; a send the guard does not pass is refused with
+    /// `TickgateError.guardAnswered`, the key unchanged.
+    case inStep(GuardScreenRequest)
+}
+
+/// A guarded send's screen, as `Store.guardScreen` takes it.
+struct GuardScreenRequest {
+    var code: String
+    var country: String
+    var address: ClientAddress?
+    /// The guard the engine chose the send's lists by.
+    var rules: Guard
+    /// Judge it by the signals (not bypassed, refused or off).
+    var judge: Bool
 }
 
 /// Why a store refused a decision, as every store names it (the Redis

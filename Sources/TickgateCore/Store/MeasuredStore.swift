@@ -69,6 +69,8 @@ final class MeasuredStore: Store {
         try inner.localGuard(scope: scope)
     }
 
+    var screensInDecision: Bool { inner.screensInDecision }
+
     func guardScreen(scope: KeyName, subject: KeyName, code: String, country: String, address: ClientAddress?,
                      rules: Guard, judge: Bool) throws(TickgateError) -> GuardScreen {
         try timed { () throws(TickgateError) in

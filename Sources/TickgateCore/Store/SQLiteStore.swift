@@ -323,6 +323,8 @@ final class SQLiteStore: Store {
 
     // The signals on the file's wall clock: every process on the file
     // counts on the same one.
+    var screensInDecision: Bool { false }
+
     func guardScreen(scope: KeyName, subject: KeyName, code: String, country: String, address: ClientAddress?,
                      rules: Guard, judge: Bool) throws(TickgateError) -> GuardScreen {
         try transaction { (file) throws(TickgateError) -> GuardScreen in

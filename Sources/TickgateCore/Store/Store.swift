@@ -30,6 +30,10 @@ struct DecisionResult {
     /// The cap of wrong codes the store decided with (a store that holds
     /// the rules); nil: the engine's policy.
     var maximumWrongCodes: Int?
+    /// A send screened in the same step (`Screening.inStep`): the guard's
+    /// answer (nil: the store did not say, as a repeated decision's answer
+    /// does not).
+    var guardScreen: GuardScreen?
 }
 
 /// A store's answer to a guarded send's screen (`Store.guardScreen`).
@@ -124,6 +128,10 @@ protocol Store: AnyObject, Sendable {
     /// A granted code did not go out (a failed send): counted nowhere.
     func guardReturned(scope: KeyName, subject: KeyName, code: String, country: String,
                        address: ClientAddress?) throws(TickgateError)
+    /// True if `decide` screens a guarded send in the step that decides it
+    /// (`Screening.inStep`: one Redis server), so a guarded send costs no
+    /// step of its own.
+    var screensInDecision: Bool { get }
     /// Appends a decision record to the scope's record stream (Redis).
     func appendRecord(_ record: GuardRecord, maximumLength: Int) throws(TickgateError)
     /// `subject`'s last code was verified (`country`: the subject's).

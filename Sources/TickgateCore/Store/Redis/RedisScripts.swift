@@ -249,6 +249,283 @@ enum RedisScripts {
       return j
     end
 
+    local function guard_run(ARGV)
+    -- A guarded scope's pumping signals (Pumping/ConversionLedger.swift keeps
+    -- the same in memory). Every key is in the scope's slot, named from the
+    -- base B = "P u{SCOPE}" (ARGV 2):
+    --   B guard      string: the scope's guard, as Guard.encoded writes it
+    --   B codes      hash: code id -> "COUNTRY|ADDRESS|SENT_US"
+    --   B latest     hash: subject -> its last code id
+    --   B prev       hash: code id -> the subject's last code id before it
+    --   B uc:C       sorted set: country C's unverified codes, by when sent
+    --                (kept a day and an hour: see `after`)
+    --   B vc:C       sorted set: country C's verifications, by when
+    --   B d:C        hash: UTC day number -> codes to C verified that day
+    --   B ua:A       sorted set: address A's unverified codes, by when sent
+    --   B va:A       sorted set: address A's verifications, by when
+    --   B ac:A       hash: country -> when A last asked a code for it
+    --   B avc:A      hash: country -> when A last verified a code of it
+    -- KEYS: 1 B guard (the slot's key). ARGV: 1 the operation, 2 B, 3 the
+    -- country, 4 the address ('' = none), 5 not after (server µs, '' = none:
+    -- past it a change changes nothing and answers {'late'}, so a request a
+    -- stopped server runs late counts no code), then per operation:
+    --   check:    answers {guard or '', c_unverified_day, c_unverified_hour,
+    --             c_verified_day, c_verified_hour, today, {day, n, ...},
+    --             a_unverified_day, a_unverified_hour, a_verified_day,
+    --             a_countries_day, now, the send time of the oldest code
+    --             counted in the country's day and in its hour ('' = none)}
+    --   screen:   6 code id, 7 subject, 8 the guard's text as the engine
+    --             knows it (it chose the send's lists by it), 9 '1' to judge
+    --             the send by the signals, '' not to. If the store's guard
+    --             is another: {'stale', guard or ''}, nothing counted. Not
+    --             judged: {'same'}. Judged (rules.lua's R.guard_judge, by the
+    --             stored thresholds): what check answers, then 15 '1' if the
+    --             code was counted ('0': enforced and warned, not counted),
+    --             16 the warnings' bits, 17 the country's daily and 18 hourly
+    --             thresholds, 19 the address's daily and 20 hourly, 21 the
+    --             most codes verified in one day of the history.
+    --   returned: 6 code id, 7 subject, 8 the key channel, 9 the notice
+    --             ('' = none) published: the counts have room again.
+    --             Answers {'ok'}.
+    --   verified: 7 subject (the country is the subject's), 8 and 9 as for
+    --             returned, published if a code was verified. Answers {'ok'}.
+    --   set:      6 the guard's text ('' = none). Answers {'ok'}.
+    -- A key of another type is answered {'corrupt', key, why}: every key an
+    -- operation touches is type-checked first, and a screen's reads are the
+    -- checks of the keys it reads (a TYPE call only for the two it writes
+    -- unread: codes and prev).
+    local op, B, CTY, A = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+    if op ~= 'check' and late(ARGV[5]) then return {'late'} end
+    local DAY, HOUR = C.DAY, C.HOUR
+    local function typed(key, want)
+      local t = redis.call('TYPE', key).ok
+      return t == want or t == 'none'
+    end
+    if op == 'set' then
+      -- ARGV 6: the guard's text ('' = none).
+      if not typed(B .. 'guard', 'string') then return {'corrupt', B .. 'guard', 'is not a string'} end
+      if ARGV[6] == '' then redis.call('DEL', B .. 'guard') else redis.call('SET', B .. 'guard', ARGV[6]) end
+      return {'ok'}
+    end
+    local now = store_time()
+    local names = {B .. 'guard', B .. 'codes', B .. 'latest', B .. 'uc:' .. CTY, B .. 'vc:' .. CTY, B .. 'd:' .. CTY,
+                   B .. 'prev'}
+    local kinds = {'string', 'hash', 'hash', 'zset', 'zset', 'hash', 'hash'}
+    if A ~= '' then
+      for _, n in ipairs({'ua:', 'va:'}) do names[#names + 1] = B .. n .. A; kinds[#kinds + 1] = 'zset' end
+      for _, n in ipairs({'ac:', 'avc:'}) do names[#names + 1] = B .. n .. A; kinds[#kinds + 1] = 'hash' end
+    end
+    if op == 'screen' then names, kinds = {B .. 'codes', B .. 'prev'}, {'hash', 'hash'} end
+    for i, key in ipairs(names) do
+      if not typed(key, kinds[i]) then return {'corrupt', key, 'is not a ' .. kinds[i]} end
+    end
+    -- A read that is its key's type check: a key of another type raises
+    -- {corrupt = key, kind = want}, answered as corrupt (see `screen`).
+    local function rd(want, cmd, key, ...)
+      local r = redis.pcall(cmd, key, ...)
+      if type(r) == 'table' and r.err then error({corrupt = key, kind = want}) end
+      return r
+    end
+    local function count(key, since)
+      return rd('zset', 'ZCOUNT', key, '(' .. fmt(since), '+inf')
+    end
+    -- Unverified codes sent after `since` and at or before `due`.
+    local function unverified(key, since, due)
+      return rd('zset', 'ZCOUNT', key, '(' .. fmt(since), fmt(due))
+    end
+    -- A code counts as unverified from unverified_after_seconds (the 13th
+    -- threshold of the guard's 9th field; 0 when a guard written before it
+    -- holds 12) past its send; codes are kept a day past the longest (LATE).
+    local LATE = C.LATE
+    local function after(g)
+      local t = string.match(g, '^[^;]*;[^;]*;[^;]*;[^;]*;[^;]*;[^;]*;[^;]*;[^;]*;([^;]*);')
+      local values = {}
+      for v in string.gmatch(t or '', '[^,]+') do values[#values + 1] = v end
+      local seconds = #values == 13 and string.match(values[13], '^%d+$') and tonumber(values[13]) or 0
+      if seconds * 1000000 > LATE then return 0 end
+      return seconds * 1000000
+    end
+    local function trim(key, span) redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(now - span)) end
+    local function keep(key, us) redis.call('PEXPIRE', key, fmt(math.floor(us / 1000) + 60000)) end
+    local today = math.floor(now / DAY)
+
+    local function check(g)
+      g = g or rd('string', 'GET', B .. 'guard') or ''
+      local w = R.guard_windows(now, after(g))
+      local due = w.due
+      local days = rd('hash', 'HGETALL', B .. 'd:' .. CTY)
+      local reply = {g, unverified(B .. 'uc:' .. CTY, w.unverified_day, due), unverified(B .. 'uc:' .. CTY, w.unverified_hour, due),
+                     count(B .. 'vc:' .. CTY, w.verified_day), count(B .. 'vc:' .. CTY, w.verified_hour), today, days, 0, 0, 0, 0}
+      if A ~= '' then
+        reply[8] = unverified(B .. 'ua:' .. A, w.unverified_day, due)
+        reply[9] = unverified(B .. 'ua:' .. A, w.unverified_hour, due)
+        reply[10] = count(B .. 'va:' .. A, w.verified_day)
+        local asked, n = {[CTY] = true}, 0
+        local seen = rd('hash', 'HGETALL', B .. 'ac:' .. A)
+        for i = 1, #seen, 2 do
+          local at = tonumber(seen[i + 1])
+          if at and at > now - DAY then asked[seen[i]] = true end
+        end
+        local verified = rd('hash', 'HGETALL', B .. 'avc:' .. A)
+        for i = 1, #verified, 2 do
+          local at = tonumber(verified[i + 1])
+          if at and at > now - DAY then asked[verified[i]] = nil end
+        end
+        for _ in pairs(asked) do n = n + 1 end
+        reply[11] = n
+      end
+      -- When the counts can first go down with no verification: the oldest
+      -- code counted in each window leaves it (engines refuse until then).
+      local function oldest(since)
+        local first = rd('zset', 'ZRANGEBYSCORE', B .. 'uc:' .. CTY, '(' .. fmt(since), fmt(due), 'WITHSCORES', 'LIMIT', 0, 1)
+        return first[2] and tonumber(first[2]) or ''
+      end
+      reply[12], reply[13], reply[14] = now, oldest(w.unverified_day), oldest(w.unverified_hour)
+      return reply
+    end
+    -- The counts have room again (a code returned or verified): engines that
+    -- refuse sends of the scope without asking ask again.
+    local function freed()
+      if ARGV[8] and ARGV[8] ~= '' and ARGV[9] ~= '' then redis.call('PUBLISH', ARGV[8], ARGV[9]) end
+    end
+    if op == 'check' then return check() end
+
+    local id, subject = ARGV[6], ARGV[7]
+    -- Counts code `id` of `subject` unverified, sent now.
+    local function count_sent()
+      local before = rd('hash', 'HGET', B .. 'latest', subject)
+      redis.call('HSET', B .. 'codes', id, CTY .. '|' .. A .. '|' .. fmt(now))
+      if before and before ~= id then redis.call('HSET', B .. 'prev', id, before); keep(B .. 'prev', DAY + LATE) end
+      redis.call('HSET', B .. 'latest', subject, id)
+      keep(B .. 'codes', DAY + LATE); keep(B .. 'latest', DAY + LATE)
+      redis.call('ZADD', B .. 'uc:' .. CTY, fmt(now), id); trim(B .. 'uc:' .. CTY, DAY + LATE)
+      keep(B .. 'uc:' .. CTY, DAY + LATE)
+      if A ~= '' then
+        redis.call('ZADD', B .. 'ua:' .. A, fmt(now), id); trim(B .. 'ua:' .. A, DAY + LATE)
+        keep(B .. 'ua:' .. A, DAY + LATE)
+        redis.call('HSET', B .. 'ac:' .. A, CTY, fmt(now)); keep(B .. 'ac:' .. A, DAY)
+      end
+    end
+
+    -- The guard's thresholds (its 9th field: GuardThresholds' 13 values in
+    -- their order, or 12 written before unverified_after_seconds), or nil.
+    local THRESHOLDS = {'country_daily_minimum', 'country_history_percent', 'country_day_percent',
+      'country_hourly_minimum', 'country_hourly_divisor', 'country_hour_percent', 'address_daily_minimum',
+      'address_day_percent', 'address_hourly_minimum', 'address_hourly_divisor', 'address_countries_maximum',
+      'history_days', 'unverified_after_seconds'}
+    local function thresholds(g)
+      local text = string.match(g, '^[^;]*;[^;]*;[^;]*;[^;]*;[^;]*;[^;]*;[^;]*;[^;]*;([^;]*);')
+      local t, n = {unverified_after_seconds = 0}, 0
+      for v in string.gmatch(text or '', '[^,]+') do
+        n = n + 1
+        t[THRESHOLDS[n] or 'extra'] = int(v, 0, 1000000)
+        if not t[THRESHOLDS[n] or 'extra'] then return nil end
+      end
+      if n ~= 12 and n ~= 13 then return nil end
+      return t
+    end
+    local function screen()
+      local g = rd('string', 'GET', B .. 'guard') or ''
+      if g ~= ARGV[8] then return {'stale', g} end
+      if ARGV[9] ~= '1' then return {'same'} end
+      local t = thresholds(g)
+      if not t then return {'corrupt', B .. 'guard', 'holds bad guard thresholds'} end
+      local reply = check(g)
+      local days, raw = {}, reply[7]
+      for j = 1, #raw, 2 do days[tonumber(raw[j])] = tonumber(raw[j + 1]) or 0 end
+      local c = {country_unverified_day = reply[2], country_unverified_hour = reply[3],
+                 country_verified_day = reply[4], country_verified_hour = reply[5],
+                 country_verified_daily_maximum = R.verified_daily_maximum(days, today, t.history_days),
+                 has_address = A ~= '', address_unverified_day = reply[8], address_unverified_hour = reply[9],
+                 address_verified_day = reply[10], address_countries_day = reply[11]}
+      local j = R.guard_judge(t, c)
+      -- Enforced (mode 2) and warned: refused, and not counted.
+      local counted = not (string.match(g, '^[^;]*;(%d+);') == '2' and j.warnings > 0)
+      if counted then count_sent() end
+      reply[15], reply[16], reply[17], reply[18] = counted and '1' or '0', j.warnings, j.country_daily, j.country_hourly
+      reply[19], reply[20], reply[21] = j.address_daily, j.address_hourly, c.country_verified_daily_maximum
+      return reply
+    end
+    if op == 'screen' then
+      local ok, out = pcall(screen)
+      if ok then return out end
+      if type(out) == 'table' and out.corrupt then return {'corrupt', out.corrupt, 'is not a ' .. out.kind} end
+      return error(out)
+    end
+
+    if op == 'returned' then
+      redis.call('ZREM', B .. 'uc:' .. CTY, id)
+      if A ~= '' then
+        redis.call('ZREM', B .. 'ua:' .. A, id)
+        -- C stays a country A asked for only by another of A's codes to C
+        -- of the day (its newest); with more than 100 of them, it stays (the
+        -- safe side).
+        local others = redis.call('ZRANGEBYSCORE', B .. 'ua:' .. A, '(' .. fmt(now - DAY), '+inf',
+                                  'WITHSCORES', 'LIMIT', 0, 101)
+        if #others <= 200 then
+          local last
+          for i = 1, #others, 2 do
+            local held = redis.call('HGET', B .. 'codes', others[i])
+            if held and string.match(held, '^([^|]*)|') == CTY then last = others[i + 1] end
+          end
+          if last then redis.call('HSET', B .. 'ac:' .. A, CTY, last) else redis.call('HDEL', B .. 'ac:' .. A, CTY) end
+        end
+      end
+      redis.call('HDEL', B .. 'codes', id)
+      if redis.call('HGET', B .. 'latest', subject) == id then
+        -- The subject's code before it is its last again (the one the user
+        -- holds), if it is still held unverified (a verified one is not).
+        local before = redis.call('HGET', B .. 'prev', id)
+        if before and redis.call('HGET', B .. 'codes', before) then
+          redis.call('HSET', B .. 'latest', subject, before)
+        else
+          redis.call('HDEL', B .. 'latest', subject)
+        end
+      end
+      redis.call('HDEL', B .. 'prev', id)
+      freed()
+      return {'ok'}
+    end
+
+    if op == 'verified' then
+      -- Read first, check every key, then write (a script's writes stay).
+      local code = redis.call('HGET', B .. 'latest', subject)
+      local held = code and redis.call('HGET', B .. 'codes', code)
+      local country, address
+      if held then country, address = string.match(held, '^([^|]*)|([^|]*)|%d+$') end
+      address = address or ''
+      if address ~= '' then
+        if not typed(B .. 'va:' .. address, 'zset') then return {'corrupt', B .. 'va:' .. address, 'is not a zset'} end
+        if not typed(B .. 'avc:' .. address, 'hash') then return {'corrupt', B .. 'avc:' .. address, 'is not a hash'} end
+        if not typed(B .. 'ua:' .. address, 'zset') then return {'corrupt', B .. 'ua:' .. address, 'is not a zset'} end
+      end
+      if country and country ~= CTY and not typed(B .. 'uc:' .. country, 'zset') then
+        return {'corrupt', B .. 'uc:' .. country, 'is not a zset'}
+      end
+      if code then
+        if country then redis.call('ZREM', B .. 'uc:' .. country, code) end
+        if address ~= '' then redis.call('ZREM', B .. 'ua:' .. address, code) end
+        redis.call('HDEL', B .. 'codes', code)
+        redis.call('HDEL', B .. 'latest', subject)
+      end
+      -- Only a code sent (and not verified yet) counts: a verification with
+      -- no code would raise the thresholds for nothing.
+      if not held then return {'ok'} end
+      freed()
+      local member = fmt(now) .. '|' .. subject
+      redis.call('ZADD', B .. 'vc:' .. CTY, fmt(now), member); trim(B .. 'vc:' .. CTY, DAY); keep(B .. 'vc:' .. CTY, DAY)
+      redis.call('HINCRBY', B .. 'd:' .. CTY, fmt(today), 1)
+      redis.call('HDEL', B .. 'd:' .. CTY, fmt(today - 61))
+      keep(B .. 'd:' .. CTY, 61 * DAY)
+      if address ~= '' then
+        redis.call('ZADD', B .. 'va:' .. address, fmt(now), member); trim(B .. 'va:' .. address, DAY)
+        keep(B .. 'va:' .. address, DAY)
+        redis.call('HSET', B .. 'avc:' .. address, CTY, fmt(now)); keep(B .. 'avc:' .. address, DAY)
+      end
+      return {'ok'}
+    end
+    return {'corrupt', B, 'unknown guard operation ' .. op}
+    end
     -- One decision on one key (KeyDecision's rules, on the server's clock):
     -- reads the key, its scope's policy and its budgets from the store, decides,
     -- writes, publishes a notice and answers. The engine applies the answer.
@@ -280,11 +557,22 @@ enum RedisScripts {
     -- 'unsent'; for 'ok' a = the cap of wrong codes).
     -- {'late', now, real}: past its deadline, nothing changed.
     -- {'guarded', now, real}: a send the scope's guard did not see (ARGV 10
-    -- not 's') on a scope that has one: nothing changed.
+    -- not 's' or 'g') on a scope that has one: nothing changed.
+    -- A guarded send on one server (ARGV 10 'g'; KEYS: ..., the guard's key
+    -- "B guard", the clock's; ARGV 14 + the last budget's index ...: see the
+    -- screen below) is screened by guard.lua's operations in the same step:
+    -- its answer is the 9th element of 'ok' and 'refused' (a key's refusal
+    -- gives the guard's count back), or {'guard', now, real, before, '', '',
+    -- -1, -1, its answer} when the guard does not pass it (nothing changed).
     -- {'corrupt', key, why}. A repeated id answers the first answer again and
     -- changes nothing.
     local K, S = KEYS[1], nil
     if NK >= 2 then S = KEYS[2] end
+    -- A guarded send screened in this step (ARGV 10 'g', one server): the
+    -- guard's key is the last before the clock's, and the budgets' keys end
+    -- before it (NB).
+    local screening = ARGV[1] == 'begin' and ARGV[10] == 'g'
+    local NB = screening and NK - 1 or NK
     local FIELDS = {'d', 'p', 'l', 'i', 'c', 'k', 'h', 'n', 'w', 'x', 's', 't'}
     local KNOWN = {d = 1, p = 1, l = 1, i = 1, c = 1, k = 1, h = 1, n = 1, w = 1, x = 1, s = 1, t = 1}
     local op = ARGV[1]
@@ -384,8 +672,20 @@ enum RedisScripts {
     if n_fields == 12 then
       before = table.concat({h.d, h.p, h.l, h.i, h.c, h.k, h.h, h.n, h.w, h.x, h.s, h.t}, '|')
     end
+    -- The guard's screen of a guarded send (guard.lua's answer), and its
+    -- count given back when the key refuses the send or a key is corrupt: a
+    -- refusal changes nothing.
+    local G
+    local function undone(reply)
+      if G and G[1] ~= 'same' and G[15] == '1' then
+        local g = 14 + NB
+        guard_run({'returned', ARGV[g], ARGV[g + 1], ARGV[g + 2], '', ARGV[g + 3], ARGV[g + 4], '', ''})
+      end
+      if G then reply[9] = G end
+      return reply
+    end
     local function refused(why, a, b)
-      return {'refused', now, real, before, '', why, a or -1, b or -1}
+      return undone({'refused', now, real, before, '', why, a or -1, b or -1})
     end
 
     -- The scope's policy and the budgets, as the store holds them (the default
@@ -395,12 +695,12 @@ enum RedisScripts {
     local pol
     local needs_pol = rec or (op ~= 'start' and op ~= 'cancel')
     local texts = {}
-    if S and (needs_pol or NK >= 3) then
+    if S and (needs_pol or NB >= 3) then
       local fields = {'p:' .. ARGV[9]}
-      for j = 3, NK do fields[j - 1] = 'g:' .. ARGV[13 + j] end
+      for j = 3, NB do fields[j - 1] = 'g:' .. ARGV[13 + j] end
       -- A send the scope's guard did not see (ARGV 10 not 's'): the scope
       -- must have none (Scripts/guard.lua), else the engine sends it there.
-      local unscreened = op == 'begin' and ARGV[10] ~= 's'
+      local unscreened = op == 'begin' and ARGV[10] ~= 's' and ARGV[10] ~= 'g'
       if unscreened then fields[#fields + 1] = 'u:' .. ARGV[9] end
       local got = redis.pcall('HMGET', S, unpack(fields))
       if got.err then return {'corrupt', S, 'is not a hash'} end
@@ -425,7 +725,7 @@ enum RedisScripts {
     local function frees(r) return R.window_frees(r.sends, pol.wmax, pol.window, now) end
     -- The budgets, as the store holds them.
     local budgets = {}
-    for j = 3, NK do
+    for j = 3, NB do
       local name = ARGV[13 + j]
       local text = texts[j - 1]
       if not text then return refused('nobudget', -1, j - 3) end
@@ -442,6 +742,20 @@ enum RedisScripts {
       if verdict ~= 'budget' then return {'corrupt', K, 'a budgets verdict the engine cannot send'} end
     end
 
+    -- A guarded send on one server: the guard screens it first, in this
+    -- step (guard.lua's screen: ARGV 14 + NB ... the guard's base, the
+    -- country, the address, the code's id, the subject, the guard's text as
+    -- the engine knows it, '1' to judge). Another guard, a corrupt or late
+    -- screen, or a send the signals refuse uncounted: answered 'guard' (see
+    -- above), nothing changed.
+    if screening then
+      local g = 14 + NB
+      G = guard_run({'screen', ARGV[g], ARGV[g + 1], ARGV[g + 2], ARGV[3], ARGV[g + 3], ARGV[g + 4], ARGV[g + 5],
+                     ARGV[g + 6]})
+      if G[1] == 'stale' or G[1] == 'corrupt' or G[1] == 'late' or (G[1] ~= 'same' and G[15] == '0') then
+        return {'guard', now, real, before, '', '', -1, -1, G}
+      end
+    end
     local ticket = ''
     if op == 'start' then
       if ARGV[11] ~= '1' and cd then return refused('busy') end
@@ -451,7 +765,7 @@ enum RedisScripts {
       if not cd then return refused('none') end
       cd = nil
     elseif op == 'begin' then
-      if #ARGV[12] > 64 or find(ARGV[12], '[|~]') then return {'corrupt', K, 'a ticket name the key cannot hold'} end
+      if #ARGV[12] > 64 or find(ARGV[12], '[|~]') then return undone({'corrupt', K, 'a ticket name the key cannot hold'}) end
       if cd then return refused('busy') end
       if rec then
         local r = {sends = rec.sends}
@@ -465,18 +779,18 @@ enum RedisScripts {
       for j, b in ipairs(budgets) do
         local backs = {}
         local gone = redis.pcall('ZREMRANGEBYSCORE', b.key, '-inf', fmt(now - b.horizon))
-        if type(gone) == 'table' and gone.err then return {'corrupt', b.key, 'is not a sorted set'} end
+        if type(gone) == 'table' and gone.err then return undone({'corrupt', b.key, 'is not a sorted set'}) end
         -- The newest charge is a time not after now, or the key is not ours.
         local top = redis.call('ZREVRANGE', b.key, 0, 0, 'WITHSCORES')
         if #top == 2 and (not int(top[2], 0, MAXT) or int(top[2], 0, MAXT) > now) then
-          return {'corrupt', b.key, 'a charge has the score ' .. string.sub(tostring(top[2]), 1, 40)}
+          return undone({'corrupt', b.key, 'a charge has the score ' .. string.sub(tostring(top[2]), 1, 40)})
         end
         for _, w in ipairs(b.windows) do
           local got = redis.call('ZREVRANGE', b.key, w.cap - 1, w.cap - 1, 'WITHSCORES')
           if #got == 2 then
             local at = int(got[2], 0, MAXT)
             if not at or at > now then
-              return {'corrupt', b.key, 'a charge has the score ' .. string.sub(tostring(got[2]), 1, 40)}
+              return undone({'corrupt', b.key, 'a charge has the score ' .. string.sub(tostring(got[2]), 1, 40)})
             end
             backs[w.cap] = at
           end
@@ -608,7 +922,7 @@ enum RedisScripts {
     redis.call('HSET', K, unpack(set))
     expire(K, math.max(life, now + keep, now + kept_until - real), now, slack)
     if ARGV[5] ~= '' then redis.call('PUBLISH', ARGV[5], stamped(ARGV[6])) end
-    return {'ok', now, real, before, after, '', wrong, -1}
+    return {'ok', now, real, before, after, '', wrong, -1, G}
     """#
 
     /// Scripts/cancel_keys.lua
@@ -2385,6 +2699,7 @@ enum RedisScripts {
       return j
     end
 
+    local function guard_run(ARGV)
     -- A guarded scope's pumping signals (Pumping/ConversionLedger.swift keeps
     -- the same in memory). Every key is in the scope's slot, named from the
     -- base B = "P u{SCOPE}" (ARGV 2):
@@ -2660,6 +2975,8 @@ enum RedisScripts {
       return {'ok'}
     end
     return {'corrupt', B, 'unknown guard operation ' .. op}
+    end
+    return guard_run(ARGV)
     """#
 
     /// Scripts/guard_record.lua

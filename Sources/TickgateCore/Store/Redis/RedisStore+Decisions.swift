@@ -19,6 +19,7 @@ extension RedisStore {
         var op = ""
         var tick = Span.zero
         var a: [UInt8] = [], b: [UInt8] = [], c: [UInt8] = []
+        var screen: GuardScreenRequest?
         switch decision {
         case .read:
             break
@@ -29,11 +30,19 @@ extension RedisStore {
             b = restart ? [UInt8(ascii: "1")] : [UInt8(ascii: "0")]
         case .cancel:
             op = "cancel"
-        case let .sendBegin(_, tickInterval, ticket, screened):
+        case let .sendBegin(_, tickInterval, ticket, screening):
             op = "begin"
             tick = tickInterval
             c = ticketName(ticket)
-            if screened { a = [UInt8(ascii: "s")] }
+            switch screening {
+            case .unscreened: break
+            case .screened: a = [UInt8(ascii: "s")]
+            case let .inStep(request):
+                // On a cluster the guard's slot is another: screened first.
+                guard onCluster == nil else { throw TickgateError(.storeUnknown, "a guarded send screened in its step on a cluster") }
+                a = [UInt8(ascii: "g")]
+                screen = request
+            }
         case let .sendEnd(ticket, _, outcome, retry, _, tickInterval, _):
             op = "end"
             tick = tickInterval
@@ -62,6 +71,14 @@ extension RedisStore {
                 names.append(keys.budget(row.key))
                 arguments.append(Array(row.key.budget.value.utf8))
             }
+            if let screen {
+                // Scripts/decide.lua: the guard's key, then its screen's arguments.
+                let base = keys.guardBase(key.scope)
+                names.append(base + Array("guard".utf8))
+                arguments += [base, Array(screen.country.utf8), Array((screen.address?.description ?? "").utf8),
+                              Array(screen.code.utf8), Array(key.subject.value.utf8), Array(screen.rules.encoded.utf8),
+                              screen.judge ? [UInt8(ascii: "1")] : []]
+            }
         }
         let reply = try run("decide", keys: names, arguments: arguments, by: call.deadline)
         let fields = try ReplyReader(reply, key: names[0], server: address.description)
@@ -72,15 +89,33 @@ extension RedisStore {
         let offset = clock.finish(call, now: now, real: real)
         if code == "late" { throw late("the decision on \(key.description)") }
         if code == "guarded" { throw TickgateError.guarded(key.scope) }
-        guard code == "ok" || code == "refused" else { throw fields.corrupt("code \(code.prefix(40))") }
+        guard code == "ok" || code == "refused" || (code == "guard" && screen != nil) else {
+            throw fields.corrupt("code \(code.prefix(40))")
+        }
         let moment = RedisClock.instant(now, offset)
         let before = try RedisRows.keyRows(packed: try fields.element(3), for: key, name: names[0], now: now, offset: offset)
         let why = try fields.text(5)
         let first = try fields.integer(6, -1...Int64(1) << 53)
         let second = try fields.integer(7, -1...Int64(Budget.maximumKeysPerSend))
+        // A guarded send's screen (its 9th element; none in a repeated
+        // decision's answer).
+        var screened: GuardScreen?
+        if let screen, fields.elements.count > 8, case .array = fields.elements[8] {
+            let guardName = keys.guardBase(key.scope) + Array("guard".utf8)
+            screened = try guardScreen(ReplyReader(fields.elements[8], key: guardName, server: address.description),
+                                       address: screen.address)
+        }
+        if code == "guard" {
+            guard screened != nil else { throw fields.corrupt("a guard's answer without its screen") }
+            var result = DecisionResult(before: before, after: before, now: moment,
+                                        refusal: TickgateError.guardAnswer(key.scope))
+            result.guardScreen = screened
+            return result
+        }
         guard code == "refused" else {
             let after = try RedisRows.keyRows(packed: try fields.element(4), for: key, name: names[0], now: now, offset: offset)
             var result = DecisionResult(before: before, after: after, now: moment, refusal: nil)
+            result.guardScreen = screened
             if case .verifyFailed = decision {
                 guard first >= 0, first <= Int64(SendPolicy.maximumWrongCodesLimit) else { throw fields.corrupt("cap") }
                 result.maximumWrongCodes = Int(first)
@@ -112,7 +147,9 @@ extension RedisStore {
         default:
             error = refusal.error(key, at: moment)
         }
-        return DecisionResult(before: before, after: before, now: moment, refusal: error, refused: refusal)
+        var result = DecisionResult(before: before, after: before, now: moment, refusal: error, refused: refusal)
+        result.guardScreen = screened
+        return result
     }
 
     /// A query: TIME, HGETALL and the clock's correction pipelined (one round trip, no script:

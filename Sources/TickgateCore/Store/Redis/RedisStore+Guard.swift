@@ -25,11 +25,25 @@ extension RedisStore {
         return reader
     }
 
+    /// One server screens a guarded send in the step that decides it
+    /// (decide.lua); a cluster's guard is in another slot than the key.
+    var screensInDecision: Bool { cluster == nil }
+
     func guardScreen(scope: KeyName, subject: KeyName, code: String, country: String, address: ClientAddress?,
                      rules: Guard, judge: Bool) throws(TickgateError) -> GuardScreen {
-        let reader = try runGuard("screen", scope: scope, country: country, address: address,
-                                  extra: [Array(code.utf8), Array(subject.value.utf8), Array(rules.encoded.utf8),
-                                          judge ? [UInt8(ascii: "1")] : []])
+        try guardScreen(try runGuard("screen", scope: scope, country: country, address: address,
+                                     extra: [Array(code.utf8), Array(subject.value.utf8), Array(rules.encoded.utf8),
+                                             judge ? [UInt8(ascii: "1")] : []]),
+                        address: address)
+    }
+
+    /// guard.lua's answer to a screen (from its own run, or the 9th element
+    /// of decide.lua's answer to a guarded send screened in its step).
+    func guardScreen(_ reader: ReplyReader, address: ClientAddress?) throws(TickgateError) -> GuardScreen {
+        if reader.elements.first?.text == "corrupt" {
+            throw TickgateError(.storeCorrupt, reader.corrupt().message, store: .corrupt)
+        }
+        if reader.elements.first?.text == "late" { throw late("the guard's screen") }
         func bad(_ why: String) -> TickgateError {
             TickgateError(.storeCorrupt, "the Redis key \(reader.key.prefix(300)) \(why)", store: .corrupt)
         }

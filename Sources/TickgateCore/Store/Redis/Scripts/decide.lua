@@ -29,11 +29,22 @@
 -- 'unsent'; for 'ok' a = the cap of wrong codes).
 -- {'late', now, real}: past its deadline, nothing changed.
 -- {'guarded', now, real}: a send the scope's guard did not see (ARGV 10
--- not 's') on a scope that has one: nothing changed.
+-- not 's' or 'g') on a scope that has one: nothing changed.
+-- A guarded send on one server (ARGV 10 'g'; KEYS: ..., the guard's key
+-- "B guard", the clock's; ARGV 14 + the last budget's index ...: see the
+-- screen below) is screened by guard.lua's operations in the same step:
+-- its answer is the 9th element of 'ok' and 'refused' (a key's refusal
+-- gives the guard's count back), or {'guard', now, real, before, '', '',
+-- -1, -1, its answer} when the guard does not pass it (nothing changed).
 -- {'corrupt', key, why}. A repeated id answers the first answer again and
 -- changes nothing.
 local K, S = KEYS[1], nil
 if NK >= 2 then S = KEYS[2] end
+-- A guarded send screened in this step (ARGV 10 'g', one server): the
+-- guard's key is the last before the clock's, and the budgets' keys end
+-- before it (NB).
+local screening = ARGV[1] == 'begin' and ARGV[10] == 'g'
+local NB = screening and NK - 1 or NK
 local FIELDS = {'d', 'p', 'l', 'i', 'c', 'k', 'h', 'n', 'w', 'x', 's', 't'}
 local KNOWN = {d = 1, p = 1, l = 1, i = 1, c = 1, k = 1, h = 1, n = 1, w = 1, x = 1, s = 1, t = 1}
 local op = ARGV[1]
@@ -133,8 +144,20 @@ local before = ''
 if n_fields == 12 then
   before = table.concat({h.d, h.p, h.l, h.i, h.c, h.k, h.h, h.n, h.w, h.x, h.s, h.t}, '|')
 end
+-- The guard's screen of a guarded send (guard.lua's answer), and its
+-- count given back when the key refuses the send or a key is corrupt: a
+-- refusal changes nothing.
+local G
+local function undone(reply)
+  if G and G[1] ~= 'same' and G[15] == '1' then
+    local g = 14 + NB
+    guard_run({'returned', ARGV[g], ARGV[g + 1], ARGV[g + 2], '', ARGV[g + 3], ARGV[g + 4], '', ''})
+  end
+  if G then reply[9] = G end
+  return reply
+end
 local function refused(why, a, b)
-  return {'refused', now, real, before, '', why, a or -1, b or -1}
+  return undone({'refused', now, real, before, '', why, a or -1, b or -1})
 end
 
 -- The scope's policy and the budgets, as the store holds them (the default
@@ -144,12 +167,12 @@ end
 local pol
 local needs_pol = rec or (op ~= 'start' and op ~= 'cancel')
 local texts = {}
-if S and (needs_pol or NK >= 3) then
+if S and (needs_pol or NB >= 3) then
   local fields = {'p:' .. ARGV[9]}
-  for j = 3, NK do fields[j - 1] = 'g:' .. ARGV[13 + j] end
+  for j = 3, NB do fields[j - 1] = 'g:' .. ARGV[13 + j] end
   -- A send the scope's guard did not see (ARGV 10 not 's'): the scope
   -- must have none (Scripts/guard.lua), else the engine sends it there.
-  local unscreened = op == 'begin' and ARGV[10] ~= 's'
+  local unscreened = op == 'begin' and ARGV[10] ~= 's' and ARGV[10] ~= 'g'
   if unscreened then fields[#fields + 1] = 'u:' .. ARGV[9] end
   local got = redis.pcall('HMGET', S, unpack(fields))
   if got.err then return {'corrupt', S, 'is not a hash'} end
@@ -174,7 +197,7 @@ local function prune(r) r.sends = R.prune(r.sends, pol.wmax, pol.window, now) en
 local function frees(r) return R.window_frees(r.sends, pol.wmax, pol.window, now) end
 -- The budgets, as the store holds them.
 local budgets = {}
-for j = 3, NK do
+for j = 3, NB do
   local name = ARGV[13 + j]
   local text = texts[j - 1]
   if not text then return refused('nobudget', -1, j - 3) end
@@ -191,6 +214,20 @@ if not S and ARGV[16] and ARGV[16] ~= '' then
   if verdict ~= 'budget' then return {'corrupt', K, 'a budgets verdict the engine cannot send'} end
 end
 
+-- A guarded send on one server: the guard screens it first, in this
+-- step (guard.lua's screen: ARGV 14 + NB ... the guard's base, the
+-- country, the address, the code's id, the subject, the guard's text as
+-- the engine knows it, '1' to judge). Another guard, a corrupt or late
+-- screen, or a send the signals refuse uncounted: answered 'guard' (see
+-- above), nothing changed.
+if screening then
+  local g = 14 + NB
+  G = guard_run({'screen', ARGV[g], ARGV[g + 1], ARGV[g + 2], ARGV[3], ARGV[g + 3], ARGV[g + 4], ARGV[g + 5],
+                 ARGV[g + 6]})
+  if G[1] == 'stale' or G[1] == 'corrupt' or G[1] == 'late' or (G[1] ~= 'same' and G[15] == '0') then
+    return {'guard', now, real, before, '', '', -1, -1, G}
+  end
+end
 local ticket = ''
 if op == 'start' then
   if ARGV[11] ~= '1' and cd then return refused('busy') end
@@ -200,7 +237,7 @@ elseif op == 'cancel' then
   if not cd then return refused('none') end
   cd = nil
 elseif op == 'begin' then
-  if #ARGV[12] > 64 or find(ARGV[12], '[|~]') then return {'corrupt', K, 'a ticket name the key cannot hold'} end
+  if #ARGV[12] > 64 or find(ARGV[12], '[|~]') then return undone({'corrupt', K, 'a ticket name the key cannot hold'}) end
   if cd then return refused('busy') end
   if rec then
     local r = {sends = rec.sends}
@@ -214,18 +251,18 @@ elseif op == 'begin' then
   for j, b in ipairs(budgets) do
     local backs = {}
     local gone = redis.pcall('ZREMRANGEBYSCORE', b.key, '-inf', fmt(now - b.horizon))
-    if type(gone) == 'table' and gone.err then return {'corrupt', b.key, 'is not a sorted set'} end
+    if type(gone) == 'table' and gone.err then return undone({'corrupt', b.key, 'is not a sorted set'}) end
     -- The newest charge is a time not after now, or the key is not ours.
     local top = redis.call('ZREVRANGE', b.key, 0, 0, 'WITHSCORES')
     if #top == 2 and (not int(top[2], 0, MAXT) or int(top[2], 0, MAXT) > now) then
-      return {'corrupt', b.key, 'a charge has the score ' .. string.sub(tostring(top[2]), 1, 40)}
+      return undone({'corrupt', b.key, 'a charge has the score ' .. string.sub(tostring(top[2]), 1, 40)})
     end
     for _, w in ipairs(b.windows) do
       local got = redis.call('ZREVRANGE', b.key, w.cap - 1, w.cap - 1, 'WITHSCORES')
       if #got == 2 then
         local at = int(got[2], 0, MAXT)
         if not at or at > now then
-          return {'corrupt', b.key, 'a charge has the score ' .. string.sub(tostring(got[2]), 1, 40)}
+          return undone({'corrupt', b.key, 'a charge has the score ' .. string.sub(tostring(got[2]), 1, 40)})
         end
         backs[w.cap] = at
       end
@@ -357,4 +394,4 @@ if #stale > 0 then redis.call('HDEL', K, unpack(stale)) end
 redis.call('HSET', K, unpack(set))
 expire(K, math.max(life, now + keep, now + kept_until - real), now, slack)
 if ARGV[5] ~= '' then redis.call('PUBLISH', ARGV[5], stamped(ARGV[6])) end
-return {'ok', now, real, before, after, '', wrong, -1}
+return {'ok', now, real, before, after, '', wrong, -1, G}

@@ -47,14 +47,25 @@ def rules() -> str:
     return constants() + (HERE / "rules.lua").read_text()
 
 
+# The scripts that hold the guard's operations (guard.lua, as the function
+# guard_run(ARGV)): guard.lua itself, and decide.lua, which screens a guarded
+# send on one server in the step that decides it.
+GUARDED = {"decide.lua", "guard.lua"}
+
+
 def script(file: str) -> str:
     """A script as the store runs it."""
     body = (HERE / file).read_text()
     uses_rules = re.search(r"\bR\.[a-z_]+\(", body) is not None
     if uses_rules != (file in DECIDING):
         raise SystemExit(f"{file}: calls rules.lua's functions but is not in DECIDING, or the reverse")
+    guard = ""
+    if file in GUARDED:
+        guard = "local function guard_run(ARGV)\n" + (HERE / "guard.lua").read_text() + "end\n"
+        if file == "guard.lua":
+            body = "return guard_run(ARGV)\n"
     return (constants() + (HERE / "prelude.lua").read_text() + "\n"
-            + ((HERE / "rules.lua").read_text() + "\n" if uses_rules else "") + body)
+            + ((HERE / "rules.lua").read_text() + "\n" if uses_rules else "") + guard + body)
 
 
 def render() -> str:

@@ -78,13 +78,17 @@ struct GuardReading {
 /// The engine calls a store with none of its own locks held, and never
 /// two decisions on one key at a time (`KeyLanes`); a store may run
 /// decisions on different keys in parallel. Every call returns or fails
-/// within the store's timeout; a failed call changed nothing.
+/// within the store's timeout (a decision and a write-back by the
+/// deadline it is given, all of its waits and retries included); a failed
+/// call changed nothing.
 protocol Store: AnyObject, Sendable {
     /// What the open saw that the store's operator should change, or nil.
     var warning: String? { get }
     /// Reads the key (and the charges of `budgets`, the budget keys the
-    /// decision names), makes `decision` on them and writes the result.
-    func decide(_ decision: KeyDecision, budgets: [BudgetRow], for key: CountdownKey)
+    /// decision names), makes `decision` on them and writes the result, by
+    /// `deadline` (a boot-clock instant: the engine call's, which may have
+    /// spent some of its store timeout already).
+    func decide(_ decision: KeyDecision, budgets: [BudgetRow], for key: CountdownKey, by deadline: Instant)
         throws(TickgateError) -> DecisionResult
 
     /// Ends every countdown of `scope` (of every scope if nil).
@@ -133,8 +137,10 @@ protocol Store: AnyObject, Sendable {
 
     /// Writes back a key's state and budget charges that this engine
     /// decided alone while the store was out of reach, merged so that the
-    /// stricter state wins (the later countdown, every send and charge).
-    func merge(_ rows: KeyRows, for key: CountdownKey, charges: [BudgetKey: [Instant]]) throws(TickgateError)
+    /// stricter state wins (the later countdown, every send and charge),
+    /// by `deadline` (a boot-clock instant, as for `decide`).
+    func merge(_ rows: KeyRows, for key: CountdownKey, charges: [BudgetKey: [Instant]],
+               by deadline: Instant) throws(TickgateError)
 
     /// Everything the store holds, at open; drops countdowns that ended
     /// while no engine ran.
@@ -230,5 +236,6 @@ extension Store {
     func localGuard(scope: KeyName) throws(TickgateError) -> Guard?? { .none }
     func session(realm: KeyName) throws(TickgateError) -> SessionState? { nil }
     func readSettings() throws(TickgateError) -> StoreSnapshot { StoreSnapshot() }
-    func merge(_ rows: KeyRows, for key: CountdownKey, charges: [BudgetKey: [Instant]]) throws(TickgateError) {}
+    func merge(_ rows: KeyRows, for key: CountdownKey, charges: [BudgetKey: [Instant]],
+               by deadline: Instant) throws(TickgateError) {}
 }

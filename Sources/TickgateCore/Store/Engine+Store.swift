@@ -118,7 +118,7 @@ extension Engine {
             if localOnly { state.refusals.drop(key) }
             let (rows, slot) = state.keyRows(key, at: now)
             var result = DecisionResult(before: rows, after: rows, now: now, refusal: nil,
-                                        knownSlot: .some(slot), localOnly: localOnly)
+                                        knownSlot: SlotLookup(slot), localOnly: localOnly)
             let named = try budgets(state)
             // A budget this engine never heard of (the store holds the
             // rules) cannot be checked here.

@@ -68,7 +68,7 @@ final class MeasuredStore: Store {
     }
 
     /// Not timed: no round trip (a local file's read, or nothing).
-    func localGuard(scope: KeyName) throws(TickgateError) -> Guard?? {
+    func localGuard(scope: KeyName) throws(TickgateError) -> LocalGuard {
         try inner.localGuard(scope: scope)
     }
 

@@ -319,8 +319,8 @@ final class SQLiteStore: Store {
         try transaction { (file) throws(TickgateError) in try file.save(guard: rules, scope: scope) }
     }
 
-    func localGuard(scope: KeyName) throws(TickgateError) -> Guard?? {
-        .some(try transaction { (file) throws(TickgateError) -> Guard? in try file.guards(scope: scope).first?.1 })
+    func localGuard(scope: KeyName) throws(TickgateError) -> LocalGuard {
+        .known(try transaction { (file) throws(TickgateError) -> Guard? in try file.guards(scope: scope).first?.1 })
     }
 
     // The signals on the file's wall clock: every process on the file

@@ -21,9 +21,9 @@ struct DecisionResult {
     /// (`LocalRefusals`).
     var refused: Refusal?
     /// A decision made in memory only: the key's slot in the countdown
-    /// table when it was made (nil inside: no slot), so applying it need
-    /// not look the key up again. Stores leave it unset.
-    var knownSlot: Int32?? = .none
+    /// table when it was made, so applying it need not look the key up
+    /// again. Stores leave it `.notLookedUp`.
+    var knownSlot: SlotLookup = .notLookedUp
     /// Made in memory only because the store could not be reached (a send
     /// granted "fail open").
     var localOnly = false
@@ -104,8 +104,8 @@ protocol Store: AnyObject, Sendable {
     /// guarded scope (Pumping/), read with the scope's guard in one step.
     func guardReading(scope: KeyName, country: String, address: ClientAddress?) throws(TickgateError) -> GuardReading
     /// The scope's guard as the store holds it, if reading it costs no
-    /// round trip (a local file: SQLite); nil if it does (Redis).
-    func localGuard(scope: KeyName) throws(TickgateError) -> Guard??
+    /// round trip (a local file: SQLite); `.unknown` if it does (Redis).
+    func localGuard(scope: KeyName) throws(TickgateError) -> LocalGuard
     /// A code goes out to `subject`: counted unverified, in one step with
     /// the counts before it (what it is judged by; its `rules` not read).
     func guardSent(scope: KeyName, subject: KeyName, code: String, country: String,
@@ -233,7 +233,7 @@ extension Store {
     }
     func watchKeys() {}
     func appendRecord(_ record: GuardRecord, maximumLength: Int) throws(TickgateError) {}
-    func localGuard(scope: KeyName) throws(TickgateError) -> Guard?? { .none }
+    func localGuard(scope: KeyName) throws(TickgateError) -> LocalGuard { .unknown }
     func session(realm: KeyName) throws(TickgateError) -> SessionState? { nil }
     func readSettings() throws(TickgateError) -> StoreSnapshot { StoreSnapshot() }
     func merge(_ rows: KeyRows, for key: CountdownKey, charges: [BudgetKey: [Instant]],

@@ -14,14 +14,6 @@ extension Engine {
         }
     }
 
-    /// The scope's guard (nil: none), as this engine knows it.
-    public func guardRules(scope: KeyName) throws(TickgateError) -> Guard? {
-        try locked.withLock { (state) throws(TickgateError) in
-            try state.checkOpen()
-            return state.guards.rules[scope]
-        }
-    }
-
     /// The user tapped "Get code": grants a send ticket (state SENDING), or
     /// throws. A guarded scope's send passes its guard first
     /// (`.invalidNumber`, `.destinationRefused`, `.pumpingSuspected`),

@@ -73,8 +73,8 @@
  *  - Redis (store_url). Other engines change the keys at any time, so on
  *    such an engine tg_countdown_remaining, tg_button_get and tg_subscribe
  *    of a key read the key from the server first (one round trip; "Store:
- *    may wait" for them, with its statuses); tg_countdown_list and
- *    tg_countdown_count answer from what this engine knows. Observers hear
+ *    may wait" for them, with its statuses); tg_countdown_list (its visits
+ *    and its out_count) answers from what this engine knows. Observers hear
  *    of other engines' changes by the server's notices (README "Many
  *    servers").
  *  - Versioned structs. Every struct that crosses this interface starts with

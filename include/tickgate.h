@@ -53,7 +53,9 @@
  *    for any other error): act on the status and the kind, never on the
  *    message's text.
  *  - Waiting. "Store: may wait" means the call may wait for the store, at
- *    most store_timeout_ms in all (busy waits and retries included); past it
+ *    most store_timeout_ms in all (busy waits and retries included, and so
+ *    the wait for another call on the same key and, on Redis, the write-back
+ *    of what was granted alone); past it
  *    the call fails with TG_E_STORE_IO ("store busy for N ms") and changed
  *    nothing, or, on Redis, if the request of a change had gone out, with
  *    TG_E_STORE_UNKNOWN; tg_last_store_failure() tells the kind
@@ -71,8 +73,8 @@
  *  - Redis (store_url). Other engines change the keys at any time, so on
  *    such an engine tg_countdown_remaining, tg_button_get and tg_subscribe
  *    of a key read the key from the server first (one round trip; "Store:
- *    may wait" for them, with its statuses); tg_countdown_list and
- *    tg_countdown_count answer from what this engine knows. Observers hear
+ *    may wait" for them, with its statuses); tg_countdown_list (its visits
+ *    and its out_count) answers from what this engine knows. Observers hear
  *    of other engines' changes by the server's notices (README "Many
  *    servers").
  *  - Versioned structs. Every struct that crosses this interface starts with
@@ -251,7 +253,9 @@ typedef enum tg_clock_kind {
  * its end and the cooldown it starts stay in this engine). Without it
  * (the default, "fail closed") such a send is refused with TG_E_STORE_IO:
  * no code goes out that the shared limits did not allow, which is what
- * stops SMS pumping. Other calls fail with TG_E_STORE_IO either way. */
+ * stops SMS pumping. Other calls fail with TG_E_STORE_IO either way, and so
+ * does a send that waited its store_timeout_ms for another call on the same
+ * key (TG_STORE_FAILURE_TIMEOUT): that call decides the key. */
 #define TG_STORE_FAIL_OPEN 0x8u
 /* Redis store only: ask the server for every send and verify. By default
  * an engine that already knows a key is cooling down, in flight, locked,

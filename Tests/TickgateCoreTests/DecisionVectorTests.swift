@@ -147,7 +147,7 @@ import Testing
             opened.append(store)
             return { decision, now in
                 if now > clock.now() { clock.advance(to: now, by: now.since(clock.now())) }
-                let result = try store.decide(decision, budgets: [], for: key)
+                let result = try store.decide(decision, budgets: [], for: key, by: now.advanced(by: .milliseconds(5_000)))
                 return (result.refusal == nil ? result.after : nil, result.refusal)
             }
         }

@@ -47,7 +47,7 @@ final class DoubleStore: Store {
         return true
     }
 
-    func decide(_ decision: KeyDecision, budgets named: [BudgetRow], for key: CountdownKey)
+    func decide(_ decision: KeyDecision, budgets named: [BudgetRow], for key: CountdownKey, by deadline: Instant)
         throws(TickgateError) -> DecisionResult {
         let failure = rows.withLock { rows -> TickgateError? in
             rows.inside += 1

@@ -191,11 +191,15 @@ extension Engine {
 extension EngineState {
     /// Puts `countdown` in its key's slot, ending whatever ran there (an
     /// open ticket becomes cancelled).
-    func replace(with countdown: Countdown, at now: Instant, known: Int32?? = .none) {
+    func replace(with countdown: Countdown, at now: Instant, known: SlotLookup = .notLookedUp) {
         // The old run is read from its record: no names are made (nor
         // copied) unless an observer is told of its end.
         let slot: Int32?
-        if let known { slot = known } else { slot = table.find(countdown.key) }
+        switch known {
+        case .notLookedUp: slot = table.find(countdown.key)
+        case .absent: slot = nil
+        case let .found(found): slot = found
+        }
         if let slot, table.isLive(slot) {
             let old = table.record(slot)
             if old.phase == .sending, old.ticket != countdown.ticket {
@@ -211,7 +215,7 @@ extension EngineState {
                 poller.wake()
             }
         }
-        insert(countdown, at: now, known: .some(slot))
+        insert(countdown, at: now, known: SlotLookup(slot))
         armIfEarlier()
     }
 

@@ -23,6 +23,9 @@ public final class Engine: @unchecked Sendable {
     let lanes = KeyLanes()
     /// Grant sends in memory while the store is unreachable.
     let failOpen: Bool
+    /// The longest one call waits for the store, in all: its key's lane,
+    /// a write-back and the decision share it (`storeDeadline()`).
+    let storeTimeout: Span
     /// What the engine did (`stats()`), counted without its lock.
     let counters = EngineCounters()
 
@@ -90,6 +93,7 @@ public final class Engine: @unchecked Sendable {
         let counters = self.counters
         self.store = store.map { MeasuredStore($0, counters: counters) }
         failOpen = options.redis?.failOpen ?? false
+        storeTimeout = options.redis?.timeout ?? options.store?.timeout ?? Limits.defaultStoreTimeout
         poller = try Poller()
         locked = Guarded(EngineState(clock: clock, poller: poller, defaultTickInterval: defaultTickInterval))
         locked.withLock { state in state.restore(snapshot) }

@@ -213,11 +213,15 @@ final class EngineState {
 
     /// Puts a countdown in its key's slot; `known` is the key's slot if
     /// the caller looked it up already (saves hashing the key again).
-    func insert(_ countdown: Countdown, at now: Instant, known: Int32?? = .none) {
-        // Plain `if let`s, no `??`: an autoclosure capturing `countdown`
+    func insert(_ countdown: Countdown, at now: Instant, known: SlotLookup = .notLookedUp) {
+        // A plain switch, no `??`: an autoclosure capturing `countdown`
         // copied it (two names, a retain each) at every use.
         let existing: Int32?
-        if let known { existing = known } else { existing = table.find(countdown.key) }
+        switch known {
+        case .notLookedUp: existing = table.find(countdown.key)
+        case .absent: existing = nil
+        case let .found(slot): existing = slot
+        }
         let slot: Int32
         if let existing {
             slot = existing

@@ -14,14 +14,6 @@ extension Engine {
         }
     }
 
-    /// The scope's guard (nil: none), as this engine knows it.
-    public func guardRules(scope: KeyName) throws(TickgateError) -> Guard? {
-        try locked.withLock { (state) throws(TickgateError) in
-            try state.checkOpen()
-            return state.guards.rules[scope]
-        }
-    }
-
     /// The user tapped "Get code": grants a send ticket (state SENDING), or
     /// throws. A guarded scope's send passes its guard first
     /// (`.invalidNumber`, `.destinationRefused`, `.pumpingSuspected`),
@@ -382,7 +374,7 @@ extension Engine {
         try countingVerify(wrong: false) { () throws(TickgateError) in try decideVerified(key) }
         // A store on a local file says at no cost (this engine may never
         // have sent on the scope since another process set its guard).
-        if let store, case let .some(stored) = try? store.localGuard(scope: key.scope) {
+        if let store, case let .known(stored) = try? store.localGuard(scope: key.scope) {
             locked.withLock { state in state.guards.set(stored, scope: key.scope) }
         }
         guard let rules = locked.withLock({ $0.guards.rules[key.scope] }), rules.mode != .off,

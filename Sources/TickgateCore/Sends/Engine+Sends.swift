@@ -229,7 +229,7 @@ extension EngineState {
     }
 
     /// Puts a cooldown or lock in place and tells the key's observers.
-    func begin(_ countdown: Countdown, at now: Instant, known: Int32?? = .none) {
+    func begin(_ countdown: Countdown, at now: Instant, known: SlotLookup = .notLookedUp) {
         replace(with: countdown, at: now, known: known)
         if emit(.started, countdown.key, instance: countdown.instance,
                       remaining: countdown.duration, duration: countdown.duration,

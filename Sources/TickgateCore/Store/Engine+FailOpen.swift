@@ -7,8 +7,10 @@ extension Engine {
     /// budget charges it made meanwhile, each merged so that the stricter
     /// state wins. Keys written back are the store's again; a key that
     /// cannot be written yet stays for the next try (the next decision, a
-    /// query, or the notice link coming back).
-    func writeBackLocalGrants() {
+    /// query, or the notice link coming back). Every write ends by
+    /// `deadline` (the calling decision's: the write-back spends its store
+    /// timeout, it does not add one).
+    func writeBackLocalGrants(by deadline: Instant) {
         guard let store, store.readsThrough else { return }
         let pending = locked.withLock { state -> [CountdownKey] in
             state.closed ? [] : state.sends.localKeys.sorted()
@@ -22,7 +24,7 @@ extension Engine {
                         state.budgets.charges)
             }
             do throws(TickgateError) {
-                try store.merge(rows, for: key, charges: charges)
+                try store.merge(rows, for: key, charges: charges, by: deadline)
             } catch {
                 counters.bump(counters.writeBackFailures)
                 return

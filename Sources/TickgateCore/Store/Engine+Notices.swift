@@ -7,26 +7,42 @@ extension Engine {
     /// a change notice, whatever the store).
     func refresh(_ key: CountdownKey, always: Bool = false) throws(TickgateError) {
         guard let store, always || store.readsThrough else { return }
+        // A caller's query: one store timeout for the lane, the write-back
+        // and the read.
+        let deadline = storeDeadline()
         // What was granted alone during an outage goes back first (one
         // look under the lock the read takes anyway).
         let local = try locked.withLock { (state) throws(TickgateError) -> Bool in
             try state.checkOpen()
             return !state.sends.localKeys.isEmpty
         }
-        if local { writeBackLocalGrants() }
-        try lanes.with(.key(key)) { () throws(TickgateError) in
-            let mark = store.refusesLocally ? locked.withLock { state in state.refusals.mark(key) } : nil
-            let result = try store.decide(.read, budgets: [], for: key)
-            let hearing = mark != nil && store.hearsKeys
-            try locked.withLock { (state) throws(TickgateError) in
-                try state.checkOpen()
-                state.reconcile(key, to: result.before, at: result.now)
-                // What the read shows refuses sends (a running countdown)
-                // or verifies (a dead code) without asking, until noticed.
-                if mark != nil {
-                    state.refusals.learn(key, mark, rows: result.before, refused: nil, budgets: [],
-                                         hearing: hearing, at: result.now)
-                }
+        if local { writeBackLocalGrants(by: deadline) }
+        if always {
+            // A notice, on the store's thread (no caller waits for it): it
+            // waits for the key's lane as long as the decision that holds it
+            // takes, then reads within a store timeout of its own.
+            try lanes.with(.key(key)) { () throws(TickgateError) in try reread(key, on: store, by: storeDeadline()) }
+        } else {
+            try lanes.with(.key(key), by: deadline) { () throws(TickgateError) in
+                try reread(key, on: store, by: deadline)
+            }
+        }
+    }
+
+    /// Reads `key` from `store` by `deadline` and makes memory agree (its
+    /// lane held).
+    private func reread(_ key: CountdownKey, on store: Store, by deadline: Instant) throws(TickgateError) {
+        let mark = store.refusesLocally ? locked.withLock { state in state.refusals.mark(key) } : nil
+        let result = try store.decide(.read, budgets: [], for: key, by: deadline)
+        let hearing = mark != nil && store.hearsKeys
+        try locked.withLock { (state) throws(TickgateError) in
+            try state.checkOpen()
+            state.reconcile(key, to: result.before, at: result.now)
+            // What the read shows refuses sends (a running countdown)
+            // or verifies (a dead code) without asking, until noticed.
+            if mark != nil {
+                state.refusals.learn(key, mark, rows: result.before, refused: nil, budgets: [],
+                                     hearing: hearing, at: result.now)
             }
         }
     }
@@ -62,7 +78,7 @@ extension Engine {
             locked.withLock { state in state.refusals.dropAll() }
             // A failure here (the store went away again) is retried by the
             // next interruption's full re-read.
-            if hasLocalGrants { writeBackLocalGrants() }
+            if hasLocalGrants { writeBackLocalGrants(by: storeDeadline()) }
             try? refreshSettings()
             let (keys, realms) = locked.withLock { state -> ([CountdownKey], [KeyName]) in
                 if state.closed { return ([], []) }

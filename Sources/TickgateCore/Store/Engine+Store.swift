@@ -41,6 +41,9 @@ extension Engine {
             return try decideInMemory(resolving: resolve, prepare, budgets: budgets, localOnly: inMemory,
                                       apply: apply)
         }
+        // One store timeout for the whole call: the wait for the key's
+        // lane, the write-back and the decision all end by it.
+        let deadline = storeDeadline()
         let (key, local) = try locked.withLock { (state) throws(TickgateError) -> (CountdownKey, Bool) in
             try state.checkOpen()
             let key = try resolve(state)
@@ -52,15 +55,15 @@ extension Engine {
         }
         // What was granted alone during an outage goes back first, so this
         // decision is made on it (a local ticket's own end stays local).
-        if local && !inMemory { writeBackLocalGrants() }
-        return try lanes.with(.key(key)) { () throws(TickgateError) -> R in
+        if local && !inMemory { writeBackLocalGrants(by: deadline) }
+        return try lanes.with(.key(key), by: deadline) { () throws(TickgateError) -> R in
             let (decision, named, mark) = try locked.withLock { (state) throws(TickgateError) in
                 try state.checkOpen()
                 return (try prepare(state), try budgets(state), state.refusals.mark(key))
             }
             let result: DecisionResult
             do throws(TickgateError) {
-                result = try store.decide(decision, budgets: named, for: key)
+                result = try store.decide(decision, budgets: named, for: key, by: deadline)
             } catch where (error.status == .storeIO || error.status == .storeUnknown) && failOpen
                 && decision.isSendBegin {
                 // Fail open: the server is out of reach, the send is
@@ -94,6 +97,10 @@ extension Engine {
         }
     }
 
+    /// The deadline of a call that starts now (a boot-clock instant): the
+    /// store timeout from now, for everything the call waits for.
+    func storeDeadline() -> Instant { Poller.boottime().advanced(by: storeTimeout) }
+
     /// The decision made on memory, under the lock: with no store, or
     /// (`localOnly`) when the store could not be reached.
     private func decideInMemory<R>(resolving resolve: (EngineState) throws(TickgateError) -> CountdownKey,
@@ -111,7 +118,7 @@ extension Engine {
             if localOnly { state.refusals.drop(key) }
             let (rows, slot) = state.keyRows(key, at: now)
             var result = DecisionResult(before: rows, after: rows, now: now, refusal: nil,
-                                        knownSlot: .some(slot), localOnly: localOnly)
+                                        knownSlot: SlotLookup(slot), localOnly: localOnly)
             let named = try budgets(state)
             // A budget this engine never heard of (the store holds the
             // rules) cannot be checked here.

@@ -30,9 +30,9 @@ final class MeasuredStore: Store {
 
     // MARK: Calls, timed
 
-    func decide(_ decision: KeyDecision, budgets: [BudgetRow], for key: CountdownKey)
+    func decide(_ decision: KeyDecision, budgets: [BudgetRow], for key: CountdownKey, by deadline: Instant)
         throws(TickgateError) -> DecisionResult {
-        try timed { () throws(TickgateError) in try inner.decide(decision, budgets: budgets, for: key) }
+        try timed { () throws(TickgateError) in try inner.decide(decision, budgets: budgets, for: key, by: deadline) }
     }
 
     func cancelAll(scope: KeyName?) throws(TickgateError) {
@@ -65,7 +65,7 @@ final class MeasuredStore: Store {
 
 
     /// Not timed: no round trip (a local file's read, or nothing).
-    func localGuard(scope: KeyName) throws(TickgateError) -> Guard?? {
+    func localGuard(scope: KeyName) throws(TickgateError) -> LocalGuard {
         try inner.localGuard(scope: scope)
     }
 
@@ -109,8 +109,9 @@ final class MeasuredStore: Store {
         try timed { () throws(TickgateError) in try inner.readSettings() }
     }
 
-    func merge(_ rows: KeyRows, for key: CountdownKey, charges: [BudgetKey: [Instant]]) throws(TickgateError) {
-        try timed { () throws(TickgateError) in try inner.merge(rows, for: key, charges: charges) }
+    func merge(_ rows: KeyRows, for key: CountdownKey, charges: [BudgetKey: [Instant]],
+               by deadline: Instant) throws(TickgateError) {
+        try timed { () throws(TickgateError) in try inner.merge(rows, for: key, charges: charges, by: deadline) }
     }
 
     // MARK: Passed through

@@ -263,9 +263,13 @@ final class SQLiteFile {
 
     // MARK: Transactions
 
-    func begin() throws(TickgateError) {
+    /// Begins a transaction; its waits for another connection's lock end
+    /// within the timeout, or by `deadline` if that comes sooner (a
+    /// decision's, which may have spent some of its timeout already).
+    func begin(by deadline: Instant? = nil) throws(TickgateError) {
         guard !inTransaction else { return }
         wait.deadline = Poller.boottime().advanced(by: timeout)
+        if let deadline, deadline < wait.deadline { wait.deadline = deadline }
         if hasMoved {
             throw TickgateError(.storeIO,
                 "the store file \(path) was deleted or replaced while open; nothing more is written to it")

@@ -54,13 +54,15 @@ final class SQLiteStore: Store {
 
     /// Runs one decision's reads and writes atomically: its own committed
     /// transaction, or a savepoint in the open group. Nothing of it is
-    /// kept if it throws.
-    private func transaction<R>(_ body: (SQLiteFile) throws(TickgateError) -> R) throws(TickgateError) -> R {
+    /// kept if it throws. Its wait for another process's write lock ends
+    /// within the store's timeout, or by `deadline` if that comes sooner.
+    private func transaction<R>(by deadline: Instant? = nil,
+                                _ body: (SQLiteFile) throws(TickgateError) -> R) throws(TickgateError) -> R {
         try state.withLock { (state) throws(TickgateError) -> R in
             guard let file = state.file else { throw TickgateError(.closed, "the store \(path) is closed") }
             if let failure = state.failure { throw failure }
             if commitDelay == .zero {
-                try file.begin()
+                try file.begin(by: deadline)
                 do throws(TickgateError) {
                     let result = try body(file)
                     try file.commit()
@@ -70,7 +72,7 @@ final class SQLiteStore: Store {
                     throw error
                 }
             }
-            try file.begin()
+            try file.begin(by: deadline)
             if state.groupSince == nil { state.groupSince = clock.now() }
             try file.savepoint()
             let result: R
@@ -178,9 +180,9 @@ final class SQLiteStore: Store {
 
     // MARK: Decisions
 
-    func decide(_ decision: KeyDecision, budgets named: [BudgetRow], for key: CountdownKey)
+    func decide(_ decision: KeyDecision, budgets named: [BudgetRow], for key: CountdownKey, by deadline: Instant)
         throws(TickgateError) -> DecisionResult {
-        try transaction { (file) throws(TickgateError) -> DecisionResult in
+        try transaction(by: deadline) { (file) throws(TickgateError) -> DecisionResult in
             // The rules are the file's: another process may have changed
             // the scope's policy or a budget since this engine read them.
             var decision = decision
@@ -317,8 +319,8 @@ final class SQLiteStore: Store {
         try transaction { (file) throws(TickgateError) in try file.save(guard: rules, scope: scope) }
     }
 
-    func localGuard(scope: KeyName) throws(TickgateError) -> Guard?? {
-        .some(try transaction { (file) throws(TickgateError) -> Guard? in try file.guards(scope: scope).first?.1 })
+    func localGuard(scope: KeyName) throws(TickgateError) -> LocalGuard {
+        .known(try transaction { (file) throws(TickgateError) -> Guard? in try file.guards(scope: scope).first?.1 })
     }
 
     // The signals on the file's wall clock: every process on the file

@@ -21,9 +21,9 @@ struct DecisionResult {
     /// (`LocalRefusals`).
     var refused: Refusal?
     /// A decision made in memory only: the key's slot in the countdown
-    /// table when it was made (nil inside: no slot), so applying it need
-    /// not look the key up again. Stores leave it unset.
-    var knownSlot: Int32?? = .none
+    /// table when it was made, so applying it need not look the key up
+    /// again. Stores leave it `.notLookedUp`.
+    var knownSlot: SlotLookup = .notLookedUp
     /// Made in memory only because the store could not be reached (a send
     /// granted "fail open").
     var localOnly = false
@@ -95,13 +95,17 @@ struct GuardReading {
 /// The engine calls a store with none of its own locks held, and never
 /// two decisions on one key at a time (`KeyLanes`); a store may run
 /// decisions on different keys in parallel. Every call returns or fails
-/// within the store's timeout; a failed call changed nothing.
+/// within the store's timeout (a decision and a write-back by the
+/// deadline it is given, all of its waits and retries included); a failed
+/// call changed nothing.
 protocol Store: AnyObject, Sendable {
     /// What the open saw that the store's operator should change, or nil.
     var warning: String? { get }
     /// Reads the key (and the charges of `budgets`, the budget keys the
-    /// decision names), makes `decision` on them and writes the result.
-    func decide(_ decision: KeyDecision, budgets: [BudgetRow], for key: CountdownKey)
+    /// decision names), makes `decision` on them and writes the result, by
+    /// `deadline` (a boot-clock instant: the engine call's, which may have
+    /// spent some of its store timeout already).
+    func decide(_ decision: KeyDecision, budgets: [BudgetRow], for key: CountdownKey, by deadline: Instant)
         throws(TickgateError) -> DecisionResult
 
     /// Ends every countdown of `scope` (of every scope if nil).
@@ -114,8 +118,8 @@ protocol Store: AnyObject, Sendable {
     func save(guard: Guard?, scope: KeyName) throws(TickgateError)
 
     /// The scope's guard as the store holds it, if reading it costs no
-    /// round trip (a local file: SQLite); nil if it does (Redis).
-    func localGuard(scope: KeyName) throws(TickgateError) -> Guard??
+    /// round trip (a local file: SQLite); `.unknown` if it does (Redis).
+    func localGuard(scope: KeyName) throws(TickgateError) -> LocalGuard
     /// A send to `subject` on a guarded scope, screened in one step (one
     /// transaction, one script): unless the store holds `rules` for the
     /// scope (the guard the engine chose the send's lists by), nothing is
@@ -156,8 +160,10 @@ protocol Store: AnyObject, Sendable {
 
     /// Writes back a key's state and budget charges that this engine
     /// decided alone while the store was out of reach, merged so that the
-    /// stricter state wins (the later countdown, every send and charge).
-    func merge(_ rows: KeyRows, for key: CountdownKey, charges: [BudgetKey: [Instant]]) throws(TickgateError)
+    /// stricter state wins (the later countdown, every send and charge),
+    /// by `deadline` (a boot-clock instant, as for `decide`).
+    func merge(_ rows: KeyRows, for key: CountdownKey, charges: [BudgetKey: [Instant]],
+               by deadline: Instant) throws(TickgateError)
 
     /// Everything the store holds, at open; drops countdowns that ended
     /// while no engine ran.
@@ -250,8 +256,9 @@ extension Store {
     }
     func watchKeys() {}
     func appendRecord(_ record: GuardRecord, maximumLength: Int) throws(TickgateError) {}
-    func localGuard(scope: KeyName) throws(TickgateError) -> Guard?? { .none }
+    func localGuard(scope: KeyName) throws(TickgateError) -> LocalGuard { .unknown }
     func session(realm: KeyName) throws(TickgateError) -> SessionState? { nil }
     func readSettings() throws(TickgateError) -> StoreSnapshot { StoreSnapshot() }
-    func merge(_ rows: KeyRows, for key: CountdownKey, charges: [BudgetKey: [Instant]]) throws(TickgateError) {}
+    func merge(_ rows: KeyRows, for key: CountdownKey, charges: [BudgetKey: [Instant]],
+               by deadline: Instant) throws(TickgateError) {}
 }

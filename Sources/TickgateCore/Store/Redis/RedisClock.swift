@@ -37,10 +37,14 @@ final class RedisClock: Sendable {
         var notAfter: [UInt8]
     }
 
-    func begin() -> Call {
+    /// A call starting now; it ends within the store timeout, or by
+    /// `callDeadline` if that comes sooner (an engine call that spent some
+    /// of its timeout already: waiting for its key, writing back).
+    func begin(by callDeadline: Instant? = nil) -> Call {
         let engineStart = engineClock.now()
         let realStart = Poller.boottime()
-        let deadline = realStart.advanced(by: timeout)
+        var deadline = realStart.advanced(by: timeout)
+        if let callDeadline, callDeadline < deadline { deadline = callDeadline }
         var now: [UInt8] = []
         if source == .engine { now = Array(String(engineStart.nanoseconds / 1_000).utf8) }
         // The server's time at the deadline, never later than it is: a

@@ -37,7 +37,8 @@ final class RedisPipeline: @unchecked Sendable {
             self.commands = commands
             self.deadline = deadline
             replies.reserveCapacity(commands.count)
-            pthread_cond_init(condition, nil)
+            // Its timed wait (for a turn to write) is on the monotonic clock.
+            ConditionLock.initialize(condition)
         }
 
         deinit {

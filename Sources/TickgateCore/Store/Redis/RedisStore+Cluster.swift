@@ -23,9 +23,9 @@ extension RedisStore {
     /// gets another; a second more for the clocks.
     var reservationLife: Span { Span(nanoseconds: options.timeout.nanoseconds &* 2 &+ 1_000_000_000) }
 
-    func decideOnCluster(_ decision: KeyDecision, budgets named: [BudgetRow], for key: CountdownKey)
-        throws(TickgateError) -> DecisionResult {
-        let call = clock.begin()
+    func decideOnCluster(_ decision: KeyDecision, budgets named: [BudgetRow], for key: CountdownKey,
+                         by deadline: Instant) throws(TickgateError) -> DecisionResult {
+        let call = clock.begin(by: deadline)
         // 1. The settings: the scope's policy and every budget named.
         var fields = [Array("HMGET".utf8), keys.settings, Array(("p:" + key.scope.value).utf8)]
         for row in named { fields.append(Array(("g:" + row.key.budget.value).utf8)) }

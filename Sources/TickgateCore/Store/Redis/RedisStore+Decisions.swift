@@ -3,11 +3,11 @@
 // budgets); the engine applies its answer, deciding nothing again.
 
 extension RedisStore {
-    func decide(_ decision: KeyDecision, budgets named: [BudgetRow], for key: CountdownKey)
+    func decide(_ decision: KeyDecision, budgets named: [BudgetRow], for key: CountdownKey, by deadline: Instant)
         throws(TickgateError) -> DecisionResult {
-        if case .read = decision { return try read(key) }
-        if cluster != nil { return try decideOnCluster(decision, budgets: named, for: key) }
-        return try decideOnce(decision, budgets: named, for: key, call: clock.begin(), onCluster: nil)
+        if case .read = decision { return try read(key, by: deadline) }
+        if cluster != nil { return try decideOnCluster(decision, budgets: named, for: key, by: deadline) }
+        return try decideOnce(decision, budgets: named, for: key, call: clock.begin(by: deadline), onCluster: nil)
     }
 
     /// One run of Scripts/decide.lua. `onCluster`: nil on one server (the
@@ -154,8 +154,8 @@ extension RedisStore {
 
     /// A query: TIME, HGETALL and the clock's correction pipelined (one round trip, no script:
     /// a read needs no atomic write), checked as the script checks them.
-    private func read(_ key: CountdownKey) throws(TickgateError) -> DecisionResult {
-        let call = clock.begin()
+    private func read(_ key: CountdownKey, by deadline: Instant) throws(TickgateError) -> DecisionResult {
+        let call = clock.begin(by: deadline)
         let name = keys.hash(key)
         let (real, replies) = try timedRead([[Array("HGETALL".utf8), name]], on: name, by: call.deadline)
         let (now, offset) = clock.moment(call, real: real)
@@ -215,8 +215,9 @@ extension RedisStore {
 extension RedisStore {
     // MARK: Fail open, then reconcile
 
-    func merge(_ rows: KeyRows, for key: CountdownKey, charges: [BudgetKey: [Instant]]) throws(TickgateError) {
-        let call = clock.begin()
+    func merge(_ rows: KeyRows, for key: CountdownKey, charges: [BudgetKey: [Instant]],
+               by deadline: Instant) throws(TickgateError) {
+        let call = clock.begin(by: deadline)
         func micros(_ instant: Instant?) throws(TickgateError) -> [UInt8] {
             guard let instant else { return Array("-1".utf8) }
             guard let value = clock.micros(of: instant) else {

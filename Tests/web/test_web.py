@@ -754,7 +754,8 @@ def main() -> int:
         # Codes count for the pumping signals from their send (check 7b's
         # burst is over long before the default 120 s).
         cluster = Cluster([free_port(), free_port()], app_args=["--fail-rate", "0", "--cooldown", str(COOLDOWN_S),
-                                                              "--unverified-after", "0"])
+                                                              "--unverified-after", "0"],
+                          admin_ports=[free_port(), free_port()])
         cluster.app_options["B"] = ["--fail-rate", "1"]
         clusters.append(cluster)
         cluster.start()
@@ -766,7 +767,8 @@ def main() -> int:
         # Codes count for the pumping signals from their send, so the
         # operator's panel of check 14 has warnings to show.
         page_cluster = Cluster([free_port()], app_args=["--fail-rate", "0", "--sms-delay", "0.2",
-                                                        "--address-budget", "100/600", "--unverified-after", "0"])
+                                                        "--address-budget", "100/600", "--unverified-after", "0"],
+                               admin_ports=[free_port()])
         clusters.append(page_cluster)
         page_cluster.start()
         run_page(page_cluster, browser, driver, docs, drivers)

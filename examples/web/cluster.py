@@ -245,13 +245,14 @@ def interrupt(signum: int, frame: object) -> None:
 
 def main() -> int:
     signal.signal(signal.SIGTERM, interrupt)
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ports", default="8081,8082",
                         help="one app server per port (A, B, ...): their public listeners")
     parser.add_argument("--admin-ports", default=None, help="their admin listeners, on 127.0.0.1 "
                         "(/metrics, /api/stats, /api/records, the operator's panels); default: each port + 1000")
     parser.add_argument("--redis-port", type=int, default=None,
-                        help="the redis-server's port (default: a free port, printed at the start)")
+                        help="the redis-server's port (default: a free port, printed at the start; "
+                        "make demo-web WEB_REDIS_PORT=N)")
     options, app_args = parser.parse_known_args()
     try:
         ports = [int(p) for p in options.ports.split(",")]

@@ -64,14 +64,22 @@ test: build web-tools
 	$(CTEST) --test-dir $(BUILD_DIR) --output-on-failure --timeout 900
 
 # The web example (examples/web): a redis-server and two app servers on
-# WEB_PORTS, sharing it; Ctrl-C stops all three. Its Python packages go into
-# BUILD_DIR/web-venv; ARGS go to the app servers (e.g. ARGS='--fail-rate 0').
+# WEB_PORTS, sharing it; Ctrl-C stops all three. Each server has an admin
+# listener on 127.0.0.1 too, at WEB_ADMIN_PORTS (default: each of WEB_PORTS
+# + 1000, so 9081,9082): the operator's panels, /metrics, /api/stats and
+# /api/records, which the public ports answer 404 for. Redis listens on
+# WEB_REDIS_PORT (default: a free port, printed). All of them are printed at
+# the start. Its Python packages go into BUILD_DIR/web-venv; ARGS go to the
+# app servers (e.g. ARGS='--fail-rate 0').
 # A port in use or a server that cannot start: it says why and fails.
 WEB_PORTS ?= 8081,8082
+WEB_ADMIN_PORTS ?=
+WEB_REDIS_PORT ?=
 demo-web: build
 	sh examples/web/venv.sh $(BUILD_DIR)/web-venv examples/web/requirements.txt
 	TICKGATE_LIBRARY=$(abspath $(BUILD_DIR))/libtickgate.so \
-	    $(BUILD_DIR)/web-venv/bin/python examples/web/cluster.py --ports $(WEB_PORTS) $(ARGS)
+	    $(BUILD_DIR)/web-venv/bin/python examples/web/cluster.py --ports $(WEB_PORTS) \
+	    $(if $(WEB_ADMIN_PORTS),--admin-ports $(WEB_ADMIN_PORTS)) $(if $(WEB_REDIS_PORT),--redis-port $(WEB_REDIS_PORT)) $(ARGS)
 
 # The browser test's browser: Debian's chromium and chromedriver, and the
 # proxy test's nginx, installed with apt-get when missing and we may;

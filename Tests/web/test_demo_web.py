@@ -1,8 +1,11 @@
 """`make demo-web` as a user runs it (CTest: web.demo).
 
-Runs `make demo-web` on two free ports, waits for the addresses it prints,
-loads the page from both servers, sends a code through A and reads the
-countdown from B's event stream, then presses Ctrl-C (SIGINT to the whole
+Runs `make demo-web` on two free ports (WEB_PORTS), two free admin ports
+(WEB_ADMIN_PORTS) and a free Redis port (WEB_REDIS_PORT), waits for the
+addresses it prints (the public ones, the admin ones, Redis's, as chosen),
+loads the page from both servers, checks that the admin listener serves
+/metrics and the public one answers 404 for it, sends a code through A and
+reads the countdown from B's event stream, then presses Ctrl-C (SIGINT to the whole
 process group, as a terminal does) and checks that the servers, Redis and
 the temporary folder are gone. Then, as a user meets them, the two ways
 it cannot start: a port already in use (it names the port, exits non-zero
@@ -24,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from http.cookiejar import CookieJar
 from pathlib import Path
@@ -51,7 +55,7 @@ def demo_web_fails(ports: list[int], args: str, expected: list[str]) -> str:
     before = cluster_folders()
     run = subprocess.run(
         ["make", "--no-print-directory", "demo-web", f"BUILD_DIR={build}", f"WEB_PORTS={ports[0]},{ports[1]}",
-         f"ARGS={args}"],
+         f"WEB_ADMIN_PORTS={free_port()},{free_port()}", f"ARGS={args}"],
         cwd=source, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
     assert run.returncode != 0, f"make demo-web exited 0:\n{run.stdout}"
     for text in expected:
@@ -78,9 +82,10 @@ def check_failures() -> None:
 
 
 def main() -> int:
-    ports = [free_port(), free_port()]
+    ports, admin_ports, chosen_redis_port = [free_port(), free_port()], [free_port(), free_port()], free_port()
     make = subprocess.Popen(
         ["make", "--no-print-directory", "demo-web", f"BUILD_DIR={build}", f"WEB_PORTS={ports[0]},{ports[1]}",
+         f"WEB_ADMIN_PORTS={admin_ports[0]},{admin_ports[1]}", f"WEB_REDIS_PORT={chosen_redis_port}",
          "ARGS=--fail-rate 0 --sms-delay 0.2"],
         cwd=source, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     printed: list[str] = []
@@ -96,15 +101,30 @@ def main() -> int:
         text = "".join(printed)
         urls = re.findall(r"^server ([AB])\s+(http://\S+)$", text, re.M)
         assert urls == [("A", f"http://127.0.0.1:{ports[0]}/"), ("B", f"http://127.0.0.1:{ports[1]}/")], text
+        admins = re.findall(r"^admin ([AB])\s+(http://\S+)\s", text, re.M)
+        assert admins == [("A", f"http://127.0.0.1:{admin_ports[0]}/"),
+                          ("B", f"http://127.0.0.1:{admin_ports[1]}/")], text
         redis_port = int(re.search(r"redis://127\.0\.0\.1:(\d+)", text).group(1))
+        assert redis_port == chosen_redis_port, text
         folder = Path(re.search(r"\(in (\S+)\)", text).group(1))
-        print(f"ok 1 - make demo-web printed A {urls[0][1]}, B {urls[1][1]}, Redis on {redis_port}")
+        print(f"ok 1 - make demo-web printed A {urls[0][1]} (admin {admins[0][1]}), B {urls[1][1]} "
+              f"(admin {admins[1][1]}), Redis on {redis_port}, as chosen")
 
         opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(CookieJar()))
-        for (name, url), port in zip(urls, ports):
-            page = opener.open(url + "?debug=1", timeout=10).read().decode()  # the name: debug only
-            assert f"server {name} (port {port})" in page, page[:500]
-        print("ok 2 - both servers serve the page")
+        for (name, url), (_, admin), port in zip(urls, admins, ports):
+            page = opener.open(url + "?debug=1", timeout=10).read().decode()
+            assert f"server {name}" not in page and 'id="operator"' not in page, page[:500]
+            panel = opener.open(admin, timeout=10).read().decode()  # the name: the admin page only
+            assert f"server {name} (port {port})" in panel and 'id="operator"' in panel, panel[:500]
+            metrics = opener.open(admin + "metrics", timeout=10).read().decode()
+            assert "tickgate_send_decisions_total" in metrics, metrics[:500]
+            try:
+                opener.open(url + "metrics", timeout=10)
+                raise AssertionError(f"{url}metrics answered the public")
+            except urllib.error.HTTPError as refused:
+                assert refused.code == 404, refused.code
+        print("ok 2 - both servers serve the page; their admin ports serve the panel and /metrics, "
+              "their public ports answer 404 for /metrics")
 
         phone = "+8613800000077"
         request = urllib.request.Request(urls[0][1] + "send", data=json.dumps({"phone": phone}).encode(),
@@ -123,7 +143,7 @@ def main() -> int:
 
         os.killpg(make.pid, signal.SIGINT)  # Ctrl-C
         make.wait(timeout=20)
-        assert not any(listening(p) for p in (*ports, redis_port)), "a server still listens after Ctrl-C"
+        assert not any(listening(p) for p in (*ports, *admin_ports, redis_port)), "a server still listens after Ctrl-C"
         assert not folder.exists(), f"{folder} is left behind"
         print("ok 4 - Ctrl-C stopped both servers and Redis and removed the folder")
         check_failures()

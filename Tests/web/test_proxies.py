@@ -73,6 +73,36 @@ class ThroughTrustedProxies(unittest.TestCase):
                          "2001:db8:2::1")
 
 
+class ForwardedProto(unittest.TestCase):
+    """Whether the client came over TLS (the session cookie's Secure): a
+    trusted proxy's word only."""
+
+    def test_trusted_proxy_says_https(self) -> None:
+        self.assertEqual(PROXIES.forwarded_proto("127.0.0.1", {"X-Forwarded-Proto": "https"}), "https")
+        self.assertEqual(PROXIES.forwarded_proto("10.0.0.5", {"X-Forwarded-Proto": "HTTPS"}), "https")
+
+    def test_a_client_cannot_say_it(self) -> None:
+        self.assertIsNone(PROXIES.forwarded_proto("203.0.113.7", {"X-Forwarded-Proto": "https"}))
+        self.assertIsNone(PROXIES.forwarded_proto("203.0.113.7", {"Forwarded": "proto=https"}))
+        self.assertIsNone(TrustedProxies.parse("").forwarded_proto("127.0.0.1", {"X-Forwarded-Proto": "https"}))
+
+    def test_the_nearest_proxy_counts(self) -> None:
+        # A value the client wrote stands left of the one the proxy appended.
+        self.assertEqual(PROXIES.forwarded_proto("127.0.0.1", {"X-Forwarded-Proto": "https, http"}), "http")
+        self.assertEqual(PROXIES.forwarded_proto("127.0.0.1", {"X-Forwarded-Proto": "http,https"}), "https")
+
+    def test_forwarded_rfc_7239(self) -> None:
+        headers = {"Forwarded": 'for=6.6.6.6;proto=http, for=203.0.113.7;proto="https";by=10.0.0.1'}
+        self.assertEqual(PROXIES.forwarded_proto("127.0.0.1", headers), "https")
+        # Forwarded wins over X-Forwarded-Proto; its last element without proto= says nothing.
+        self.assertIsNone(PROXIES.forwarded_proto("127.0.0.1", {"Forwarded": "for=203.0.113.7",
+                                                                "X-Forwarded-Proto": "https"}))
+
+    def test_nothing_said(self) -> None:
+        self.assertIsNone(PROXIES.forwarded_proto("127.0.0.1", {}))
+        self.assertIsNone(PROXIES.forwarded_proto("127.0.0.1", {"X-Forwarded-Proto": " "}))
+
+
 class Parsing(unittest.TestCase):
     def test_bad_range_is_refused(self) -> None:
         with self.assertRaisesRegex(ValueError, "'10.0.0.0/33' is not an address or a CIDR range"):

@@ -5,20 +5,41 @@ twenty) on the same Redis server and they share one truth: a countdown
 started through one server counts on the page of every other, a double
 click sends one code, budgets and the wrong-code cap hold across servers.
 
-    python examples/web/app.py --port 8081 --name A --redis redis://127.0.0.1:6390
+    python examples/web/app.py --port 8081 --admin-port 9081 --name A --redis redis://127.0.0.1:6390
 
 `make demo-web` (examples/web/cluster.py) starts a redis-server and two
 instances. The page keeps no countdown of its own: the button's title,
 enabled state and seconds arrive as the engine's events over server-sent
 events (/events/button), and the login gate's events over /events/gate.
 
+Two listeners, as Envoy's admin interface and Prometheus exporters keep
+theirs apart:
+  the public one   --host (127.0.0.1) and --port (8081): the page and what
+                   it calls, for anyone. It answers 404 for the operator's
+                   paths below, and its page never shows an operator's panel
+                   (?debug=1 changes nothing there).
+  the admin one    --admin-host (127.0.0.1 whatever --host is) and
+                   --admin-port (--port + 1000, so 9081): the same page with
+                   the operator's panels (what was refused and why, the
+                   guard's last decisions, what the server told the page,
+                   the server's name), and /metrics, /api/stats and
+                   /api/records. Keep it on an internal address: the records
+                   carry client addresses.
+
 The page (static/) is in English or Chinese by the browser's language
-(text.py); with ?debug=1 it also shows the server's name and what the
-server told it. When the engine loses Redis (its observers get STORE_LOST),
+(text.py). When the engine loses Redis (its observers get STORE_LOST),
 every page on this server is told over /events/gate and shows that it is
 offline, until STORE_BACK.
 
-The server's parts:
+Every response carries a strict Content-Security-Policy (scripts, styles
+and everything else from this server's own files only, no inline script or
+style, no framing: frame-ancestors 'none'), X-Content-Type-Options: nosniff
+and Referrer-Policy: no-referrer. The session cookie (sid) is Secure when
+the request came over TLS (--tls-cert and --tls-key) or through a proxy
+named with --trusted-proxies that says it did (X-Forwarded-Proto: https, or
+proto=https in Forwarded).
+
+The server's parts, on both listeners:
   POST /send     the "Get code" tap: a send ticket charged to the key, the
                  client's address budget and the global budget; then the
                  fake SMS sender (sms.py), then the ticket's end. The
@@ -29,12 +50,14 @@ The server's parts:
   POST /orders   the "My orders" link, behind the login gate; three clicks
                  while logged out queue one request and one login prompt.
   POST /logout   ends the realm's session.
+on the admin listener only:
   GET /metrics   the engine's statistics in the Prometheus text format
                  (tickgate.prometheus, a registry of its own): send
                  decisions by outcome and reason, store latency, notices.
   GET /api/stats what this server refused and why, as JSON, for the
-                 operator's panel (?debug=1). Both are for the operator: in
-                 production, serve them on an internal address only.
+                 operator's panel.
+  GET /api/records the guard's last decisions of every server (Redis's
+                 stream of records), client addresses included.
 """
 
 from __future__ import annotations
@@ -46,6 +69,7 @@ import json
 import logging
 import re
 import secrets
+import ssl
 import sys
 from pathlib import Path
 from typing import Any, Optional
@@ -197,19 +221,30 @@ def phone_of(body: dict[str, str]) -> Optional[str]:
 
 
 def render(request: web.Request) -> str:
-    """The page in the browser's language; the server's name and the activity
-    panel (between <!--debug--> marks) only with ?debug=1."""
+    """The page in the browser's language. The operator's panels and the
+    server's name (between <!--debug--> marks) only on the admin listener;
+    the public one leaves them out, whatever the query says (?debug=1)."""
     config, lang = request.app[CONFIG], language_of(request)
     page = request.app[PAGE]
-    if request.query.get("debug") == "1":
+    if on_admin(request):
         page = page.replace("<!--debug-->", "").replace("<!--/debug-->", "")
     else:
         page = re.sub(r"<!--debug-->.*?<!--/debug-->", "", page, flags=re.S)
-    words = dict(text.SERVER[lang], lang=lang, server=text.SERVER[lang]["server"].format(
-        name=config.name, port=config.port))
-    page = re.sub(r"\{\{(\w+)\}\}", lambda m: html.escape(words.get(m.group(1), m.group(0))), page)
-    # In a <script> element "</" would end it: JSON's "\u003c" is the same text.
-    return page.replace("[[page_text]]", json.dumps(text.PAGE[lang], ensure_ascii=False).replace("<", "\\u003c"))
+    # The script's strings go in an attribute (no inline script: the CSP).
+    words = dict(text.SERVER[lang], lang=lang, page_text=json.dumps(text.PAGE[lang], ensure_ascii=False),
+                 server=text.SERVER[lang]["server"].format(name=config.name, port=config.port))
+    return re.sub(r"\{\{(\w+)\}\}", lambda m: html.escape(words.get(m.group(1), m.group(0))), page)
+
+
+def served_securely(request: web.Request) -> bool:
+    """Over TLS to this server, or to a proxy named with --trusted-proxies
+    that says so (X-Forwarded-Proto or Forwarded's proto=); a client's own
+    word counts for nothing (proxies.py)."""
+    if request.secure:
+        return True
+    proto = request.app[CONFIG].trusted_proxies.forwarded_proto(request.remote or "",
+                                                                proxies.headers_of(request.headers))
+    return proto == "https"
 
 
 async def index(request: web.Request) -> web.StreamResponse:
@@ -217,7 +252,8 @@ async def index(request: web.Request) -> web.StreamResponse:
     response.headers["Content-Language"] = language_of(request)
     response.headers["Vary"] = "Accept-Language"
     if realm_of(request) is None:
-        response.set_cookie("sid", secrets.token_urlsafe(24), httponly=True, samesite="Lax")
+        response.set_cookie("sid", secrets.token_urlsafe(24), httponly=True, samesite="Lax",
+                            secure=served_securely(request))
     return response
 
 
@@ -358,15 +394,23 @@ async def logout(request: web.Request) -> web.Response:
     return reply(request, 200, "logged_out")
 
 
-# -- for the operator: metrics and what was refused ---------------------------------
+# -- for the operator (the admin listener only): metrics and what was refused -------
 
 
+def operator_only(handler: Any) -> Any:
+    """Marks a handler the public listener answers 404 for (see listeners)."""
+    handler.operator_only = True
+    return handler
+
+
+@operator_only
 async def metrics(request: web.Request) -> web.Response:
     """The engine's statistics for Prometheus (they never wait on Redis)."""
     body = generate_latest(request.app[METRICS])
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
+@operator_only
 async def records(request: web.Request) -> web.Response:
     """The last decisions of the guard, of every app server (Redis's stream
     of records, newest first): what was blocked and why."""
@@ -386,9 +430,10 @@ async def records(request: web.Request) -> web.Response:
     return web.json_response({"records": shown})
 
 
+@operator_only
 async def stats(request: web.Request) -> web.Response:
     """This server's engine: sends granted, refused by reason, and the rest
-    an operator looks at first (the panel of ?debug=1 draws it)."""
+    an operator looks at first (the admin page's panel draws it)."""
     counted = request.app[ENGINE].stats()
     return web.json_response({
         "server": request.app[CONFIG].name,
@@ -499,6 +544,42 @@ async def gate_events(request: web.Request) -> web.StreamResponse:
 
 # -- the application -----------------------------------------------------------
 
+# Every response's security headers. Scripts, styles, images and fetches
+# from this server's own files and paths only; no inline script or style,
+# no plugin, no <base>, forms post here, and no page may frame this one.
+CONTENT_SECURITY_POLICY = "; ".join([
+    "default-src 'none'", "script-src 'self'", "style-src 'self'", "img-src 'self'", "connect-src 'self'",
+    "form-action 'self'", "base-uri 'none'", "frame-ancestors 'none'",
+])
+SECURITY_HEADERS = {
+    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+ADMIN = "tickgate-web.admin"  # the request's key: did it come to the admin listener?
+
+
+def on_admin(request: web.Request) -> bool:
+    return bool(request.get(ADMIN, False))
+
+
+@web.middleware
+async def listeners(request: web.Request, handler: Any) -> web.StreamResponse:
+    """Which listener the request came to (by the port its socket was
+    accepted on): the public one answers 404 for the operator's paths, as if
+    they did not exist."""
+    sockname = request.transport.get_extra_info("sockname") if request.transport is not None else None
+    request[ADMIN] = bool(sockname) and sockname[1] == request.app[CONFIG].admin_port
+    if not request[ADMIN] and getattr(request.match_info.handler, "operator_only", False):
+        raise web.HTTPNotFound()
+    return await handler(request)
+
+
+async def security_headers(request: web.Request, response: web.StreamResponse) -> None:
+    """On every response of both listeners: pages, answers, files, errors, streams."""
+    for name, value in SECURITY_HEADERS.items():
+        response.headers[name] = value
+
 
 @web.middleware
 async def unavailable(request: web.Request, handler: Any) -> web.StreamResponse:
@@ -523,7 +604,6 @@ async def lifecycle(app: web.Application) -> Any:
     app[METRICS] = CollectorRegistry()
     app[METRICS].register(TickgateCollector(engine))
     store_link = watch_store(app, engine)
-    log.info("server %s: http://127.0.0.1:%d/ on %s", config.name, config.port, config.redis)
     yield
     store_link.close()
     engine.close()
@@ -531,11 +611,12 @@ async def lifecycle(app: web.Application) -> Any:
 
 
 def make_app(config: argparse.Namespace) -> web.Application:
-    app = web.Application(middlewares=[unavailable])
+    app = web.Application(middlewares=[listeners, unavailable])
     app[CONFIG] = config
     page = (HERE / "static" / "index.html").read_text(encoding="utf-8")
     app[PAGE] = page
     app.cleanup_ctx.append(lifecycle)
+    app.on_response_prepare.append(security_headers)
     app.router.add_get("/", index)
     app.router.add_post("/send", send)
     app.router.add_post("/login", login)
@@ -550,9 +631,31 @@ def make_app(config: argparse.Namespace) -> web.Application:
     return app
 
 
+def port_number(value: str) -> int:
+    try:
+        port = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a port number") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port number (1 ... 65535)")
+    return port
+
+
 def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--port", type=int, default=8081)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                     epilog="The public listener serves the page; the admin listener serves the "
+                                     "page with the operator's panels, /metrics, /api/stats and /api/records "
+                                     "(the public one answers 404 for them).")
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="the public listener's address (default: 127.0.0.1; 0.0.0.0 for every interface)")
+    parser.add_argument("--port", type=port_number, default=8081, help="the public listener's port (default: 8081)")
+    parser.add_argument("--admin-host", default="127.0.0.1",
+                        help="the admin listener's address (default: 127.0.0.1, whatever --host is)")
+    parser.add_argument("--admin-port", type=port_number, default=None,
+                        help="the admin listener's port (default: --port + 1000, e.g. 9081)")
+    parser.add_argument("--tls-cert", metavar="FILE", help="serve the public listener over TLS with this "
+                        "certificate chain (PEM); with --tls-key")
+    parser.add_argument("--tls-key", metavar="FILE", help="the private key of --tls-cert (PEM)")
     parser.add_argument("--name", default="A", help="this server's name on the page and in the SMS log")
     parser.add_argument("--redis", default="redis://127.0.0.1:6379", help="the Redis server all instances share")
     parser.add_argument("--prefix", default="tickgate-web", help="the key prefix in Redis")
@@ -564,7 +667,8 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     parser.add_argument("--address-budget", type=budget, default="5/600", help="codes per client address: N/SECONDS[,N/SECONDS]")
     parser.add_argument("--trusted-proxies", type=trusted_proxies, default=proxies.TrustedProxies([]),
                         metavar="ADDRESSES", help="reverse proxies whose X-Forwarded-For or Forwarded header "
-                        "tells the client's address: addresses or CIDR ranges, e.g. 127.0.0.1,10.0.0.0/8 "
+                        "tells the client's address (and X-Forwarded-Proto or Forwarded's proto= whether the "
+                        "client came over TLS, for the cookie's Secure): addresses or CIDR ranges, e.g. 127.0.0.1,10.0.0.0/8 "
                         "(default: none, the socket's address counts)")
     parser.add_argument("--guard", choices=sorted(GUARD_MODES), default="record",
                         help="the SMS pumping guard: off, record (count and record only) or enforce")
@@ -578,14 +682,50 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     parser.add_argument("--global-budget", type=budget, default="1000/3600", help="codes from all clients: N/SECONDS[,...]")
     parser.add_argument("--access-log", action=argparse.BooleanOptionalAction, default=True,
                         help="log every request (--no-access-log: only warnings and the start)")
-    return parser.parse_args(argv)
+    config = parser.parse_args(argv)
+    if config.admin_port is None:
+        if config.port + 1000 > 65535:
+            parser.error(f"--port {config.port}: name the admin listener's port with --admin-port")
+        config.admin_port = config.port + 1000
+    if config.admin_port == config.port:
+        parser.error(f"--admin-port {config.admin_port} is the public port: the two listeners need ports of their own")
+    if (config.tls_cert is None) != (config.tls_key is None):
+        parser.error("--tls-cert and --tls-key go together")
+    return config
+
+
+def tls_context(config: argparse.Namespace) -> Optional[ssl.SSLContext]:
+    if config.tls_cert is None:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(config.tls_cert, config.tls_key)
+    return context
+
+
+async def serve(config: argparse.Namespace) -> None:
+    """Both listeners on one application (one engine), until SIGINT or SIGTERM."""
+    runner = web.AppRunner(make_app(config), handle_signals=True, shutdown_timeout=1,
+                           access_log=logging.getLogger("aiohttp.access") if config.access_log else None)
+    await runner.setup()
+    try:
+        tls = tls_context(config)
+        await web.TCPSite(runner, config.host, config.port, ssl_context=tls).start()
+        await web.TCPSite(runner, config.admin_host, config.admin_port).start()
+        scheme = "https" if tls else "http"
+        log.info("server %s: public %s://%s:%d/, admin http://%s:%d/, on %s", config.name, scheme, config.host,
+                 config.port, config.admin_host, config.admin_port, config.redis)
+        await asyncio.Event().wait()
+    finally:
+        await runner.cleanup()
 
 
 def main() -> None:
     config = parse_args()
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {config.name} %(message)s")
-    web.run_app(make_app(config), host="127.0.0.1", port=config.port, print=None,
-                shutdown_timeout=1, access_log=logging.getLogger("aiohttp.access") if config.access_log else None)
+    try:
+        asyncio.run(serve(config))
+    except (web.GracefulExit, KeyboardInterrupt):
+        pass
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Two app servers sharing one Redis: what `make demo-web` runs.
 
-    python examples/web/cluster.py [--ports 8081,8082] [--redis-port 6390] [app options...]
+    python examples/web/cluster.py [--ports 8081,8082] [--admin-ports 9081,9082]
+                                   [--redis-port 6390] [app options...]
 
 starts a redis-server in a temporary directory, then one instance of app.py
 per port (servers A, B, ...), prints their addresses and the SMS log's path,
@@ -9,6 +10,16 @@ cannot start or one that exits: it says which and why, stops the rest,
 removes the temporary directory and exits 1. Options it does not know (--fail-rate 0,
 --cooldown 30, ...) go to every app instance. The browser test
 (Tests/web/test_web.py) drives the same class.
+
+The ports, all on 127.0.0.1:
+  --ports        each server's public listener: the page (default 8081,8082;
+                 make demo-web WEB_PORTS=...)
+  --admin-ports  each server's admin listener: the page with the operator's
+                 panels, /metrics, /api/stats and /api/records, which the
+                 public listener answers 404 for (default: each public port
+                 + 1000, so 9081,9082; make demo-web WEB_ADMIN_PORTS=...)
+  --redis-port   the redis-server's (default: a free port, printed at the
+                 start; make demo-web WEB_REDIS_PORT=6390 to choose it)
 """
 
 from __future__ import annotations
@@ -84,11 +95,19 @@ class Cluster:
     """A redis-server and app servers on loopback, all in one temporary folder."""
 
     def __init__(self, ports: list[int], redis_port: Optional[int] = None,
-                 app_args: Optional[list[str]] = None, folder: Optional[str] = None) -> None:
+                 app_args: Optional[list[str]] = None, folder: Optional[str] = None,
+                 admin_ports: Optional[list[int]] = None) -> None:
         if shutil.which("redis-server") is None:
             raise RuntimeError("redis-server is missing: install it (apt-get install redis-server)")
         self.folder = Path(folder or tempfile.mkdtemp(prefix="tickgate-web-"))
         self.ports = ports
+        # Each server's admin listener (app.py --admin-port): public port + 1000 unless named.
+        self.admin_ports = list(admin_ports) if admin_ports else [port + 1000 for port in ports]
+        if len(self.admin_ports) != len(ports):
+            raise ValueError(f"{len(ports)} public ports but {len(self.admin_ports)} admin ports")
+        if any(not 0 < port <= 65535 for port in self.admin_ports):
+            raise ValueError(f"admin ports {self.admin_ports}: public port + 1000 is past 65535, "
+                             "name the admin ports (--admin-ports)")
         self.redis_port = redis_port or free_port()
         self.redis_url = f"redis://127.0.0.1:{self.redis_port}/0"
         self.sms_log = self.folder / "sms.log"
@@ -101,12 +120,18 @@ class Cluster:
         return chr(ord("A") + index)
 
     def url(self, name: str) -> str:
+        """Server NAME's public listener: the page, for anyone."""
         return f"http://127.0.0.1:{self.ports[ord(name) - ord('A')]}/"
+
+    def admin_url(self, name: str) -> str:
+        """Server NAME's admin listener (127.0.0.1 only): the page with the
+        operator's panels, /metrics, /api/stats, /api/records."""
+        return f"http://127.0.0.1:{self.admin_ports[ord(name) - ord('A')]}/"
 
     def start(self) -> "Cluster":
         """Starts Redis, then every app server; raises StartFailed, saying
         which port is in use or why a server could not start."""
-        busy = busy_ports([*self.ports, self.redis_port])
+        busy = busy_ports([*self.ports, *self.admin_ports, self.redis_port])
         if busy:
             raise StartFailed(", ".join(f"port {port} is in use by another program" for port in busy))
         self.sms_log.touch()
@@ -148,7 +173,7 @@ class Cluster:
         """Starts (or restarts) server NAME and waits until it listens."""
         if extra is not None:
             self.app_options[name] = extra
-        port = self.ports[ord(name) - ord("A")]
+        port, admin_port = self.ports[ord(name) - ord("A")], self.admin_ports[ord(name) - ord("A")]
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         # The apps run in this folder: the library's path must not be relative.
         # From a clone, the library of `make build` serves when none is named.
@@ -159,13 +184,15 @@ class Cluster:
             env["TICKGATE_LIBRARY"] = os.path.abspath(library)
         log = open(self.folder / f"app-{name}.log", "a", encoding="utf-8")
         process = subprocess.Popen(
-            [sys.executable, str(HERE / "app.py"), "--port", str(port), "--name", name, "--redis", self.redis_url,
+            [sys.executable, str(HERE / "app.py"), "--port", str(port), "--admin-port", str(admin_port),
+             "--name", name, "--redis", self.redis_url,
              "--sms-log", str(self.sms_log), *self.app_args, *self.app_options.get(name, [])],
             stdout=log, stderr=subprocess.STDOUT, env=env, cwd=str(HERE), preexec_fn=die_with_parent)
         log.close()
         self.apps[name] = process
         try:
             wait_for_port(port, process, f"app server {name} (port {port})")
+            wait_for_port(admin_port, process, f"app server {name} (admin port {admin_port})")
         except StartFailed as failure:
             raise StartFailed(f"{failure}:{log_tail(self.folder / f'app-{name}.log')}") from None
         return process
@@ -218,14 +245,23 @@ def interrupt(signum: int, frame: object) -> None:
 
 def main() -> int:
     signal.signal(signal.SIGTERM, interrupt)
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--ports", default="8081,8082", help="one app server per port (A, B, ...)")
-    parser.add_argument("--redis-port", type=int, default=None, help="default: a free port")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--ports", default="8081,8082",
+                        help="one app server per port (A, B, ...): their public listeners")
+    parser.add_argument("--admin-ports", default=None, help="their admin listeners, on 127.0.0.1 "
+                        "(/metrics, /api/stats, /api/records, the operator's panels); default: each port + 1000")
+    parser.add_argument("--redis-port", type=int, default=None,
+                        help="the redis-server's port (default: a free port, printed at the start; "
+                        "make demo-web WEB_REDIS_PORT=N)")
     options, app_args = parser.parse_known_args()
-    ports = [int(p) for p in options.ports.split(",")]
     try:
-        cluster = Cluster(ports, options.redis_port, app_args)
-    except RuntimeError as missing:
+        ports = [int(p) for p in options.ports.split(",")]
+        admin_ports = [int(p) for p in options.admin_ports.split(",")] if options.admin_ports else None
+    except ValueError:
+        parser.error("--ports and --admin-ports take port numbers separated by commas, e.g. 8081,8082")
+    try:
+        cluster = Cluster(ports, options.redis_port, app_args, admin_ports=admin_ports)
+    except (RuntimeError, ValueError) as missing:
         print(f"cluster.py: {missing}", file=sys.stderr)
         return 1
     # Every way out stops what started and removes the temporary folder.
@@ -235,6 +271,10 @@ def main() -> int:
         for index in range(len(ports)):
             name = cluster.name(index)
             print(f"server {name}       {cluster.url(name)}")
+        for index in range(len(ports)):
+            name = cluster.name(index)
+            print(f"admin {name}        {cluster.admin_url(name)}   (this machine only: the operator's panels, "
+                  "/metrics, /api/stats, /api/records)")
         print(f"SMS codes      tail -f {cluster.sms_log}")
         print("Open both servers in a browser; Ctrl-C stops everything.", flush=True)
         while True:

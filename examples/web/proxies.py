@@ -13,8 +13,13 @@ and the client is the right-most address that is not a trusted proxy:
 whatever the client wrote stands to its left and is never reached. This is
 what werkzeug's ProxyFix and uvicorn's --forwarded-allow-ips do.
 
+Whether the client came over TLS is, likewise, the socket's word, or a
+trusted proxy's: the proto= of the last element of Forwarded, else the last
+value of X-Forwarded-Proto (the nearest proxy's, as ProxyFix reads it).
+
     proxies = TrustedProxies.parse("127.0.0.1,10.0.0.0/8")
     proxies.client_address("10.1.2.3", {"X-Forwarded-For": "6.6.6.6, 203.0.113.7"})  # '203.0.113.7'
+    proxies.forwarded_proto("10.1.2.3", {"X-Forwarded-Proto": "https"})  # 'https'
 
 Standard library only.
 """
@@ -107,12 +112,30 @@ class TrustedProxies:
                 return str(address) if address is not None else (hop or "unknown")
         return str(parse_address(hops[0]))
 
+    def forwarded_proto(self, peer: str, headers: Mapping[str, str]) -> Optional[str]:
+        """The scheme a trusted proxy says the request came to it by ('https',
+        'http'), lower case; None from anyone else or when it says nothing.
+        Forwarded (when the request has one): the proto= of its last element;
+        else the last value of X-Forwarded-Proto."""
+        if not self.trusts(parse_address(peer)):
+            return None
+        forwarded = headers.get("Forwarded")
+        if forwarded is not None:
+            last = forwarded.split(",")[-1]
+            for pair in last.split(";"):
+                name, _, found = pair.partition("=")
+                if name.strip().lower() == "proto":
+                    return found.strip().strip('"').lower() or None
+            return None
+        values = [value.strip().lower() for value in headers.get("X-Forwarded-Proto", "").split(",")]
+        return values[-1] or None
+
 
 def headers_of(request_headers: object) -> Mapping[str, str]:
     """Forwarding headers from a multi-valued mapping (aiohttp's CIMultiDict),
     each header's lines joined by ", " in order, as RFC 7230 reads them."""
     joined = {}
-    for name in ("Forwarded", "X-Forwarded-For"):
+    for name in ("Forwarded", "X-Forwarded-For", "X-Forwarded-Proto"):
         values = request_headers.getall(name, [])  # type: ignore[attr-defined]
         if values:
             joined[name] = ", ".join(values)

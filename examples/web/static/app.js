@@ -5,13 +5,17 @@
 // browser reopens by itself when a server goes away.
 //
 // The number typed is kept in sessionStorage, so a reload shows it with its
-// running countdown. With ?debug=1 the server adds the activity panel (#log)
-// and the operator's panel (#refusals): what this server refused and why,
-// from /api/stats, read at the start, after each answer and every 5 s.
+// running countdown. On the admin listener the server adds the activity
+// panel (#log) and the operator's panel (#refusals, #records): what this
+// server refused and why (/api/stats) and the guard's last decisions
+// (/api/records), read at the start, after each answer and every 5 s.
+//
+// The page runs under a strict Content-Security-Policy: no inline script or
+// style, so the strings this script draws come in the body's data-text.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const TEXT = JSON.parse($("text").textContent);
+const TEXT = JSON.parse(document.body.dataset.text);
 const phoneField = $("phone"), codeField = $("code"), button = $("get-code"), loginButton = $("login");
 const PHONE = /^\+[1-9][0-9]{6,14}$/, CODE = /^[0-9]{6}$/;
 let buttonStream = null, gateStream = null, watchedPhone = null;
@@ -23,7 +27,7 @@ function format(template, fields) {
 }
 
 function note(kind, text) {
-  if (!$("log")) return;  // the activity panel is there with ?debug=1 only
+  if (!$("log")) return;  // the activity panel is there on the admin listener only
   const item = document.createElement("li");
   item.dataset.kind = kind;
   item.textContent = `${new Date().toLocaleTimeString()} ${text}`;
@@ -175,7 +179,7 @@ button.addEventListener("click", async () => {
   drawRecords();
 });
 
-// -- the operator's panel (?debug=1): what was refused and why -------------------
+// -- the operator's panel (admin listener): what was refused and why -------------
 
 async function drawRefusals() {
   const table = $("refusals");
@@ -208,7 +212,10 @@ async function drawRefusals() {
 }
 
 // The guard's last decisions, of every server (Redis's stream of records):
-// what was blocked and why.
+// what was blocked and why. Each cell carries its column's name too (.label),
+// which a narrow panel shows instead of the header row (style.css).
+const RECORD_COLUMNS = ["when", "number", "country", "address", "outcome", "why"];
+
 async function drawRecords() {
   const table = $("records");
   if (!table) return;
@@ -220,6 +227,7 @@ async function drawRecords() {
   } catch {
     return;
   }
+  const labels = [...table.tHead.rows[0].cells].map((header) => header.textContent);
   table.tBodies[0].replaceChildren(...answer.records.map((record) => {
     const row = document.createElement("tr");
     row.dataset.outcome = record.outcome;
@@ -228,9 +236,17 @@ async function drawRecords() {
       : record.rule || (record.outcome === "refused" ? (TEXT.reasons[record.reason] || "") : "");
     const cells = [new Date(record.time_ms).toLocaleTimeString(), record.number, record.country,
                    record.address, TEXT[record.outcome] || record.outcome, why];
-    row.append(...cells.map((value) => {
+    row.append(...cells.map((value, column) => {
       const cell = document.createElement("td");
-      cell.textContent = value;
+      cell.className = RECORD_COLUMNS[column];
+      const label = document.createElement("span");
+      label.className = "label";
+      label.setAttribute("aria-hidden", "true");  // the column's header names it already
+      label.textContent = labels[column];
+      const text = document.createElement("span");
+      text.className = "value";
+      text.textContent = value;
+      cell.append(label, text);
       return cell;
     }));
     return row;

@@ -81,7 +81,8 @@ demo-web: build
 	    $(BUILD_DIR)/web-venv/bin/python examples/web/cluster.py --ports $(WEB_PORTS) \
 	    $(if $(WEB_ADMIN_PORTS),--admin-ports $(WEB_ADMIN_PORTS)) $(if $(WEB_REDIS_PORT),--redis-port $(WEB_REDIS_PORT)) $(ARGS)
 
-# The browser test's browser: Debian's chromium and chromedriver, and the
+# The browser test's browser: Debian's chromium and chromedriver (and a
+# Chinese font for its screenshots of the page in Chinese), and the
 # proxy test's nginx, installed with apt-get when missing and we may;
 # otherwise those tests report SKIP and say what to install.
 web-tools:
@@ -89,6 +90,7 @@ web-tools:
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	command -v chromedriver >/dev/null 2>&1 || missing="$$missing chromium-driver"; \
 	command -v nginx >/dev/null 2>&1 || test -x /usr/sbin/nginx || missing="$$missing nginx"; \
+	{ command -v fc-list >/dev/null 2>&1 && fc-list :lang=zh 2>/dev/null | grep -q .; } || missing="$$missing fonts-wqy-microhei"; \
 	if [ -n "$$missing" ]; then \
 	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
 	    echo "Installing$$missing with apt-get (the web example's browser and proxy tests)"; \

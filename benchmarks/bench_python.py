@@ -384,6 +384,23 @@ def cpu_run(socket: str, client, subjects: list, run: int) -> dict:
                          store_prefix=f"cpu{run}:") as engine:
         measure("tg_granted", lambda: grant_all(engine, [f"g{s}" for s in subjects]))
 
+    # Tickgate, a guarded granted send of a new number (the guard enforced,
+    # its thresholds never reached): the guard's screen runs in the begin.
+    with tickgate.Engine(delivery=tickgate.Delivery.HOST_THREAD, store_url=url,
+                         store_prefix=f"cpug{run}:") as engine:
+        engine.set_guard("login", tickgate.GuardMode.ENFORCE, country_daily_minimum=1_000_000,
+                         country_hourly_minimum=1_000_000, address_daily_minimum=1_000_000,
+                         address_hourly_minimum=1_000_000)
+
+        def guarded() -> None:
+            for subject in subjects:
+                try:
+                    engine.send_begin("login", subject, client_address="203.0.113.7").succeeded()
+                except tickgate.TickgateError as error:
+                    OUTCOMES.allow(error)
+
+        measure("tg_guarded", guarded)
+
     # Tickgate, a refusal the server makes: engine B sends on the keys and
     # closes; engine A, opened after, has never decided on them, so each
     # of its refusals must come from the store (server_commands says
@@ -460,6 +477,14 @@ def cpu_rows(socket: str, quick: bool) -> None:
         ratio = med[ours] / med[theirs]
         print(f"TARGET python_redis_cpu_{row} value={ratio:.2f} limit=<={limit} unit=ratio_limits "
               f"{'PASS' if ratio <= limit else 'MISS'}")
+    # A guarded granted send beside an unguarded one (issue "One rule, one
+    # home": its screen in the begin's script).
+    ratio = med["tg_guarded"] / med["tg_granted"]
+    print(f"BENCH python_redis_cpu_send_guarded n={n} tickgate={med['tg_guarded']:.2f} "
+          f"unguarded={med['tg_granted']:.2f} unit=us ratio_unguarded={ratio:.2f} "
+          f"server_commands={med['tg_guarded_commands']:.2f}")
+    print(f"TARGET python_redis_cpu_send_guarded value={ratio:.2f} limit=<=1.5 unit=ratio_unguarded "
+          f"{'PASS' if ratio <= 1.5 else 'MISS'}")
 
 
 def main() -> None:

@@ -60,6 +60,11 @@ class Peer:
         self.burst_threads: List[threading.Thread] = []
         self.burst_results: List[Dict[str, Any]] = []
 
+    # -- the clock (ClockKind.MANUAL) -------------------------------------------
+
+    def op_advance(self, ms: int) -> None:
+        self.engine.advance(ms=ms)
+
     # -- settings ------------------------------------------------------------
 
     def op_set_policy(self, scope: str, **fields: Any) -> None:

@@ -8,7 +8,7 @@
 #define TICKGATE_VERSION_H
 
 #define TG_VERSION_MAJOR 0
-#define TG_VERSION_MINOR 1
+#define TG_VERSION_MINOR 2
 #define TG_VERSION_PATCH 0
 
 /* "MAJOR.MINOR.PATCH" of this header. */

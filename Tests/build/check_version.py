@@ -94,7 +94,8 @@ except (OSError, subprocess.CalledProcessError):
     files = [os.path.relpath(os.path.join(d, f), source) for d, _, fs in os.walk(source)
              if "/build" not in d and "/.git" not in d for f in fs]
 allowed = {"CHANGELOG.md"}
-pattern = re.compile(r"(?<!\d)" + re.escape(version) + r"(?!\d)")
+# A version inside a longer dotted number (an address such as 192.0.2.1) is none.
+pattern = re.compile(r"(?<![\d.])" + re.escape(version) + r"(?!\.?\d)")
 stray = []
 for name in files:
     if name in allowed or "/corpus/" in name or name.endswith((".png", ".db")):

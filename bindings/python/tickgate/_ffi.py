@@ -45,7 +45,7 @@ from ._loader import LibraryError, LoadedLibrary, open_library
 # The numbers of include/tickgate_version.h (build.version and test_ffi.py
 # check that they agree).
 TG_VERSION_MAJOR = 0
-TG_VERSION_MINOR = 1
+TG_VERSION_MINOR = 2
 TG_VERSION_PATCH = 0
 TG_VERSION_STRING = f"{TG_VERSION_MAJOR}.{TG_VERSION_MINOR}.{TG_VERSION_PATCH}"
 TG_VERSION_HEX = (TG_VERSION_MAJOR << 16) | (TG_VERSION_MINOR << 8) | TG_VERSION_PATCH

@@ -151,7 +151,7 @@ local G
 local function undone(reply)
   if G and G[1] ~= 'same' and G[15] == '1' then
     local g = 14 + NB
-    guard_run({'returned', ARGV[g], ARGV[g + 1], ARGV[g + 2], '', ARGV[g + 3], ARGV[g + 4], '', ''})
+    guard_run({'returned', ARGV[g], ARGV[g + 1], ARGV[g + 2], '', ARGV[g + 3], ARGV[g + 4], '', '', fmt(real)})
   end
   if G then reply[9] = G end
   return reply
@@ -223,7 +223,7 @@ end
 if screening then
   local g = 14 + NB
   G = guard_run({'screen', ARGV[g], ARGV[g + 1], ARGV[g + 2], ARGV[3], ARGV[g + 3], ARGV[g + 4], ARGV[g + 5],
-                 ARGV[g + 6]})
+                 ARGV[g + 6], fmt(real)})
   if G[1] == 'stale' or G[1] == 'corrupt' or G[1] == 'late' or (G[1] ~= 'same' and G[15] == '0') then
     return {'guard', now, real, before, '', '', -1, -1, G}
   end

@@ -55,7 +55,8 @@ if op == 'set' then
   if ARGV[6] == '' then redis.call('DEL', B .. 'guard') else redis.call('SET', B .. 'guard', ARGV[6]) end
   return {'ok'}
 end
-local now = store_time()
+-- The store's time (ARGV 10: given by decide.lua, which read it already).
+local now = tonumber(ARGV[10] or '') or store_time()
 local names = {B .. 'guard', B .. 'codes', B .. 'latest', B .. 'uc:' .. CTY, B .. 'vc:' .. CTY, B .. 'd:' .. CTY,
                B .. 'prev'}
 local kinds = {'string', 'hash', 'hash', 'zset', 'zset', 'hash', 'hash'}
@@ -97,7 +98,7 @@ local function trim(key, span) redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(n
 local function keep(key, us) redis.call('PEXPIRE', key, fmt(math.floor(us / 1000) + 60000)) end
 local today = math.floor(now / DAY)
 
-local function check(g)
+local function check(g, quick)
   g = g or rd('string', 'GET', B .. 'guard') or ''
   local w = R.guard_windows(now, after(g))
   local due = w.due
@@ -128,7 +129,10 @@ local function check(g)
     local first = rd('zset', 'ZRANGEBYSCORE', B .. 'uc:' .. CTY, '(' .. fmt(since), fmt(due), 'WITHSCORES', 'LIMIT', 0, 1)
     return first[2] and tonumber(first[2]) or ''
   end
-  reply[12], reply[13], reply[14] = now, oldest(w.unverified_day), oldest(w.unverified_hour)
+  reply[12], reply[13], reply[14] = now, '', ''
+  -- (quick: a screen reads them only for a send it refuses.)
+  if not quick then reply[13], reply[14] = oldest(w.unverified_day), oldest(w.unverified_hour) end
+  reply.oldest = oldest
   return reply
 end
 -- The counts have room again (a code returned or verified): engines that
@@ -178,7 +182,7 @@ local function screen()
   if ARGV[9] ~= '1' then return {'same'} end
   local t = thresholds(g)
   if not t then return {'corrupt', B .. 'guard', 'holds bad guard thresholds'} end
-  local reply = check(g)
+  local reply = check(g, true)
   local days, raw = {}, reply[7]
   for j = 1, #raw, 2 do days[tonumber(raw[j])] = tonumber(raw[j + 1]) or 0 end
   local c = {country_unverified_day = reply[2], country_unverified_hour = reply[3],
@@ -189,7 +193,13 @@ local function screen()
   local j = R.guard_judge(t, c)
   -- Enforced (mode 2) and warned: refused, and not counted.
   local counted = not (string.match(g, '^[^;]*;(%d+);') == '2' and j.warnings > 0)
-  if counted then count_sent() end
+  if counted then
+    count_sent()
+  else
+    reply[13], reply[14] = reply.oldest(R.guard_windows(now, after(g)).unverified_day),
+      reply.oldest(R.guard_windows(now, after(g)).unverified_hour)
+  end
+  reply.oldest = nil
   reply[15], reply[16], reply[17], reply[18] = counted and '1' or '0', j.warnings, j.country_daily, j.country_hourly
   reply[19], reply[20], reply[21] = j.address_daily, j.address_hourly, c.country_verified_daily_maximum
   return reply

@@ -216,3 +216,24 @@ final class Background: @unchecked Sendable {
         #expect(recorder.take().map(\.0) == [.state, .started])
     }
 }
+
+/// What the double is not: a store no other engine shares (no notices, no
+/// reads through, no rules of its own, nothing to write back, no records).
+/// `Store` has no defaults: every store says each of these.
+extension DoubleStore {
+    var warning: String? { nil }
+    var readsThrough: Bool { false }
+    var holdsRules: Bool { false }
+    var refusesLocally: Bool { false }
+    var keepsBudgetRefusals: Bool { false }
+    var hearsKeys: Bool { false }
+    func watch(_ changed: @escaping @Sendable (StoreNotice) -> Void) {}
+    func watch(_ changed: @escaping @Sendable (StoreNotice) -> Void, lag: @escaping @Sendable (Span) -> Void) {}
+    func watchKeys() {}
+    func appendRecord(_ record: GuardRecord, maximumLength: Int) throws(TickgateError) {}
+    func localGuard(scope: KeyName) throws(TickgateError) -> LocalGuard { .unknown }
+    func session(realm: KeyName) throws(TickgateError) -> SessionState? { nil }
+    func readSettings() throws(TickgateError) -> StoreSnapshot { StoreSnapshot() }
+    func merge(_ rows: KeyRows, for key: CountdownKey, charges: [BudgetKey: [Instant]],
+               by deadline: Instant) throws(TickgateError) {}
+}

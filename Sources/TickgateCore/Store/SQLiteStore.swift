@@ -382,6 +382,27 @@ final class SQLiteStore: Store {
     /// Every engine on the file decides by the file's policies and budgets.
     var holdsRules: Bool { true }
 
+    // What a local file is not: every call reads and writes the file, and
+    // its watcher re-reads what is observed on any change (no notices of
+    // keys, no lag to tell, no refusals kept without asking, no record
+    // stream: records go to subscribers).
+    var warning: String? { nil }
+    var readsThrough: Bool { false }
+    var refusesLocally: Bool { false }
+    var keepsBudgetRefusals: Bool { false }
+    var hearsKeys: Bool { false }
+    func watch(_ changed: @escaping @Sendable (StoreNotice) -> Void, lag: @escaping @Sendable (Span) -> Void) {
+        watch(changed)
+    }
+    func watchKeys() {}
+    func appendRecord(_ record: GuardRecord, maximumLength: Int) throws(TickgateError) {}
+    /// Memory has the sessions (re-read from the file on its changes).
+    func session(realm: KeyName) throws(TickgateError) -> SessionState? { nil }
+    /// A grant made alone past a file that stayed locked is not written
+    /// back: the file holds what every process decided.
+    func merge(_ rows: KeyRows, for key: CountdownKey, charges: [BudgetKey: [Instant]],
+               by deadline: Instant) throws(TickgateError) {}
+
     /// The file's settings (another process may have changed them).
     func readSettings() throws(TickgateError) -> StoreSnapshot {
         try transaction { (file) throws(TickgateError) -> StoreSnapshot in

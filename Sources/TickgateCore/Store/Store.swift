@@ -243,22 +243,3 @@ enum StoreNotice: Sendable, Equatable {
     case back
 }
 
-extension Store {
-    var warning: String? { nil }
-    var readsThrough: Bool { false }
-    var holdsRules: Bool { false }
-    var refusesLocally: Bool { false }
-    var keepsBudgetRefusals: Bool { false }
-    var hearsKeys: Bool { false }
-    func watch(_ changed: @escaping @Sendable (StoreNotice) -> Void) {}
-    func watch(_ changed: @escaping @Sendable (StoreNotice) -> Void, lag: @escaping @Sendable (Span) -> Void) {
-        watch(changed)
-    }
-    func watchKeys() {}
-    func appendRecord(_ record: GuardRecord, maximumLength: Int) throws(TickgateError) {}
-    func localGuard(scope: KeyName) throws(TickgateError) -> LocalGuard { .unknown }
-    func session(realm: KeyName) throws(TickgateError) -> SessionState? { nil }
-    func readSettings() throws(TickgateError) -> StoreSnapshot { StoreSnapshot() }
-    func merge(_ rows: KeyRows, for key: CountdownKey, charges: [BudgetKey: [Instant]],
-               by deadline: Instant) throws(TickgateError) {}
-}

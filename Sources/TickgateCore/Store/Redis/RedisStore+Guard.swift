@@ -25,6 +25,9 @@ extension RedisStore {
         return reader
     }
 
+    /// Reading the guard costs a round trip: the engine keeps its copy.
+    func localGuard(scope: KeyName) throws(TickgateError) -> LocalGuard { .unknown }
+
     /// One server screens a guarded send in the step that decides it
     /// (decide.lua); a cluster's guard is in another slot than the key.
     var screensInDecision: Bool { cluster == nil }

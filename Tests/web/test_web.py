@@ -45,7 +45,7 @@ then the page as it ships (no ?debug=1), on a server of its own, at 320 px
 
 It saves screenshots into docs/ ($TG_WEB_SCREENSHOTS): web.png (1280 px,
 counting), web-phone.png (390 px, counting), web-signed-in.png,
-web-zh.png and web-offline.png, which README.md shows. Exit status 77
+web-zh.png and web-offline.png, which README.md and docs/web-example.md show. Exit status 77
 (CTest's SKIP) when no chromium or chromedriver is installed, with the
 reason.
 """

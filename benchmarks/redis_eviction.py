@@ -1,7 +1,7 @@
 """What a full Redis does to Tickgate under each maxmemory-policy
-(docs/operating-redis.md): a redis-server of its own with maxmemory 4 MB
-and the policy given, a budget and a policy set, then cooldowns made
-until 20000 were granted or a call failed; then how many of the granted
+(docs/redis.md, "Running Redis for Tickgate"): a redis-server of its own
+with maxmemory 4 MB and the policy given, a budget and a policy set, then
+cooldowns made until 20000 were granted or a call failed; then how many of the granted
 cooldowns (each still running: 600 s) and whether the settings are still
 in Redis.
 

@@ -1,4 +1,5 @@
-"""What Tickgate's data costs a Redis server, measured (docs/operating-redis.md).
+"""What Tickgate's data costs a Redis server, measured (docs/redis.md,
+"Running Redis for Tickgate").
 
 Starts a redis-server of its own (unix socket in a temporary folder, no
 persistence, stopped on every exit path), and for each kind of item makes

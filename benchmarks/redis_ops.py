@@ -1,6 +1,7 @@
-"""The operator's numbers beside memory (docs/operating-redis.md): a
-decision's round trip, how a short store_timeout_ms fails a call to a
-stopped server, and the connections (and their memory) an engine holds.
+"""The operator's numbers beside memory (docs/redis.md, "Running Redis for
+Tickgate"): a decision's round trip, how a short store_timeout_ms fails a
+call to a stopped server, and the connections (and their memory) an
+engine holds.
 
 Starts a redis-server of its own on a unix socket (stopped on every exit
 path) and uses the Python binding:

@@ -75,8 +75,8 @@
  *    of a key read the key from the server first (one round trip; "Store:
  *    may wait" for them, with its statuses); tg_countdown_list (its visits
  *    and its out_count) answers from what this engine knows. Observers hear
- *    of other engines' changes by the server's notices (README "Many
- *    servers").
+ *    of other engines' changes by the server's notices (docs/redis.md,
+ *    "Change notices").
  *  - Versioned structs. Every struct that crosses this interface starts with
  *    uint32_t struct_size, and one rule covers them all:
  *      - A struct the caller fills in (tg_engine_options; tg_policy given to
@@ -316,14 +316,14 @@ typedef struct tg_engine_options {
      *   redis+sentinel://[[user]:password@]host:port[,host:port...]/service[/db]
      *   redis+cluster://[[user]:password@]host:port[,host:port...]
      *   rediss://, rediss+sentinel://, rediss+cluster://  (TLS)
-     * user and password may be percent-encoded; options after '?' (README
-     * "Many servers: the Redis store"). A Redis Cluster node named with
+     * user and password may be percent-encoded; options after '?'
+     * (docs/redis.md, "Connecting"). A Redis Cluster node named with
      * redis:// fails the open (TG_STORE_FAILURE_UNSUPPORTED). The open connects, logs in
      * and selects the database, and fails with TG_E_STORE_IO naming the
      * server if any step fails (unreachable, refused login, bad database;
      * tg_last_store_failure() tells which: TG_STORE_FAILURE_UNREACHABLE,
      * _TIMEOUT, _AUTH, ...).
-     * README "Redis" says what is kept where and what each failure does.
+     * docs/redis.md says what is kept where and what each failure does.
      * (This field and the next came after the second layout, which ends at
      * store_timeout_ms.) */
     const char *store_url;
@@ -394,7 +394,7 @@ tg_status tg_engine_close(tg_engine *engine);
  * receives the whole text's length, 0 if there is nothing to say. Today: a
  * Redis server whose maxmemory-policy is not noeviction (when its memory is
  * full it evicts keys that still decide: live cooldowns, charges,
- * sessions; README "Running Redis for Tickgate").
+ * sessions; docs/redis.md, "Running Redis for Tickgate").
  *
  * Errors: TG_E_INVALID_ARGUMENT for a NULL buffer with size > 0.
  * Store: never (the open read it).
@@ -1207,7 +1207,7 @@ tg_status tg_gate_subscribe(tg_engine *engine, const char *realm,
  * 4. Conversion signals (mode RECORD_ONLY or ENFORCE): codes sent that
  *    were never verified (tg_verified), counted per country of the number
  *    and per client address over the last hour and day, against thresholds
- *    that grow with the verified traffic (README "Stopping SMS pumping"):
+ *    that grow with the verified traffic (docs/pumping.md):
  *    a send that crosses one raises its warning (TG_WARNING_*); ENFORCE
  *    refuses it with TG_E_PUMPING_SUSPECTED, RECORD_ONLY only records it.
  *
@@ -1254,7 +1254,7 @@ typedef enum tg_guard_mode {
  * - addresses: IPv4 or IPv6 addresses or CIDR ranges
  *   ("203.0.113.0/24,2001:db8::/32");
  * - countries: region codes of the number.
- * The thresholds (README "Stopping SMS pumping") default to the formulas
+ * The thresholds (docs/pumping.md, "The signals") default to the formulas
  * of Authgear's fraud-protection spec; each is 0 to 1000000 (divisors at
  * least 1, history_days 1 to 60, unverified_after_seconds at most 3600).
  */
@@ -1439,7 +1439,7 @@ typedef struct tg_stats {
      * a status of TG_STATS_STATUS_SLOTS or more (none today). */
     uint64_t sends_refused[TG_STATS_STATUS_SLOTS];
     /* Of sends_refused, those this engine refused without asking the store
-     * (Redis: README "Refusals without a round trip"). */
+     * (Redis: docs/redis.md, "Refusals without a round trip"). */
     uint64_t sends_refused_locally;
     /* Of sends_granted, those granted by this engine alone while the store
      * could not be reached (TG_STORE_FAIL_OPEN; their SENDING events carry
@@ -1479,7 +1479,7 @@ typedef struct tg_stats {
     /* Of them, those that say when they were sent (on Redis, every
      * decision's: its script's reading of the store's time), and how long
      * each took from then to its arrival, by the engine's mapping of the
-     * store's time onto its own clock (README "One clock"): never
+     * store's time onto its own clock (docs/redis.md, "One clock"): never
      * overstated, and short by at most that mapping's error (about one
      * round trip). */
     uint64_t notices_timed;                            /* sum of the buckets */

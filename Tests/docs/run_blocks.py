@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Every code block of the READMEs runs as written (CTest: docs.readme).
+"""Every code block of the README and the docs runs as written (CTest: docs.readme).
 
-As Rust's doc-tests do, this reads each fenced block of README.md and
-bindings/python/README.md, so that the first program a newcomer copies works.
-A block is one of:
+As Rust's doc-tests do, this reads each fenced block of README.md, of every
+page of docs/ (docs/*.md) and of bindings/python/README.md, so that the first
+program a newcomer copies works, and every other example too. A block is one
+of:
 
 - complete: run exactly as written, durations and all, on the real clock
   (the 60 s countdowns run for 60 s; the blocks run side by side).
@@ -15,7 +16,17 @@ A block is one of:
   dry runs (make -n), `pip` is a fresh virtual environment's, `python3`
   this interpreter, and `redis-server` gets a free port of its own (and
   is stopped after the block). A block that compiles `app.c` finds there
-  the README's first program, as its text says.
+  the README's first program, as its text says. A block that names `HOST`
+  is an operator's, run against a Redis server: `redis-cli -h HOST` reaches
+  a redis-server of the block's own (an ACL user `admin`, password
+  `ADMIN_PASSWORD`, may do everything there), which holds a Tickgate store
+  under the default prefix `tickgate:` (a policy, titles, a budget, two
+  numbers sent a code, one with a newline, quotes and Chinese in it) and one
+  key of another application. The block runs in a folder of its own, and
+  redis-cli answers errors with status 0, so the server is checked after it:
+  a block that UNLINKs must leave nothing under `tickgate:` and the other
+  application's key in place; any other must leave `tickgate:settings` as
+  it found it.
 - a fragment: the line before its fence is
   `<!-- fragment of examples/readme/fragments.c -->` (or another file). The
   named file must hold the fragment, line for line (indentation aside), and
@@ -45,7 +56,8 @@ from pathlib import Path
 from typing import Optional
 
 source, build, library = (Path(p).resolve() for p in sys.argv[1:4])
-files = ["README.md", "bindings/python/README.md"]
+files = ["README.md"] + sorted(str(p.relative_to(source)) for p in (source / "docs").glob("*.md")) + [
+    "bindings/python/README.md"]
 work = Path(tempfile.mkdtemp(prefix="tg-docs-"))
 FRAGMENT = re.compile(r"^<!-- fragment of (\S+) -->$")
 results: list[tuple[bool, str, str]] = []
@@ -157,10 +169,74 @@ redis-server() {
     command redis-server "$@" --port "$TG_DOCS_OWN_REDIS_PORT" --dir "$TG_DOCS_WORK" \
         --pidfile "$TG_DOCS_WORK/own-redis.pid" --logfile "$TG_DOCS_WORK/own-redis.log"
 }
+redis-cli() {
+    local args=() arg
+    for arg in "$@"; do
+        if [ "$arg" = HOST ]; then args+=(127.0.0.1 -p "$TG_DOCS_HOST_PORT"); else args+=("$arg"); fi
+    done
+    command redis-cli "${args[@]}"
+}
+"""
+
+# The Tickgate store an operator's block finds on HOST (see the docstring).
+SEED = r"""
+import sys
+import tickgate
+
+with tickgate.Engine(store_url=sys.argv[1]) as engine:          # the default prefix, tickgate:
+    engine.set_policy("login", tickgate.Policy(cooldowns=(60, 120), window_max_sends=5, window=600))
+    engine.set_titles("login", idle="获取验证码", cooling="重新发送({s}s)")
+    engine.set_budget("ip", [(10, 3600)])
+    for subject in ("+8613800000000", 'a "quoted"\nname 名字'):
+        engine.send_begin("login", subject).succeeded()
 """
 
 
-def sh_block(block: Block, first_program: str) -> tuple[bool, str, str]:
+def cli(port: int, *args: str) -> str:
+    return run(["redis-cli", "-p", str(port), "--no-raw", *args], timeout=30).stdout
+
+
+def operator_server(folder: Path) -> tuple[subprocess.Popen, int]:
+    """HOST for an operator's block: a redis-server with an admin user, a
+    Tickgate store and another application's key."""
+    port = free_port()
+    server = start_redis(port, folder)
+    cli(port, "ACL", "SETUSER", "admin", "on", ">ADMIN_PASSWORD", "~*", "&*", "+@all")
+    cli(port, "SET", "other:kept", "1")
+    seeded = run([sys.executable, "-c", SEED, f"redis://127.0.0.1:{port}"], timeout=60,
+                 env=env_for({"PYTHONPATH": str(source / "bindings" / "python"), "TICKGATE_LIBRARY": str(library)}))
+    if seeded.returncode != 0:
+        server.terminate()
+        server.wait()
+        raise RuntimeError(f"could not seed HOST's Tickgate store:\n{seeded.stderr[-2000:]}")
+    return server, port
+
+
+def operator_check(code: str, port: int, settings_before: str) -> str:
+    """What the server must hold after an operator's block ('' if it does)."""
+    if re.search(r"\bUNLINK\b", code):
+        left = cli(port, "--scan", "--pattern", "tickgate:*").split()
+        if left:
+            return f"after the purge {len(left)} keys are left under tickgate:, such as {left[0]}"
+        if cli(port, "EXISTS", "other:kept").strip() != "(integer) 1":
+            return "the purge removed another application's key"
+        return ""
+    after = cli(port, "HGETALL", "tickgate:settings")
+    if not settings_before.strip() or "(empty" in settings_before:
+        return "HOST held no tickgate:settings before the block"
+    if fields(after) == fields(settings_before):
+        return ""
+    return f"tickgate:settings changed:\nbefore:\n{settings_before}\nafter:\n{after}"
+
+
+def fields(hgetall: str) -> dict[str, str]:
+    """HGETALL's reply as printed by redis-cli --no-raw, as field -> value
+    (a hash's fields come in no set order)."""
+    items = [line.split(") ", 1)[1] for line in hgetall.strip().split("\n") if ") " in line]
+    return dict(zip(items[0::2], items[1::2]))
+
+
+def sh_block(block: Block, first_program: str, scratch: Path) -> tuple[bool, str, str]:
     venv = work / "venv"
     if re.search(r"^\s*pip\b", block.code, re.M) and not venv.exists():
         run([sys.executable, "-m", "venv", str(venv)])
@@ -177,14 +253,31 @@ def sh_block(block: Block, first_program: str) -> tuple[bool, str, str]:
             return False, block.name, f"{app} exists already: the block would compile it, not the README's program"
         app.write_text(first_program, encoding="utf-8")
         made += [app, source / "app"]
+    operator: Optional[tuple[subprocess.Popen, int]] = None
+    cwd, settings_before = source, ""
     try:
-        r = run(["bash", "-c", SH_PRELUDE + block.code], cwd=source, env=env, stdin=subprocess.DEVNULL, timeout=900)
+        if re.search(r"\bHOST\b", block.code):
+            try:
+                operator = operator_server(scratch / "host-redis")
+            except RuntimeError as error:
+                return False, block.name, str(error)
+            env["TG_DOCS_HOST_PORT"] = str(operator[1])
+            settings_before = cli(operator[1], "HGETALL", "tickgate:settings")
+            cwd = scratch / "folder"
+            cwd.mkdir(parents=True)
+        r = run(["bash", "-c", SH_PRELUDE + block.code], cwd=cwd, env=env, stdin=subprocess.DEVNULL, timeout=900)
         ok, detail = r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+        if ok and operator is not None:
+            problem = operator_check(block.code, operator[1], settings_before)
+            ok, detail = not problem, problem and f"{problem}\n{detail}"
         if ok and re.search(r"^\s*redis-server\b", block.code, re.M):
             ok = answers(own_redis)
             detail = "" if ok else f"the block's redis-server does not answer PING\n{detail}"
         return ok, block.name, detail
     finally:
+        if operator is not None:
+            operator[0].terminate()
+            operator[0].wait()
         pid_file = work / "own-redis.pid"
         if pid_file.exists():
             subprocess.run(["kill", pid_file.read_text().strip()], check=False)
@@ -251,9 +344,9 @@ def main() -> int:
             code = (source / example).read_text(encoding="utf-8")
             runner = c_program if example.endswith(".c") else python_program
             jobs.append(pool.submit(runner, f"{example} (the fragments' program)", code, work / f"example{n}"))
-        for block in all_blocks:
+        for n, block in enumerate(all_blocks):
             if block.lang == "sh" and block.fragment_of is None:
-                report(sh_block(block, first_program))
+                report(sh_block(block, first_program, work / f"sh{n}"))
         for job in jobs:
             report(job.result())
     passed = sum(1 for ok, _, _ in results if ok)

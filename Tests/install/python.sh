@@ -22,12 +22,12 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 python=${PYTHON:-python3}
 
-# The README's Python example: the first python block of "## Python".
+# The README's Python example: the first python block of "## A first Python program".
 example="$work/example.py"
 "$python" - "$source/README.md" "$example" <<'EOF'
 import re, sys
 text = open(sys.argv[1]).read()
-section = text.split("\n## Python\n", 1)[1].split("\n## ", 1)[0]
+section = text.split("\n## A first Python program\n", 1)[1].split("\n## ", 1)[0]
 block = re.search(r"```python\n(.*?)```", section, re.S).group(1)
 open(sys.argv[2], "w").write(block.replace('engine.start("login", phone, 60)',
                                            'engine.start("login", phone, 2)'))

@@ -80,8 +80,8 @@ def refused_once_noticed(call: Callable[[], object], expected: type, stale: type
     """Calls `call` until it raises `expected` and returns that error.
 
     An engine on Redis refuses locally by what the server last told it
-    until another engine's change reaches it as a notice (README "Refusals
-    without a round trip", the one stale window): meanwhile `call` may raise
+    until another engine's change reaches it as a notice (docs/redis.md,
+    "Refusals without a round trip", the one stale window): meanwhile `call` may raise
     the `stale` error. Anything else, a grant included, fails the test."""
     deadline = time.monotonic() + timeout
     while True:

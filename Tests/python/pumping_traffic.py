@@ -5,7 +5,7 @@ engine (memory store, manual clock, host-thread delivery) in about a second
 of real time, deterministically (every draw comes from generators seeded
 with the size's and the scenario's names). Fourteen normal days build the
 country's history, with the guard in record-only mode as a rollout starts
-(README "Stopping SMS pumping"); then the guard is set to the mode under
+(docs/pumping.md); then the guard is set to the mode under
 test and the scenario's day plays, hour by hour. The users of the first
 twelve days send without an address: no signal looks at an address's codes
 a day old, so the day's counts are the same, and the run takes less time.

@@ -217,7 +217,7 @@ def test_a_change_on_another_engine_drops_what_is_known(own_redis: Callable[...,
     lags.append(("budget reset on B", lag_until_granted(a, lambda: b.ok("reset_budget", name="ip", key="10.1.1.2"),
                                                         scope="login", subject="+15", budgets=budgets)))
     # The window where a local refusal can be stale: the notice's way from
-    # B's change to A (README "Refusals without a round trip").
+    # B's change to A (docs/redis.md, "Refusals without a round trip").
     print("stale local refusals after a change on another engine: "
           + ", ".join(f"{what} {lag * 1000:.1f} ms" for what, lag in lags))
     for what, lag in lags:

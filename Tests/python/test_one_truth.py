@@ -43,7 +43,7 @@ needs_fixture = pytest.mark.skipif(not URL, reason="TG_REDIS_URL is not set (CTe
 needs_server = pytest.mark.skipif(REDIS_SERVER is None, reason="redis-server is not installed")
 
 _SERIAL = itertools.count(1)
-# The promise of change notices (README, "Change notices").
+# The promise of change notices (docs/redis.md, "Change notices").
 NOTICE_PROMISE = 0.100
 
 
@@ -397,7 +397,7 @@ def test_policy_on_a_governs_b_next_send(peers: Callable[..., Peer]) -> None:
     ticket = b.ok("send_begin", scope="login", subject="second")
     assert b.ok("send_end", ticket=ticket) == 5_000, "B's send did not take the policy A set"
     # A remaining time is never short and long by at most one round trip
-    # (README, "One clock"), rounded up to the millisecond: a few ms over.
+    # (docs/redis.md, "One clock"), rounded up to the millisecond: a few ms over.
     for peer in (a, b):
         left = peer.ok("remaining", scope="login", subject="second")
         assert 4_000 < left <= 5_000 + 10, (peer.name, left)

@@ -2,7 +2,7 @@
 engine on a manual clock, at ~1 000 and ~20 codes a day for the country,
 with the goal asserted: no legitimate user refused on normal, launch and
 spike days, and every attack blocked with bounded leakage. `pytest -s`
-prints the table the README shows (pumping_traffic.py makes the traffic).
+prints the table docs/pumping.md shows (pumping_traffic.py makes the traffic).
 """
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ def test_always_allowed_are_never_blocked_nor_counted(size) -> None:
 
 
 def test_print_the_table() -> None:
-    """pytest -s shows the table (README "Stopping SMS pumping")."""
+    """pytest -s shows the table (docs/pumping.md, "What the guard does to a day's traffic")."""
     print()
     for size in SIZES:
         outcomes = [outcome(s.key) for s in scenarios_of(size)]

@@ -1,8 +1,8 @@
 """Tickgate as a Redis ACL user with only the rights it needs.
 
-The rule is the one the operator's page documents (docs/operating-redis.md,
-or README.md once the page moved there): this file reads it from there, so
-the docs and the tests cannot drift, and checks it against every command
+The rule is the one the operator's part of docs/redis.md documents ("ACL:
+the user `tickgate`"): this file reads it from there, so the docs and the
+tests cannot drift, and checks it against every command
 the Swift store and the Lua scripts send (Redis checks the commands a
 script calls too). A redis-server of this file's own, which requires a
 login for everyone, gets the user exactly as documented; then every
@@ -34,9 +34,10 @@ from conftest import REPO, SCENARIOS
 from scenario_runner import DELIVERIES, run_file
 
 REDIS_SOURCES = REPO / "Sources" / "TickgateCore" / "Store" / "Redis"
-#: Where the rule is written for operators (the first is its home today,
-#: the second once it moved into the README; both may hold it, alike).
-RULE_DOCS = [REPO / "docs" / "operating-redis.md", REPO / "README.md"]
+#: Where the rule is written for operators (docs/redis.md, which took in
+#: the operator's page; the README too, should it ever show the rule: every
+#: file that holds it must hold it alike).
+RULE_DOCS = [REPO / "docs" / "redis.md", REPO / "README.md"]
 RULE_LINE = re.compile(r"^ACL SETUSER tickgate .*$", re.MULTILINE)
 PREFIX = "tickgate:"
 USER = "tickgate"

@@ -164,7 +164,7 @@ def test_guards_count_on_the_scopes_primary_for_every_engine(cluster: Cluster, e
             assert c("ZCARD", f"{prefix}u{{{name(scope)}}}uc:CN") == 2, (port, scope)
         # A verification on B lets A send again (the count went down), once
         # A hears B's notice: until then A refuses the country by what the
-        # store told it (README "Refusals without a round trip"; the notice
+        # store told it (docs/redis.md, "Refusals without a round trip"; the notice
         # crosses the cluster's bus).
         b.verified(scope, "+8613800000001")
 

@@ -161,7 +161,7 @@ static void test_engines_share_keys(void)
     ASSERT_STATUS(tg_send_end(a, ticket, TG_SEND_SUCCEEDED, 0, &cooldown), TG_OK);
     ASSERT_EQ_INT(cooldown, 60000);
     /* B refuses by what the server told it (in flight) until A's notice
-     * arrives, then by the cooldown: refused throughout (README "Refusals
+     * arrives, then by the cooldown: refused throughout (docs/redis.md, "Refusals
      * without a round trip", the one stale window). */
     {
         int64_t until = now_ms() + 2000;

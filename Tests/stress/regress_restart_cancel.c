@@ -20,10 +20,10 @@
  *   3. the main thread restarts login/alice (run B, TG_START_RESTART), then
  *      cancels it: TG_OK.
  * Expected: tg_countdown_cancel returns only once no TICK of login/alice
- *   runs any more (README: "After tg_countdown_cancel returns, no TICK or
- *   FINISHED of the cancelled countdown runs or will run"; the host cannot
- *   tell runs apart: events carry no run id), i.e. after the callback
- *   returned.
+ *   runs any more (include/tickgate.h, tg_countdown_cancel: "When this
+ *   returns ..., no TICK or FINISHED of the cancelled countdown runs or
+ *   will run"; the host cannot tell runs apart: events carry no run id),
+ *   i.e. after the callback returned.
  * Got before the fix: cancel returned TG_OK at once, with the TICK callback
  *   still running (and, in race_stress, a TICK callback that started after
  *   cancel returned, when the dispatcher had claimed it but not yet called

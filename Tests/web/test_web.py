@@ -57,11 +57,11 @@ then the page as it ships (the public listener), on a server of its own, at
 
 It saves screenshots into docs/ ($TG_WEB_SCREENSHOTS): web.png (1280 px,
 counting), web-phone.png (390 px, counting), web-signed-in.png,
-web-zh.png and web-offline.png, which README.md shows, and the operator's
-panel in Chinese, web-operator-zh-phone.png (390 px) and web-operator-zh.png
-(1280 px). Exit status 77 (CTest's SKIP) when no chromium or chromedriver is
-installed, with the reason. Without a Chinese font (fc-list :lang=zh) the
-Chinese screenshots show boxes: it says so.
+web-zh.png and web-offline.png, which README.md and docs/web-example.md
+show, and the operator's panel in Chinese, web-operator-zh-phone.png (390 px)
+and web-operator-zh.png (1280 px). Exit status 77 (CTest's SKIP) when no
+chromium or chromedriver is installed, with the reason. Without a Chinese
+font (fc-list :lang=zh) the Chinese screenshots show boxes: it says so.
 """
 
 from __future__ import annotations

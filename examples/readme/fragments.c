@@ -1,7 +1,8 @@
 /*
- * fragments.c — the README's C fragments, each word for word inside a
- * complete program. `make test` runs it, and checks that every README block
- * marked "fragment of examples/readme/fragments.c" is here line for line
+ * fragments.c — the C fragments of the docs (docs/c-api.md, docs/redis.md),
+ * each word for word inside a complete program. `make test` runs it, and
+ * checks that every block of the README and of docs/ marked "fragment of
+ * examples/readme/fragments.c" is here line for line
  * (Tests/docs/run_blocks.py).
  *
  * The host around the fragments: a phone number, the host's SMS API and
@@ -50,7 +51,7 @@ static void present_login(void *u)
     printf("the login screen opens\n");
 }
 
-/* README, "The Get code button, whole". */
+/* docs/c-api.md, "The Get code button, whole". */
 static void get_code_button(tg_engine *engine)
 {
     /* Once: the scope's policy (60 s, 60 s, 120 s, then 300 s; at most 5 sends
@@ -78,7 +79,7 @@ static void get_code_button(tg_engine *engine)
     tg_verified(engine, "login", phone);
 }
 
-/* README, "A backend: budgets across keys and a cap on wrong codes". */
+/* docs/c-api.md, "A backend: budgets across keys and a cap on wrong codes". */
 static void backend(tg_engine *engine)
 {
     /* Once: the budgets (per client address, per country, in all). */
@@ -114,7 +115,7 @@ static void backend(tg_engine *engine)
         printf("this code is dead\n");
 }
 
-/* README, "A feature behind login": its functions, then its calls. */
+/* docs/c-api.md, "A feature behind login": its functions, then its calls. */
 static void open_orders(tg_request request, void *tab) { show_tab(tab); }
 static void on_account(const tg_gate_event *e, void *ui) {
     if (e->kind == TG_GATE_LOGIN_REQUIRED) present_login(ui);   /* once per burst */
@@ -134,14 +135,14 @@ static void feature_behind_login(tg_engine *engine)
     tg_gate_login_cancelled(engine, "account");                                /* or cancels each once */
 }
 
-/* README, "Structs across versions". */
+/* docs/c-api.md, "Structs across versions". */
 static void options_init(void)
 {
     tg_engine_options o;
     tg_engine_options_init(&o, sizeof o);   /* or: tg_engine_options o = TG_ENGINE_OPTIONS_INIT; */
 }
 
-/* README, "Many servers: the Redis store", in C. */
+/* docs/redis.md, "Connecting", in C. */
 static void redis_store(void)
 {
     tg_engine_options o = TG_ENGINE_OPTIONS_INIT;

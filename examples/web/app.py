@@ -140,7 +140,7 @@ def configure(engine: AsyncEngine, config: argparse.Namespace) -> None:
                       code_dead="Get a new code")
     engine.set_budget("address", config.address_budget)
     engine.set_budget("all", config.global_budget)
-    # The guard against SMS pumping (README "Stopping SMS pumping"): record
+    # The guard against SMS pumping (docs/pumping.md): record
     # only by default (a first rollout), every decision kept in Redis's
     # stream of records that /api/records reads for the operator.
     engine.set_guard(SCOPE, GUARD_MODES[config.guard], refused_destinations=config.refuse_destinations,

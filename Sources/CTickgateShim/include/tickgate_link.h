@@ -4,7 +4,7 @@
  * command, a redisReader parses replies). Every read and write waits at
  * most the link's timeout; writes never raise SIGPIPE. A link is used by
  * one thread at a time; only tgshim_link_fd may be read from another (to
- * shut the socket down). README: "Redis", "TLS". */
+ * shut the socket down). docs/redis.md: "TLS". */
 #ifndef TICKGATE_LINK_H
 #define TICKGATE_LINK_H
 #include <stddef.h>

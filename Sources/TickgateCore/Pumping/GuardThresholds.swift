@@ -22,8 +22,8 @@
 /// since its send with no verification (the anchor counts it from its
 /// send: 0). A code in flight is not evidence yet: most users type theirs
 /// within a minute or two, and counting them from the send refused
-/// legitimate users at busy hours in the simulation (README "Stopping SMS
-/// pumping"). The windows are shifted by it: the hourly count is of codes
+/// legitimate users at busy hours in the simulation (docs/pumping.md, "What
+/// the guard does to a day's traffic"). The windows are shifted by it: the hourly count is of codes
 /// sent between an hour and that long before now.
 public struct GuardThresholds: Sendable, Equatable {
     public var countryDailyMinimum = 20

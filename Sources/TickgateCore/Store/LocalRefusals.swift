@@ -12,8 +12,8 @@
 /// charges go back (a failed send, a reset, a write-back), when the rules
 /// change, when the notice link is lost, and at its deadline. The one
 /// window where a local refusal can be stale: a change on another engine
-/// whose notice has not arrived yet (README "Refusals without a round
-/// trip"); it refuses, the safe side.
+/// whose notice has not arrived yet (docs/redis.md, "Refusals without a
+/// round trip"); it refuses, the safe side.
 ///
 /// A decision's result is kept only if no notice of its key came while it
 /// was made (the notice may tell of a change after it): each key falls in

@@ -1,7 +1,7 @@
 // On a Redis Cluster a key's hash, the settings and each budget key live
 // in slots of their own, most often on other primaries, and one script
-// cannot reach them all. A decision is then a short protocol (README
-// "Budgets across slots", with what a crash at each step leaves):
+// cannot reach them all. A decision is then a short protocol (docs/redis.md,
+// "A decision on a cluster", with what a crash at each step leaves):
 //
 //   1. read the scope's policy and the budgets from the settings (one
 //      round trip, to the settings' primary);

@@ -178,7 +178,7 @@ extension RedisStore {
     /// key's expiry as an instant of the primary's clock: a new primary
     /// whose clock is ahead expires it early by as much, so keys get a
     /// minute more (server clocks up to a minute apart across a failover
-    /// keep every cooldown; README "Failover"). Engine time moves by itself
+    /// keep every cooldown; docs/redis.md, "Sentinel and failover"). Engine time moves by itself
     /// in tests, so it gets more.
     var slackMilliseconds: Int64 { options.time == .engine ? 600_000 : 60_000 }
 

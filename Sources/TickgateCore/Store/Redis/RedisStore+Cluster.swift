@@ -147,7 +147,7 @@ extension RedisStore {
 
     private static func unknown(_ error: TickgateError) -> TickgateError {
         TickgateError(.storeUnknown,
-            "\(error.message); a reservation may hold on a budget key until it expires (README \"Redis Cluster\")",
+            "\(error.message); a reservation may hold on a budget key until it expires (docs/redis.md, \"Redis Cluster\")",
             store: error.storeFailure)
     }
 

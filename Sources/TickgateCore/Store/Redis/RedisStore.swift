@@ -239,12 +239,12 @@ final class RedisStore: Store {
                     store: .readOnly)
             }
             throw TickgateError(.storeIO,
-                "the Redis server \(address.description) does not let this user run \(command), which Tickgate's scripts need: \((parts[2].text ?? "").prefix(200)) (README: \"ACL users\" gives the rule)",
+                "the Redis server \(address.description) does not let this user run \(command), which Tickgate's scripts need: \((parts[2].text ?? "").prefix(200)) (docs/redis.md, \"ACL: the user tickgate\", gives the rule)",
                 store: .auth)
         }
         if case let .error(text) = replies[count + 2] {
             throw RedisConnection.refused(text, address,
-                "the Redis server \(address.description) refused TIME, which Tickgate needs (README: \"ACL users\"): \(text.prefix(300))")
+                "the Redis server \(address.description) refused TIME, which Tickgate needs (docs/redis.md, \"ACL: the user tickgate\"): \(text.prefix(300))")
         }
         if case let .error(text) = probeReply {
             if text.hasPrefix("READONLY") {
@@ -252,7 +252,7 @@ final class RedisStore: Store {
                     "the Redis server \(address.description) is a read-only replica: name its primary, or its Sentinels with redis+sentinel://")
             }
             throw RedisConnection.refused(text, address,
-                "the Redis server \(address.description) refused a command Tickgate needs (README: \"ACL users\"): \(text.prefix(300))")
+                "the Redis server \(address.description) refused a command Tickgate needs (docs/redis.md, \"ACL: the user tickgate\"): \(text.prefix(300))")
         }
         let real = try RedisClock.storeTime(replies[count + 2], replies[count + 3], address.description)
         var next = count + 5
@@ -300,7 +300,7 @@ final class RedisStore: Store {
     /// so volatile-* policies evict them too).
     private static func evictionWarning(_ reply: RedisReply, _ address: RedisAddress) -> String? {
         guard let policy = reply.infoField("maxmemory_policy"), policy != "noeviction" else { return nil }
-        return "the Redis server \(address.description) has maxmemory-policy \(policy.prefix(40)): when its memory is full it evicts keys that still decide (live cooldowns, budget charges, sessions); set maxmemory-policy noeviction (README: \"Running Redis for Tickgate\")"
+        return "the Redis server \(address.description) has maxmemory-policy \(policy.prefix(40)): when its memory is full it evicts keys that still decide (live cooldowns, budget charges, sessions); set maxmemory-policy noeviction (docs/redis.md, \"maxmemory-policy: noeviction\")"
     }
 
     /// Runs one script (`EVALSHA`, loaded again on `NOSCRIPT`) by the

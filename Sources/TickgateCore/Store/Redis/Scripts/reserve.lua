@@ -1,5 +1,5 @@
 -- On a Redis Cluster, the first step of a send whose budget keys live in
--- other slots than its key (README "Budgets across slots"): holds a place
+-- other slots than its key (docs/redis.md, "A decision on a cluster"): holds a place
 -- on one budget key if it has room in every window. The reservation is a
 -- member of the budget's sorted set at once (so it counts against the cap
 -- like a charge) and of the reservations' sorted set, scored by when it

@@ -73,6 +73,11 @@ def documented_rule() -> List[str]:
     return next(iter(found)).split()
 
 
+# A command a script calls: redis.call('X', ...), redis.pcall('X', ...), or
+# guard.lua's rd('kind', 'X', ...).
+LUA_CALL = r"(?:redis\.p?call\(\s*|\brd\(\s*'[a-z]+',\s*)['\"]([A-Za-z]+)['\"]"
+
+
 def rule_commands(words: List[str]) -> Set[str]:
     return {w[1:].lower() for w in words if w.startswith("+") and not w.startswith("+@")}
 
@@ -80,10 +85,11 @@ def rule_commands(words: List[str]) -> Set[str]:
 def commands_sent() -> Set[str]:
     """Every command the Redis store sends: the first word of each command
     the Swift sources build (`[Array("HGETALL".utf8), ...]`, `["AUTH", ...]`)
-    and every `redis.call`/`redis.pcall` of the scripts."""
+    and every `redis.call`/`redis.pcall` of the scripts (and guard.lua's
+    `rd(KIND, 'COMMAND', ...)`, a read that checks its key's type)."""
     sent: Set[str] = set()
     swift = re.compile(r'\[\s*(?:Array\()?"([A-Z]+)"(?:\.utf8\))?(?:\s*,\s*(?:Array\()?"([A-Z]+)"(?:\.utf8\))?)?')
-    lua = re.compile(r"redis\.p?call\(\s*['\"]([A-Za-z]+)['\"]")
+    lua = re.compile(LUA_CALL)
     for path in sorted(REDIS_SOURCES.rglob("*")):
         if path.suffix == ".swift":
             for first, second in swift.findall(path.read_text(encoding="utf-8")):
@@ -96,7 +102,7 @@ def commands_sent() -> Set[str]:
 
 def script_commands() -> Set[str]:
     """The commands the Lua scripts call (what an open-time probe must try)."""
-    lua = re.compile(r"redis\.p?call\(\s*['\"]([A-Za-z]+)['\"]")
+    lua = re.compile(LUA_CALL)
     return {m.lower() for path in (REDIS_SOURCES / "Scripts").glob("*.lua")
             for m in lua.findall(path.read_text(encoding="utf-8"))}
 

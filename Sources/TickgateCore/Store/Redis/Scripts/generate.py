@@ -59,6 +59,11 @@ def script(file: str) -> str:
     uses_rules = re.search(r"\bR\.[a-z_]+\(", body) is not None
     if uses_rules != (file in DECIDING):
         raise SystemExit(f"{file}: calls rules.lua's functions but is not in DECIDING, or the reverse")
+    # C (the constants) and R (the rules) are every script's: a local of
+    # either name would hide them (reserve.lua's R once hid the rules).
+    for line in body.splitlines():
+        if re.match(r"\s*local\s+(?:function\s+)?(?:[\w\s,]*,\s*)?(?:C|R)\s*(?:[,=(]|$)", line):
+            raise SystemExit(f"{file}: declares a local C or R, which would hide the constants or the rules: {line.strip()}")
     guard = ""
     if file in GUARDED:
         guard = "local function guard_run(ARGV)\n" + (HERE / "guard.lua").read_text() + "end\n"

@@ -14,7 +14,7 @@
 -- Answers {'ok', now, real}, {'full', now, real, frees at}, {'late', now,
 -- real} (nothing changed) or {'corrupt', key, why}. Reserving twice (a
 -- retry) is the same as once.
-local B, R = KEYS[1], KEYS[2]
+local B, RS = KEYS[1], KEYS[2]
 local now, real = clock(ARGV[1])
 if late(ARGV[2]) then return {'late', now, real} end
 local b = budget(ARGV[4])
@@ -22,12 +22,12 @@ if not b then return {'corrupt', B, 'its budget is not "SENDS/MS,..."'} end
 -- Reservations past their time go, from both sets (500 at a time: Lua's
 -- unpack has a limit).
 while true do
-  local gone = redis.pcall('ZRANGEBYSCORE', R, '-inf', fmt(real), 'LIMIT', 0, 500)
-  if gone.err then return {'corrupt', R, 'is not a sorted set'} end
+  local gone = redis.pcall('ZRANGEBYSCORE', RS, '-inf', fmt(real), 'LIMIT', 0, 500)
+  if gone.err then return {'corrupt', RS, 'is not a sorted set'} end
   if #gone == 0 then break end
   local z = redis.pcall('ZREM', B, unpack(gone))
   if type(z) == 'table' and z.err then return {'corrupt', B, 'is not a sorted set'} end
-  redis.call('ZREM', R, unpack(gone))
+  redis.call('ZREM', RS, unpack(gone))
 end
 local z = redis.pcall('ZREMRANGEBYSCORE', B, '-inf', fmt(now - b.horizon))
 if type(z) == 'table' and z.err then return {'corrupt', B, 'is not a sorted set'} end
@@ -45,10 +45,10 @@ local latest = R.budget_frees(b.windows, function(cap) return backs[cap] end, no
 if latest then return {'full', now, real, latest} end
 local life = tonumber(ARGV[6])
 redis.call('ZADD', B, fmt(now), ARGV[5])
-redis.call('ZADD', R, fmt(real + life), ARGV[5])
+redis.call('ZADD', RS, fmt(real + life), ARGV[5])
 expire(B, now + b.horizon, now, tonumber(ARGV[3]))
 -- The reservations live as long as the charges that hold them: were they
 -- gone first, a reservation never settled would stay a charge.
 local want = math.max(math.ceil(life / 1000) + 1000, redis.call('PTTL', B))
-if redis.call('PTTL', R) < want then redis.call('PEXPIRE', R, fmt(want)) end
+if redis.call('PTTL', RS) < want then redis.call('PEXPIRE', RS, fmt(want)) end
 return {'ok', now, real}

@@ -7,16 +7,16 @@
 -- Answers {'ok'}, or {'lost'} (a commit found neither: the reservation
 -- expired first, and the grant goes uncharged). Settling twice is the
 -- same as once.
-local B, R = KEYS[1], KEYS[2]
+local B, RS = KEYS[1], KEYS[2]
 local t = redis.call('TYPE', B).ok
 if t ~= 'zset' and t ~= 'none' then return {'corrupt', B, 'is not a sorted set'} end
-t = redis.call('TYPE', R).ok
-if t ~= 'zset' and t ~= 'none' then return {'corrupt', R, 'is not a sorted set'} end
+t = redis.call('TYPE', RS).ok
+if t ~= 'zset' and t ~= 'none' then return {'corrupt', RS, 'is not a sorted set'} end
 if ARGV[1] == 'commit' then
-  local held = redis.call('ZREM', R, ARGV[2])
+  local held = redis.call('ZREM', RS, ARGV[2])
   if held == 0 and not redis.call('ZSCORE', B, ARGV[2]) then return {'lost'} end
   return {'ok'}
 end
 redis.call('ZREM', B, ARGV[2])
-redis.call('ZREM', R, ARGV[2])
+redis.call('ZREM', RS, ARGV[2])
 return {'ok'}

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any, Iterable, List, Optional, Tuple, Union
 
 from ._enums import ClockKind, Delivery, GuardMode
-from .errors import InvalidDuration, InvalidKey
+from .errors import InvalidArgument, InvalidDuration, InvalidKey
 
 __all__ = [
     "Key",
@@ -170,7 +170,8 @@ GUARD_MODE_NAMES = {
 
 def guard_mode(value: Any) -> GuardMode:
     """A :class:`GuardMode` from itself, its value or its name (any case);
-    ValueError listing the modes for anything else."""
+    for anything else :class:`tickgate.InvalidArgument` (a ValueError, as
+    the library answers an unknown mode) listing the modes."""
     if isinstance(value, GuardMode):
         return value
     if isinstance(value, str):
@@ -183,7 +184,7 @@ def guard_mode(value: Any) -> GuardMode:
         except ValueError:
             pass
     modes = ", ".join(f"GuardMode.{mode.name} ({mode.name.lower()!r})" for mode in GuardMode)
-    raise ValueError(f"unknown guard mode {value!r}; use one of {modes} ('record' for 'record_only'), "
+    raise InvalidArgument(f"unknown guard mode {value!r}; use one of {modes} ('record' for 'record_only'), "
                      "or None to remove the guard")
 
 

@@ -679,7 +679,7 @@ class Engine(Managed[int]):
         """Set the guard of ``scope`` against SMS pumping (``mode=None``
         removes it). ``mode`` is a :class:`GuardMode` or its name as text,
         in any case: "off", "record_only" (or "record"), "enforce"; any other
-        value raises :class:`ValueError`. Destinations are region codes ("CN") or prefixes
+        value raises :class:`tickgate.InvalidArgument` (a ValueError). Destinations are region codes ("CN") or prefixes
         ("+1876"); numbers are exact or patterns ("+1555010?", "+1555*");
         addresses are IPs or CIDR ranges. ``thresholds`` set any of the
         signals' constants by name (``country_daily_minimum=20``,

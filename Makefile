@@ -47,9 +47,6 @@ tools:
 	  fi; \
 	fi
 	@command -v swiftc >/dev/null 2>&1 || { echo "Tickgate needs Swift 6.3 or later: put its bin folder (with swift and swiftc) on PATH." >&2; exit 1; }
-	@# The metrics collector's test (Tests/python/test_stats.py) imports Python's prometheus_client.
-	@python3 -c 'import prometheus_client' >/dev/null 2>&1 || python3 -m pip install -q prometheus_client >/dev/null 2>&1 || \
-	  echo "the metrics collector's test needs Python's prometheus_client ('python3 -m pip install prometheus_client'); without it, it reports SKIP" >&2
 
 $(BUILD_DIR)/build.ninja: CMakeLists.txt | tools
 	$(CMAKE) -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE)
@@ -60,7 +57,12 @@ build: tools $(BUILD_DIR)/build.ninja
 demo: build
 	$(BUILD_DIR)/examples/tickgate-demo $(ARGS)
 
+# The metrics collector's test (Tests/python/test_stats.py) imports Python's
+# prometheus_client. Nothing is installed into the user's Python: without
+# it, that test reports SKIP, and this says what to install.
 test: build web-tools
+	@python3 -c 'import prometheus_client' >/dev/null 2>&1 || \
+	  echo "the metrics collector's test needs Python's prometheus_client in the python3 that runs the tests (e.g. in a virtual environment: 'pip install prometheus_client'); without it, it reports SKIP" >&2
 	$(CTEST) --test-dir $(BUILD_DIR) --output-on-failure --timeout 900
 
 # The web example (examples/web): a redis-server and two app servers on

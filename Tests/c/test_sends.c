@@ -5,6 +5,7 @@
  * button state and its rendered titles.
  */
 #define _GNU_SOURCE
+#include <string.h>
 #include "tg_recorder.h"
 
 static tg_engine *open_manual(void)
@@ -254,9 +255,14 @@ static void test_send_flow(void)
                   TG_E_COOLING_DOWN);
     ASSERT_EQ_INT(wait, 60000);
     ASSERT_EQ_INT(t2, 777);
-    /* the ticket is spent */
+    /* the ticket is spent, and the message says how it ended (it said
+     * "cancelled with its key's countdown": issue 41) */
     ASSERT_STATUS(tg_send_end(e, t, TG_SEND_SUCCEEDED, 0, NULL),
                   TG_E_NOT_FOUND);
+    ASSERT(strstr(tg_last_error_message(), "was already ended: it succeeded") != NULL);
+    ASSERT_STATUS(tg_send_end(e, t, TG_SEND_FAILED, 0, NULL),
+                  TG_E_NOT_FOUND);
+    ASSERT(strstr(tg_last_error_message(), "was already ended: it succeeded") != NULL);
 
     advance(e, 1000);
     ASSERT_EQ_INT(dispatch(e), 1);
@@ -297,6 +303,9 @@ static void test_send_failed(void)
     ASSERT_EQ_INT(dispatch(e), 1);
     ASSERT_FLOW_EVENT(&r, 2, TG_EVENT_SEND_FAILED, TG_BUTTON_IDLE, 0,
                       "Get code");
+    ASSERT_STATUS(tg_send_end(e, t, TG_SEND_SUCCEEDED, 0, NULL),
+                  TG_E_NOT_FOUND);
+    ASSERT(strstr(tg_last_error_message(), "was already ended: it failed") != NULL);
     ASSERT_BUTTON(e, "login", "alice", TG_BUTTON_IDLE, 0, "Get code");
     /* no cooldown: the key is free at once */
     ASSERT_STATUS(tg_send_begin(e, "login", "alice", &t, NULL), TG_OK);

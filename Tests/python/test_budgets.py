@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -153,3 +154,69 @@ def test_async_engine_budgets() -> None:
             assert (info.value.budget, info.value.remaining_ms) == ("ip", 60000)
 
     asyncio.run(main())
+
+
+# -- the forms budgets= takes (issue 41) --------------------------------------
+
+
+BUDGET_FORMS = [
+    lambda: {"ip": "203.0.113.7", "global": "sms"},
+    lambda: [("ip", "203.0.113.7"), ("global", "sms")],
+    lambda: (["ip", "203.0.113.7"], ["global", "sms"]),
+    lambda: iter([("ip", "203.0.113.7"), ("global", "sms")]),
+]
+NOT_BUDGETS = [
+    "ip",  # was unpacked letter by letter: NotFound: no budget named "i"
+    b"ip",
+    5,
+    [("ip",)],
+    [("ip", "203.0.113.7", "extra")],
+    [("ip", 7)],
+    ["ip"],
+    [{"ip": "203.0.113.7"}],
+    {"ip": 7},
+]
+
+
+def _charged_each(engine: tickgate.Engine) -> None:
+    assert engine.budget_usage("ip", "203.0.113.7").used == 1
+    assert engine.budget_usage("global", "sms").used == 1
+
+
+@pytest.mark.parametrize("budgets", BUDGET_FORMS, ids=["mapping", "pairs", "lists", "iterator"])
+@pytest.mark.parametrize("address", [None, "203.0.113.7"])
+def test_budgets_take_a_mapping_or_pairs(host_engine: tickgate.Engine, budgets: Callable[[], object],
+                                         address: "str | None") -> None:
+    host_engine.set_budget("ip", [(5, 600)])
+    host_engine.set_budget("global", [(5, 600)])
+    host_engine.send_begin("login", "alice", budgets=budgets(), client_address=address).succeeded()  # type: ignore[arg-type]
+    _charged_each(host_engine)
+
+
+@pytest.mark.parametrize("budgets", NOT_BUDGETS)
+@pytest.mark.parametrize("address", [None, "203.0.113.7"])
+def test_other_budgets_raise_type_error_naming_the_forms(host_engine: tickgate.Engine, budgets: object,
+                                                        address: "str | None") -> None:
+    host_engine.set_budget("ip", [(5, 600)])
+    with pytest.raises(TypeError) as refused:
+        host_engine.send_begin("login", "alice", budgets=budgets, client_address=address)  # type: ignore[arg-type]
+    message = str(refused.value)
+    assert "mapping" in message and "(budget, key) pairs" in message, message
+    # Nothing was decided: no ticket, no charge.
+    assert host_engine.button("login", "alice").state is ButtonState.IDLE
+    assert host_engine.budget_usage("ip", "203.0.113.7").used == 0
+
+
+def test_async_budgets_take_the_same_forms() -> None:
+    async def main() -> None:
+        async with tickgate.aio.AsyncEngine(clock="manual") as engine:
+            engine.set_budget("ip", [(5, 600)])
+            engine.set_budget("global", [(5, 600)])
+            ticket = await engine.asend_begin("login", "alice", budgets={"ip": "203.0.113.7", "global": "sms"})
+            ticket.succeeded()
+            _charged_each(engine)
+            with pytest.raises(TypeError, match="mapping"):
+                await engine.asend_begin("login", "bob", budgets="ip")
+            assert engine.button("login", "bob").state is ButtonState.IDLE
+
+    asyncio.run(asyncio.wait_for(main(), 30))

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import gc
+import re
 import time
 import weakref
 from datetime import timedelta
 from decimal import Decimal
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 
@@ -317,3 +319,17 @@ def test_failed_open_leaves_a_harmless_object() -> None:
 
 def test_handle_is_an_int(host_engine: tickgate.Engine) -> None:
     assert isinstance(host_engine.handle, int) and host_engine.handle & 0xF == 0x8
+
+
+def test_help_lists_every_store_url_form() -> None:
+    # Issue 41: help(tickgate.Engine) named two of the seven forms the
+    # header's tg_engine_options.store_url takes.
+    import pydoc
+
+    text = pydoc.render_doc(tickgate.Engine, renderer=pydoc.plaintext)
+    for scheme in ("redis://", "rediss://", "redis+unix://", "redis+sentinel://", "rediss+sentinel://",
+                   "redis+cluster://", "rediss+cluster://"):
+        assert f"``{scheme}" in text, f"{scheme} is missing from help(tickgate.Engine)"
+    header = (Path(__file__).resolve().parents[2] / "include" / "tickgate.h").read_text()
+    options = header[header.index("const char *store_path;"):header.index("const char *store_url;")]
+    assert set(re.findall(r"\brediss?(?:\+\w+)?://", options)) <= set(re.findall(r"\brediss?(?:\+\w+)?://", text))

@@ -389,6 +389,35 @@ def test_in_flight_and_expired(host_engine: tickgate.Engine) -> None:
     _message_is_from_library(expired.value)
 
 
+@pytest.mark.parametrize("first, second, how", [
+    ("succeeded", "succeeded", "it succeeded"),
+    ("succeeded", "failed", "it succeeded"),
+    ("failed", "failed", "it failed"),
+    ("failed", "succeeded", "it failed"),
+])
+def test_an_ended_ticket_says_how_it_ended(host_engine: tickgate.Engine, first: str, second: str,
+                                           how: str) -> None:
+    # Issue 41: a second succeeded() said the ticket "was cancelled with its
+    # key's countdown" (the cooldown that the first one started replaced its
+    # run), though nothing was cancelled.
+    ticket = host_engine.send_begin("login", "alice")
+    getattr(ticket, first)()
+    with pytest.raises(tickgate.NotFound) as info:
+        getattr(ticket, second)()
+    message = str(info.value)
+    assert f"ticket {ticket.id} was already ended: {how}" in message, message
+    assert "cancelled" not in message
+    _message_is_from_library(info.value)
+
+
+def test_a_cancelled_ticket_says_it_was_ended_by_the_cancel(host_engine: tickgate.Engine) -> None:
+    ticket = host_engine.send_begin("login", "alice")
+    host_engine.cancel("login", "alice")
+    with pytest.raises(tickgate.NotFound) as info:
+        ticket.succeeded()
+    assert "was already ended: it was cancelled with its key's countdown" in str(info.value)
+
+
 def test_locked(host_engine: tickgate.Engine) -> None:
     host_engine.set_policy("login", tickgate.Policy(cooldowns_ms=(1000,), window_max_sends=2, window_ms=600_000))
     for _ in range(2):

@@ -1301,3 +1301,32 @@ def test_a_country_over_its_threshold_is_refused_without_a_round_trip(tmp_path: 
         assert granted == ["yes", "yes"]
     finally:
         store.close()
+
+
+# -- the mode's forms (issue 41) --------------------------------------------------
+
+
+@pytest.mark.parametrize("given, mode", [
+    ("enforce", GuardMode.ENFORCE), ("ENFORCE", GuardMode.ENFORCE), ("Record_Only", GuardMode.RECORD_ONLY),
+    ("record", GuardMode.RECORD_ONLY), ("off", GuardMode.OFF), (GuardMode.ENFORCE, GuardMode.ENFORCE),
+    (2, GuardMode.ENFORCE),
+])
+def test_set_guard_takes_a_mode_or_its_name(given: object, mode: GuardMode) -> None:
+    with tickgate.Engine(delivery="host", clock="manual") as engine:
+        records = Records(engine)
+        engine.set_guard("login", given)  # type: ignore[arg-type]
+        engine.send_begin("login", cn(), client_address="203.0.113.7").failed()
+        assert records.last().mode is mode
+
+
+@pytest.mark.parametrize("given", ["bogus", "", "enforced", 7, -1, 1.0, True, b"enforce"])
+def test_set_guard_refuses_other_modes_listing_them(given: object) -> None:
+    with tickgate.Engine(delivery="host", clock="manual") as engine:
+        with pytest.raises(ValueError) as refused:
+            engine.set_guard("login", given)  # type: ignore[arg-type]
+        message = str(refused.value)
+        assert "guard mode" in message
+        for name in ("'off'", "'record_only'", "'enforce'"):
+            assert name in message, message
+        # Refused: the scope stays unguarded (a subject that is no number passes).
+        engine.send_begin("login", "alice").succeeded()

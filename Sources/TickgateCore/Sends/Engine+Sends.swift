@@ -135,7 +135,7 @@ extension Engine {
                 // Failed: the key is free at once, and its charges (if it
                 // had any) went back (its own notice is not heard here).
                 if state.sends.charges[ticket] != nil { state.refusals.noticedBudgets() }
-                state.sends.recordEnd(of: ticket, .ended)
+                state.sends.recordEnd(of: ticket, .failed)
                 if let slot = state.table.find(key) { state.remove(slot: slot) }
                 if state.emit(.sendFailed, key, instance: 0, remaining: .zero, duration: .zero,
                               state: state.restingState(key)) {
@@ -144,7 +144,7 @@ extension Engine {
                 state.waitUntilNotRunning([key], held)
                 return .zero
             }
-            state.sends.recordEnd(of: ticket, .ended)
+            state.sends.recordEnd(of: ticket, .succeeded)
             state.sends.setRecord(result.after.record, for: key)
             if result.localOnly { state.sends.decidedAlone(key) }
             state.nextInstance &+= 1
@@ -219,10 +219,12 @@ extension EngineState {
         switch sends.endedTickets[ticket] {
         case .expired?:
             TickgateError(.expired, "ticket \(ticket) expired before it was ended; its key was freed then")
-        case .ended?:
-            TickgateError(.notFound, "ticket \(ticket) was already ended")
+        case .succeeded?:
+            TickgateError(.notFound, "ticket \(ticket) was already ended: it succeeded")
+        case .failed?:
+            TickgateError(.notFound, "ticket \(ticket) was already ended: it failed")
         case .cancelled?:
-            TickgateError(.notFound, "ticket \(ticket) was cancelled with its key's countdown")
+            TickgateError(.notFound, "ticket \(ticket) was already ended: it was cancelled with its key's countdown")
         case nil:
             TickgateError(.notFound, "no send ticket \(ticket)")
         }

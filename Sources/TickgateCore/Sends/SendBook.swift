@@ -1,6 +1,6 @@
 /// How a ticket that is no longer open ended, kept for clear errors.
 enum TicketEnd {
-    case ended, expired, cancelled
+    case succeeded, failed, expired, cancelled
 }
 
 /// A ticket number as a dictionary key. Numbers come from this engine's
@@ -120,8 +120,11 @@ struct SendBook {
         }
     }
 
-    /// Closes a ticket and remembers how it ended.
+    /// Closes a ticket and remembers how it ended. The first end is the
+    /// one kept: a ticket's run replaced after it ended (its cooldown
+    /// starting) did not cancel it.
     mutating func recordEnd(of ticket: UInt64, _ end: TicketEnd) {
+        guard endedTickets[ticket] == nil else { return }
         tickets.removeValue(forKey: ticket)
         if !localTickets.isEmpty { localTickets.remove(ticket) }
         if !charges.isEmpty { charges.removeValue(forKey: ticket) }

@@ -7,18 +7,37 @@ import numbers
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from fractions import Fraction
-from typing import Any, Optional, Union
+from collections.abc import Mapping
+from typing import Any, Iterable, List, Optional, Tuple, Union
 
-from ._enums import ClockKind, Delivery
-from .errors import InvalidDuration, InvalidKey
+from ._enums import ClockKind, Delivery, GuardMode
+from .errors import InvalidArgument, InvalidDuration, InvalidKey
 
-__all__ = ["Key", "Seconds", "key", "clamp64", "to_ms", "wall_ms", "coerce", "DELIVERY_NAMES", "CLOCK_NAMES"]
+__all__ = [
+    "Key",
+    "Seconds",
+    "Budgets",
+    "key",
+    "budget_pairs",
+    "clamp64",
+    "to_ms",
+    "wall_ms",
+    "coerce",
+    "guard_mode",
+    "DELIVERY_NAMES",
+    "CLOCK_NAMES",
+    "GUARD_MODE_NAMES",
+]
 
 #: A scope or subject: ``str`` (encoded as UTF-8) or ``bytes`` (passed as is).
 Key = Union[str, bytes]
 #: A span of time in seconds (int, float, Decimal, Fraction) or a timedelta;
 #: rounded half up to the millisecond.
 Seconds = Union[float, int, Decimal, Fraction, timedelta]
+#: The budgets a send is charged to: a mapping budget -> key
+#: (``{"ip": "203.0.113.7"}``) or a sequence of (budget, key) pairs
+#: (``[("ip", "203.0.113.7"), ("global", "sms")]``).
+Budgets = Union[Mapping[Key, Key], Iterable[Tuple[Key, Key]]]
 
 INT64_MIN = -(1 << 63)
 INT64_MAX = (1 << 63) - 1
@@ -47,6 +66,38 @@ def key(value: Optional[Key], role: str) -> Optional[bytes]:
     if b"\0" in data:
         raise InvalidKey(f"{role} contains a NUL byte")
     return data
+
+
+BUDGETS_FORMS = (
+    "budgets= takes a mapping of budget to key ({'ip': '203.0.113.7'}) "
+    "or a sequence of (budget, key) pairs ([('ip', '203.0.113.7')])"
+)
+
+
+def budget_pairs(budgets: Optional[Budgets]) -> List[Tuple[Optional[bytes], Optional[bytes]]]:
+    """The (budget, key) pairs of ``budgets`` as bytes; TypeError, naming the
+    forms it takes, for anything but a mapping or a sequence of pairs."""
+    if budgets is None:
+        return []
+    if isinstance(budgets, Mapping):
+        items: Iterable[Any] = budgets.items()
+    elif isinstance(budgets, (str, bytes, bytearray, memoryview)):
+        raise TypeError(f"{BUDGETS_FORMS}, not {type(budgets).__name__} {budgets!r}")
+    else:
+        try:
+            items = iter(budgets)
+        except TypeError:
+            raise TypeError(f"{BUDGETS_FORMS}, not {type(budgets).__name__}") from None
+    pairs = []
+    for item in items:
+        if (isinstance(item, (str, bytes, bytearray, memoryview, Mapping))
+                or not isinstance(item, (tuple, list)) or len(item) != 2
+                # None goes on, for the library's InvalidKey.
+                or not all(part is None or isinstance(part, (str, bytes, bytearray, memoryview))
+                           for part in item)):
+            raise TypeError(f"{BUDGETS_FORMS}; {item!r} is not a (budget, key) pair of strings")
+        pairs.append((key(item[0], "budget"), key(item[1], "budget key")))
+    return pairs
 
 
 def clamp64(value: int) -> int:
@@ -107,6 +158,34 @@ def coerce(enum: Any, value: Any, aliases: "dict[str, Any]") -> int:
             ) from None
     # Ints outside the enum go to the library, which answers InvalidArgument.
     return int(value)
+
+
+GUARD_MODE_NAMES = {
+    "off": GuardMode.OFF,
+    "record_only": GuardMode.RECORD_ONLY,
+    "record": GuardMode.RECORD_ONLY,
+    "enforce": GuardMode.ENFORCE,
+}
+
+
+def guard_mode(value: Any) -> GuardMode:
+    """A :class:`GuardMode` from itself, its value or its name (any case);
+    for anything else :class:`tickgate.InvalidArgument` (a ValueError, as
+    the library answers an unknown mode) listing the modes."""
+    if isinstance(value, GuardMode):
+        return value
+    if isinstance(value, str):
+        found = GUARD_MODE_NAMES.get(value.strip().lower().replace("-", "_").replace(" ", "_"))
+        if found is not None:
+            return found
+    elif isinstance(value, int) and not isinstance(value, bool):
+        try:
+            return GuardMode(value)
+        except ValueError:
+            pass
+    modes = ", ".join(f"GuardMode.{mode.name} ({mode.name.lower()!r})" for mode in GuardMode)
+    raise InvalidArgument(f"unknown guard mode {value!r}; use one of {modes} ('record' for 'record_only'), "
+                     "or None to remove the guard")
 
 
 DELIVERY_NAMES = {

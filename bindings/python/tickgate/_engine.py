@@ -79,9 +79,19 @@ class Engine(Managed[int]):
         every commit to disk; ``store_timeout`` / ``_ms`` bounds every wait
         for the store's lock (default 5 s; past it :class:`tickgate.StoreIO`).
     ``store_url``
-        A Redis server shared by every engine, instead of ``store_path``:
-        ``redis://[user:password@]host[:port][/db]`` or
-        ``redis+unix:///path/redis.sock``. ``store_prefix`` goes before every
+        A Redis server shared by every engine, instead of ``store_path``,
+        in one of seven forms:
+
+        - ``redis://[[user]:password@]host[:port][/db]`` (port 6379, db 0)
+        - ``rediss://...``: the same over TLS
+        - ``redis+unix://[[user]:password@]/path/redis.sock[?db=N]``
+        - ``redis+sentinel://[[user]:password@]host:port[,host:port...]/service[/db]``
+        - ``rediss+sentinel://...``: the same over TLS
+        - ``redis+cluster://[[user]:password@]host:port[,host:port...]``
+        - ``rediss+cluster://...``: the same over TLS
+
+        user and password may be percent-encoded; options go after ``?``
+        (docs/redis.md, "Connecting"). ``store_prefix`` goes before every
         key (default ``"tickgate:"``); ``store_timeout`` / ``_ms`` bounds
         every call (connecting included); ``store_fail_open`` grants sends
         locally while the server is unreachable (default: refused with
@@ -512,7 +522,7 @@ class Engine(Managed[int]):
         self,
         scope: Key,
         subject: Key,
-        budgets: Optional[Sequence[Tuple[Key, Key]]] = None,
+        budgets: Optional[_convert.Budgets] = None,
         client_address: Optional[str] = None,
     ) -> "SendTicket":
         """The user tapped "Get code": ask whether the host may send now.
@@ -524,8 +534,10 @@ class Engine(Managed[int]):
         :class:`tickgate.InFlight` or :class:`tickgate.Locked`, whose
         ``remaining`` says how long until a send may be granted.
 
-        ``budgets`` lists the (budget, key) pairs the send is charged to, for
-        example ``[("ip", "203.0.113.7"), ("global", "sms")]`` (see
+        ``budgets`` names the budgets the send is charged to and their keys,
+        as a mapping (``{"ip": "203.0.113.7", "global": "sms"}``) or a
+        sequence of (budget, key) pairs (``[("ip", "203.0.113.7")]``);
+        anything else raises :class:`TypeError` (see
         :meth:`set_budget`): the send is granted only if each has room, and
         a :class:`tickgate.Locked` raised by one names it in ``budget`` and
         ``budget_key``. A failed send returns its charge.
@@ -539,10 +551,10 @@ class Engine(Managed[int]):
         ticket = _ffi.tg_ticket(0)
         wait = c_int64(0)
         scope_b, subject_b = _convert.key(scope, "scope"), _convert.key(subject, "subject")
+        pairs = _convert.budget_pairs(budgets)
         if client_address is not None:
             if not isinstance(client_address, str) or "\0" in client_address:
                 raise InvalidArgument("client_address must be an IP address as text")
-            pairs = [(_convert.key(b, "budget"), _convert.key(k, "budget key")) for b, k in (budgets or ())]
             raw = (_ffi.tg_budget_key * max(len(pairs), 1))()
             for i, (b, k) in enumerate(pairs):
                 raw[i].budget, raw[i].key = b, k
@@ -557,8 +569,7 @@ class Engine(Managed[int]):
                     b, k = pairs[error.budget_index]
                     error.budget, error.budget_key = _callbacks.decode(b), _callbacks.decode(k)
                 raise
-        elif budgets:
-            pairs = [(_convert.key(b, "budget"), _convert.key(k, "budget key")) for b, k in budgets]
+        elif pairs:
             raw = (_ffi.tg_budget_key * len(pairs))()
             for i, (b, k) in enumerate(pairs):
                 raw[i].budget, raw[i].key = b, k  # the list keeps the bytes alive
@@ -655,7 +666,7 @@ class Engine(Managed[int]):
     def set_guard(
         self,
         scope: Key,
-        mode: Union[GuardMode, int, None] = GuardMode.RECORD_ONLY,
+        mode: Union[GuardMode, str, int, None] = GuardMode.RECORD_ONLY,
         *,
         allowed_destinations: Sequence[str] = (),
         refused_destinations: Sequence[str] = (),
@@ -666,7 +677,9 @@ class Engine(Managed[int]):
         **thresholds: int,
     ) -> None:
         """Set the guard of ``scope`` against SMS pumping (``mode=None``
-        removes it). Destinations are region codes ("CN") or prefixes
+        removes it). ``mode`` is a :class:`GuardMode` or its name as text,
+        in any case: "off", "record_only" (or "record"), "enforce"; any other
+        value raises :class:`tickgate.InvalidArgument` (a ValueError). Destinations are region codes ("CN") or prefixes
         ("+1876"); numbers are exact or patterns ("+1555010?", "+1555*");
         addresses are IPs or CIDR ranges. ``thresholds`` set any of the
         signals' constants by name (``country_daily_minimum=20``,
@@ -683,9 +696,10 @@ class Engine(Managed[int]):
         if mode is None:
             self._lib.tg_guard_set(self._h, scope_b, None)
             return
+        checked_mode = _convert.guard_mode(mode)
         raw = _ffi.tg_guard()
         self._lib.tg_guard_init(byref(raw), ctypes.sizeof(raw))
-        raw.mode = int(mode)
+        raw.mode = int(checked_mode)
 
         def joined(items: Sequence[str], role: str) -> Optional[bytes]:
             if isinstance(items, str):

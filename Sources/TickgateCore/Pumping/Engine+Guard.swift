@@ -138,7 +138,12 @@ extension Engine {
                         screened = (reading, judgment, counted)
                         break screening
                     }
-                } catch where (error.status == .storeIO || error.status == .storeUnknown) && failOpen {
+                } catch {
+                    // The count may have been made (a reply lost): given
+                    // back (a screen a stopped server runs late, past its
+                    // deadline, changes nothing).
+                    if judge { giveBack(pending) }
+                    guard (error.status == .storeIO || error.status == .storeUnknown) && failOpen else { throw error }
                     // Fail open: the store is out of reach; this engine's
                     // copy of the guard decides its lists, no signal is
                     // judged (the counts are the store's), and the send

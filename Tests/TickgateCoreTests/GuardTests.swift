@@ -229,7 +229,7 @@ import Testing
         // The server's clock reads 10 000 s; the oldest code of the hour was
         // sent at 7 000 s, counted from 120 s after: it leaves the hour at
         // 7 000 + 3 600 + 120 s, 720 s from the read.
-        var read = GuardReading(rules: nil, counts: GuardCounts())
+        var read = GuardReading(counts: GuardCounts())
         read.serverNow = 10_000_000_000
         read.oldestInHour = 7_000_000_000
         read.oldestInDay = 1_000_000_000

@@ -82,6 +82,11 @@ import Testing
             return ["due": micro(w.unverifiedUntil), "unverified_day": micro(w.unverifiedSinceDay),
                     "unverified_hour": micro(w.unverifiedSinceHour), "verified_day": micro(w.verifiedSinceDay),
                     "verified_hour": micro(w.verifiedSinceHour)]
+        case "guard_refuses":
+            var judgment = GuardJudgment()
+            judgment.warnings = PumpingWarnings(rawValue: UInt32(int(i["warnings"])))
+            let mode = Guard.Mode(rawValue: int(i["mode"])) ?? .off
+            return ["refuses": GuardRules.refuses(judgment, mode: mode)]
         case "verified_daily_maximum":
             var days: [Int64: Int] = [:]
             for pair in (i["days"] as? [[NSNumber]]) ?? [] where pair.count == 2 { days[pair[0].int64Value] = pair[1].intValue }

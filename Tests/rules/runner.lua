@@ -42,6 +42,7 @@ local run = {
     return {due = num(w.due), unverified_day = num(w.unverified_day), unverified_hour = num(w.unverified_hour),
             verified_day = num(w.verified_day), verified_hour = num(w.verified_hour)}
   end,
+  guard_refuses = function(i) return {refuses = R.guard_refuses(i.mode, {warnings = i.warnings})} end,
   verified_daily_maximum = function(i)
     local days = {}
     for _, pair in ipairs(i.days) do days[pair[1]] = pair[2] end

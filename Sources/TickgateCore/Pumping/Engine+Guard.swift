@@ -123,10 +123,7 @@ extension Engine {
                     switch try store.guardScreen(scope: key.scope, subject: key.subject, code: pending.code,
                                                  country: country, address: address, rules: current, judge: judge) {
                     case let .stale(stored):
-                        locked.withLock { state in
-                            state.guards.set(stored, scope: key.scope)
-                            state.refusals.dropAll()
-                        }
+                        adopt(stored, scope: key.scope)
                         rules = stored
                         tries += 1
                         if tries >= 3 {
@@ -186,7 +183,7 @@ extension Engine {
         }
         record.judgment = judgment
         record.counts = counts
-        if rules.mode == .enforce, !judgment.warnings.isEmpty {
+        if GuardRules.refuses(judgment, mode: rules.mode) {
             if counted {
                 giveBack(pending)
             } else if let store, let reading = screened?.reading, store.refusesLocally, store.hearsKeys,
@@ -248,9 +245,9 @@ extension Engine {
             record.streamLength = rules.recordStreamLength
             if let bypass { record.bypass = bypass }
             if answer?.localOnly == true { record.message = "the store is out of reach: signals not judged" }
-            if case let .judged(_, judgment, _)? = answer?.guardScreen {
+            if case let .judged(reading, judgment, _)? = answer?.guardScreen {
                 record.judgment = judgment
-                if case let .judged(reading, _, _)? = answer?.guardScreen { record.counts = reading.counts }
+                record.counts = reading.counts
             }
         }
         do {
@@ -265,10 +262,7 @@ extension Engine {
         } catch where error.guardAnswered {
             switch answer?.guardScreen {
             case let .stale(stored)?:
-                locked.withLock { state in
-                    state.guards.set(stored, scope: key.scope)
-                    state.refusals.dropAll()
-                }
+                adopt(stored, scope: key.scope)
                 return .another(stored)
             case let .judged(reading, judgment, false)?:
                 take(answer, record: &record)
@@ -290,6 +284,15 @@ extension Engine {
             // Refused by the key (its count given back by the store).
             take(answer, record: &record)
             throw error
+        }
+    }
+
+    /// Takes the guard the store holds for `scope` (nil: none): what this
+    /// engine refused by the old one may not hold.
+    private func adopt(_ stored: Guard?, scope: KeyName) {
+        locked.withLock { state in
+            state.guards.set(stored, scope: scope)
+            state.refusals.dropAll()
         }
     }
 
@@ -332,7 +335,7 @@ extension Engine {
             let counts = ledger.counts(country: code.country, address: code.address, historyDays: historyDays,
                                        unverifiedAfter: rules.thresholds.unverifiedAfter, at: now)
             let judgment = GuardRules.judge(counts, by: rules.thresholds)
-            if rules.mode == .enforce, !judgment.warnings.isEmpty { return (counts, judgment, false) }
+            if GuardRules.refuses(judgment, mode: rules.mode) { return (counts, judgment, false) }
             ledger.sent(code.code, subject: code.subject, country: code.country, address: code.address, at: now,
                         historyDays: historyDays)
             state.guards.ledgers[code.scope] = ledger

@@ -36,6 +36,13 @@ enum GuardRules {
         days.filter { $0.key > today - Int64(historyDays) && $0.key <= today }.map(\.value).max() ?? 0
     }
 
+    /// True if a guard in `mode` refuses a send judged `judgment` (enforced
+    /// and warned): it is not counted (guard.lua's screen: mode 2 and any
+    /// warning bit).
+    static func refuses(_ judgment: GuardJudgment, mode: Guard.Mode) -> Bool {
+        mode == .enforce && !judgment.warnings.isEmpty
+    }
+
     /// The thresholds for `counts` (the send itself not counted), and the
     /// warnings the send raises: a threshold of N lets N unverified codes
     /// through and warns at the next (GuardThresholds has the formulas).

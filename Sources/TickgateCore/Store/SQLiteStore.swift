@@ -336,10 +336,10 @@ final class SQLiteStore: Store {
             guard judge else { return .same }
             let (counts, days) = try file.guardCounts(scope: scope, country: country, address: address?.description,
                                                       unverifiedAfter: rules.thresholds.unverifiedAfter, now: now)
-            var reading = GuardReading(rules: rules, counts: counts, days: days, today: now / 86_400_000_000_000)
+            var reading = GuardReading(counts: counts, days: days, today: now / 86_400_000_000_000)
             reading.counts = reading.judged(by: rules.thresholds)
             let judgment = GuardRules.judge(reading.counts, by: rules.thresholds)
-            let counted = rules.mode != .enforce || judgment.warnings.isEmpty
+            let counted = !GuardRules.refuses(judgment, mode: rules.mode)
             if counted {
                 try file.guardSent(scope: scope, subject: subject, code: code, country: country,
                                    address: address?.description, now: now)

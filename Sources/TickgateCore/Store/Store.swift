@@ -60,11 +60,9 @@ struct StoreSnapshot {
     var guards: [(KeyName, Guard)] = []
 }
 
-/// What a store holds for one guarded send: the scope's guard as the store
-/// holds it (nil: none) and the signals' counts (`GuardCounts`, with the
+/// What a store holds for one guarded send: the signals' counts (`GuardCounts`, with the
 /// country's verified codes per day for its history).
 struct GuardReading {
-    var rules: Guard?
     var counts: GuardCounts
     /// Codes to the country verified per day of the store's clock.
     var days: [Int64: Int] = [:]

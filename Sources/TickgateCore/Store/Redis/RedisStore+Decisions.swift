@@ -20,6 +20,7 @@ extension RedisStore {
         var tick = Span.zero
         var a: [UInt8] = [], b: [UInt8] = [], c: [UInt8] = []
         var screen: GuardScreenRequest?
+        var guardKey: [UInt8] = []
         switch decision {
         case .read:
             break
@@ -74,7 +75,8 @@ extension RedisStore {
             if let screen {
                 // Scripts/decide.lua: the guard's key, then its screen's arguments.
                 let base = keys.guardBase(key.scope)
-                names.append(base + Array("guard".utf8))
+                guardKey = base + Array("guard".utf8)
+                names.append(guardKey)
                 arguments += [base, Array(screen.country.utf8), Array((screen.address?.description ?? "").utf8),
                               Array(screen.code.utf8), Array(key.subject.value.utf8), Array(screen.rules.encoded.utf8),
                               screen.judge ? [UInt8(ascii: "1")] : []]
@@ -101,8 +103,8 @@ extension RedisStore {
         // decision's answer).
         var screened: GuardScreen?
         if let screen, fields.elements.count > 8, case .array = fields.elements[8] {
-            let guardName = keys.guardBase(key.scope) + Array("guard".utf8)
-            screened = try guardScreen(ReplyReader(fields.elements[8], key: guardName, server: address.description),
+            screened = try guardScreen(ReplyReader(fields.elements[8], key: guardKey,
+                                                   server: address.description),
                                        address: screen.address)
         }
         if code == "guard" {

@@ -11,7 +11,7 @@ extension RedisStore {
         let name = base + Array("guard".utf8)
         let reply = try run("guardSignals", keys: [name], arguments: [
             Array(op.utf8), base, Array(country.utf8), Array((client?.description ?? "").utf8), call.notAfter,
-        ] + extra, by: call.deadline, changes: op != "check")
+        ] + extra, by: call.deadline)
         if case let .array(parts) = reply, parts.first?.text == "late" { throw late("the guard's \(op)") }
         return try guardReply(reply, name)
     }
@@ -76,8 +76,7 @@ extension RedisStore {
         func bad(_ why: String) -> TickgateError {
             TickgateError(.storeCorrupt, "the Redis key \(reader.key.prefix(300)) \(why)", store: .corrupt)
         }
-        let text = try reader.text(0)
-        let rules = text.isEmpty ? nil : try Guard.decode(text, bad)
+        // (Element 0, the guard's text, is the one the screen compared.)
         let count: ClosedRange<Int64> = 0...Int64(1) << 40
         var counts = GuardCounts()
         counts.countryUnverifiedDay = Int(try reader.integer(1, count))
@@ -103,7 +102,7 @@ extension RedisStore {
             counts.addressVerifiedDay = Int(try reader.integer(9, count))
             counts.addressCountriesDay = Int(try reader.integer(10, count))
         }
-        var read = GuardReading(rules: rules, counts: counts, days: days, today: today)
+        var read = GuardReading(counts: counts, days: days, today: today)
         if reader.elements.count >= 14 {
             let time: ClosedRange<Int64> = 0...Int64(1) << 62
             read.serverNow = try reader.integer(11, time)

@@ -17,17 +17,17 @@
 -- country, 4 the address ('' = none), 5 not after (server µs, '' = none:
 -- past it a change changes nothing and answers {'late'}, so a request a
 -- stopped server runs late counts no code), then per operation:
---   check:    answers {guard or '', c_unverified_day, c_unverified_hour,
+--   (the counts, as a screen answers them: {guard or '', c_unverified_day, c_unverified_hour,
 --             c_verified_day, c_verified_hour, today, {day, n, ...},
 --             a_unverified_day, a_unverified_hour, a_verified_day,
 --             a_countries_day, now, the send time of the oldest code
---             counted in the country's day and in its hour ('' = none)}
+--             counted in the country's day and in its hour ('' = none)})
 --   screen:   6 code id, 7 subject, 8 the guard's text as the engine
 --             knows it (it chose the send's lists by it), 9 '1' to judge
 --             the send by the signals, '' not to. If the store's guard
 --             is another: {'stale', guard or ''}, nothing counted. Not
 --             judged: {'same'}. Judged (rules.lua's R.guard_judge, by the
---             stored thresholds): what check answers, then 15 '1' if the
+--             stored thresholds): the counts, then 15 '1' if the
 --             code was counted ('0': enforced and warned, not counted),
 --             16 the warnings' bits, 17 the country's daily and 18 hourly
 --             thresholds, 19 the address's daily and 20 hourly, 21 the
@@ -43,7 +43,7 @@
 -- checks of the keys it reads (a TYPE call only for the two it writes
 -- unread: codes and prev).
 local op, B, CTY, A = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-if op ~= 'check' and late(ARGV[5]) then return {'late'} end
+if late(ARGV[5]) then return {'late'} end
 local DAY, HOUR = C.DAY, C.HOUR
 local function typed(key, want)
   local t = redis.call('TYPE', key).ok
@@ -98,8 +98,8 @@ local function trim(key, span) redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(n
 local function keep(key, us) redis.call('PEXPIRE', key, fmt(math.floor(us / 1000) + 60000)) end
 local today = math.floor(now / DAY)
 
-local function check(g, quick)
-  g = g or rd('string', 'GET', B .. 'guard') or ''
+-- The counts of a send by guard g (13 and 14: see `oldest`).
+local function check(g)
   local w = R.guard_windows(now, after(g))
   local due = w.due
   local days = rd('hash', 'HGETALL', B .. 'd:' .. CTY)
@@ -123,24 +123,24 @@ local function check(g, quick)
     for _ in pairs(asked) do n = n + 1 end
     reply[11] = n
   end
-  -- When the counts can first go down with no verification: the oldest
-  -- code counted in each window leaves it (engines refuse until then).
-  local function oldest(since)
-    local first = rd('zset', 'ZRANGEBYSCORE', B .. 'uc:' .. CTY, '(' .. fmt(since), fmt(due), 'WITHSCORES', 'LIMIT', 0, 1)
-    return first[2] and tonumber(first[2]) or ''
-  end
   reply[12], reply[13], reply[14] = now, '', ''
-  -- (quick: a screen reads them only for a send it refuses.)
-  if not quick then reply[13], reply[14] = oldest(w.unverified_day), oldest(w.unverified_hour) end
-  reply.oldest = oldest
-  return reply
+  return reply, w
+end
+-- When the counts can first go down with no verification: the oldest code
+-- counted in the country's day and in its hour (windows w) leaves it
+-- (engines refuse until then; read only for a send the screen refuses).
+local function oldest(w)
+  local function first(since)
+    local got = rd('zset', 'ZRANGEBYSCORE', B .. 'uc:' .. CTY, '(' .. fmt(since), fmt(w.due), 'WITHSCORES', 'LIMIT', 0, 1)
+    return got[2] and tonumber(got[2]) or ''
+  end
+  return first(w.unverified_day), first(w.unverified_hour)
 end
 -- The counts have room again (a code returned or verified): engines that
 -- refuse sends of the scope without asking ask again.
 local function freed()
   if ARGV[8] and ARGV[8] ~= '' and ARGV[9] ~= '' then redis.call('PUBLISH', ARGV[8], ARGV[9]) end
 end
-if op == 'check' then return check() end
 
 local id, subject = ARGV[6], ARGV[7]
 -- Counts code `id` of `subject` unverified, sent now.
@@ -182,7 +182,7 @@ local function screen()
   if ARGV[9] ~= '1' then return {'same'} end
   local t = thresholds(g)
   if not t then return {'corrupt', B .. 'guard', 'holds bad guard thresholds'} end
-  local reply = check(g, true)
+  local reply, w = check(g)
   local days, raw = {}, reply[7]
   for j = 1, #raw, 2 do days[tonumber(raw[j])] = tonumber(raw[j + 1]) or 0 end
   local c = {country_unverified_day = reply[2], country_unverified_hour = reply[3],
@@ -192,14 +192,12 @@ local function screen()
              address_verified_day = reply[10], address_countries_day = reply[11]}
   local j = R.guard_judge(t, c)
   -- Enforced (mode 2) and warned: refused, and not counted.
-  local counted = not (string.match(g, '^[^;]*;(%d+);') == '2' and j.warnings > 0)
+  local counted = not R.guard_refuses(tonumber(string.match(g, '^[^;]*;(%d+);')), j)
   if counted then
     count_sent()
   else
-    reply[13], reply[14] = reply.oldest(R.guard_windows(now, after(g)).unverified_day),
-      reply.oldest(R.guard_windows(now, after(g)).unverified_hour)
+    reply[13], reply[14] = oldest(w)
   end
-  reply.oldest = nil
   reply[15], reply[16], reply[17], reply[18] = counted and '1' or '0', j.warnings, j.country_daily, j.country_hourly
   reply[19], reply[20], reply[21] = j.address_daily, j.address_hourly, c.country_verified_daily_maximum
   return reply

@@ -101,6 +101,11 @@ function R.verified_daily_maximum(days, today, history)
   end
   return most
 end
+-- True if a guard of mode `mode` (0 off, 1 record only, 2 enforce) refuses
+-- a send judged j: enforced and warned (GuardRules.refuses).
+function R.guard_refuses(mode, j)
+  return mode == 2 and j.warnings > 0
+end
 -- The judgment of a send by the counts c (itself not counted) and the
 -- thresholds t (GuardThresholds' fields in snake case): the warnings (the
 -- bits of TG_WARNING_*) and the thresholds it was judged by.

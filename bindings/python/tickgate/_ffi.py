@@ -315,7 +315,9 @@ class tg_guard_record(Structure):
         ("warnings", c_uint32),
         ("bypass", c_char_p),
         ("rule", c_char_p),
-    ] + [(name, c_uint32) for name in GUARD_RECORD_COUNTS]
+    ] + [(name, c_uint32) for name in GUARD_RECORD_COUNTS] + [
+        ("address_skipped", ctypes.c_int),
+    ]
 
 
 #: ``void (*tg_guard_record_fn)(const tg_guard_record *, void *)``

@@ -314,6 +314,11 @@ class GuardRecord:
     #: The counts it was judged by (this send not counted) and the
     #: thresholds: ``country_unverified_day`` ... ``address_hourly_threshold``.
     counts: Tuple[Tuple[str, int], ...]
+    #: True when the signals judged the send with no ``client_address``:
+    #: the address signals were skipped, only the country's counted, and
+    #: :attr:`message` says so ("no client address: the address signals were
+    #: skipped"). Informational: it refuses nothing.
+    address_signals_skipped: bool = False
 
     @property
     def granted(self) -> bool:

@@ -102,8 +102,8 @@
  *        defaults of the fields this library knows, and zeros past them.
  *        The _INIT macros do the same at compile time.
  *      - A struct the library hands to a callback (tg_event,
- *        tg_countdown_info, tg_gate_event) carries the library's size; a
- *        caller reads only the fields that lie within it.
+ *        tg_countdown_info, tg_gate_event, tg_guard_record) carries the
+ *        library's size; a caller reads only the fields that lie within it.
  *      - tg_budget_key, a pair of strings passed in arrays, carries no size:
  *        it will never grow.
  */
@@ -1358,7 +1358,7 @@ typedef struct tg_guard_record {
     const char *client_address;  /* canonical text, or "" if none */
     int64_t wall_ms;             /* when, in ms since 1970 (wall clock) */
     tg_status status;            /* TG_OK (granted) or why it was refused */
-    const char *message;         /* "" when granted */
+    const char *message;         /* "" when granted, but see address_skipped */
     tg_ticket ticket;            /* the ticket when granted, else 0 */
     tg_guard_mode mode;
     uint32_t warnings;           /* TG_WARNING_* raised (any mode) */
@@ -1373,6 +1373,14 @@ typedef struct tg_guard_record {
     uint32_t address_verified_day, address_countries_day;
     uint32_t country_daily_threshold, country_hourly_threshold;
     uint32_t address_daily_threshold, address_hourly_threshold;
+    /* Non-zero: the signals judged the send with no client address, so the
+     * address signals (TG_WARNING_*_BY_ADDRESS_*) were skipped and only the
+     * country's counted; message says so too ("no client address: the
+     * address signals were skipped"). Informational: it refuses nothing.
+     * (Added in 0.2.0, in what was the struct's tail padding, so
+     * struct_size is unchanged: from a library older than 0.2.0
+     * (tg_version() < 0x000200) it means nothing.) */
+    int address_skipped;
 } tg_guard_record;
 
 typedef void (*tg_guard_record_fn)(const tg_guard_record *record,

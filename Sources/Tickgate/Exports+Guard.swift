@@ -201,6 +201,7 @@ private struct CRecordObserver: @unchecked Sendable {
             raw.country_hourly_threshold = u(judgment.countryHourly)
             raw.address_daily_threshold = u(judgment.addressDaily)
             raw.address_hourly_threshold = u(judgment.addressHourly)
+            raw.address_skipped = record.addressSignalsSkipped ? 1 : 0
             callback(&raw, userData)
         }}}}}}}
     }

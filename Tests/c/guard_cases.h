@@ -53,6 +53,9 @@ static const char *g_num(const char *format)
 
 /* ---- records ---- */
 
+/* What a record's message says when the address signals were skipped. */
+#define G_SKIPPED_NOTE "no client address: the address signals were skipped"
+
 #define GREC_MAX 256
 
 typedef struct grec_item {
@@ -610,8 +613,9 @@ static void gcase_each_signal(void)
                 r = grec_last(e, rec);
                 ASSERT_EQ_INT(r->raw.status, TG_OK);
                 ASSERT(r->raw.ticket != 0);
-                ASSERT_STREQ(r->message, "");
+                ASSERT_STREQ(r->message, signals[s].address ? "" : G_SKIPPED_NOTE);
             }
+            ASSERT_EQ_INT(r->raw.address_skipped, signals[s].address == NULL);
             if (r->raw.warnings != signals[s].warning)
                 fprintf(stderr, "  %s in mode %d: warnings 0x%x\n", signals[s].name, mode, r->raw.warnings);
             ASSERT_EQ_INT(r->raw.warnings, signals[s].warning);
@@ -631,6 +635,72 @@ static void gcase_each_signal(void)
             grec_free(rec);
         }
     }
+}
+
+/* A send the signals judged with no client address: its record says the
+ * address signals were skipped (address_skipped, and the message after a
+ * refusal's). It refuses nothing; a send not judged (always allowed,
+ * refused by its destination, mode OFF) carries no such word (issue 41). */
+static void gcase_no_address_skips_the_address_signals(void)
+{
+    tg_engine *e;
+    grec *rec;
+    const grec_item *r;
+    char refusal[600];
+    tg_guard g = g_guard(TG_GUARD_RECORD_ONLY);
+    g_store->fresh();
+    e = g_store->open(TG_DELIVERY_HOST_THREAD);
+    rec = grec_open(e, "login");
+    g.refused_destinations = "US";
+    g.always_allow_countries = "HK";
+    ASSERT_STATUS(tg_guard_set(e, "login", &g), TG_OK);
+    GRANT(e, CN(), NULL);
+    r = grec_last(e, rec);
+    ASSERT_EQ_INT(r->raw.status, TG_OK);
+    ASSERT_EQ_INT(r->raw.warnings, 0);
+    ASSERT_EQ_INT(r->raw.address_skipped, 1);
+    ASSERT_STREQ(r->message, G_SKIPPED_NOTE);
+    ASSERT_STREQ(r->address, "");
+    /* An empty address is none. */
+    GRANT(e, CN(), "");
+    ASSERT_EQ_INT(grec_last(e, rec)->raw.address_skipped, 1);
+    GRANT(e, CN(), "203.0.113.7");
+    r = grec_last(e, rec);
+    ASSERT_EQ_INT(r->raw.address_skipped, 0);
+    ASSERT_STREQ(r->message, "");
+    /* Not judged: always allowed, or refused by its destination. */
+    GRANT(e, HK(), NULL);
+    r = grec_last(e, rec);
+    ASSERT_STREQ(r->bypass, "always-allow country HK");
+    ASSERT_EQ_INT(r->raw.address_skipped, 0);
+    ASSERT_STREQ(r->message, "");
+    ASSERT_STATUS(g_send(e, "login", US(), NULL, NULL, NULL), TG_E_DESTINATION_REFUSED);
+    r = grec_last(e, rec);
+    ASSERT_EQ_INT(r->raw.address_skipped, 0);
+    ASSERT(strstr(r->message, G_SKIPPED_NOTE) == NULL);
+    /* Enforcing (CN has 3 unverified codes: a fourth crosses 3): the
+     * caller's error is the refusal alone, the record's message adds the
+     * note. */
+    g.mode = TG_GUARD_ENFORCE;
+    g.country_daily_minimum = 3;
+    ASSERT_STATUS(tg_guard_set(e, "login", &g), TG_OK);
+    ASSERT_STATUS(g_send(e, "login", CN(), NULL, NULL, NULL), TG_E_PUMPING_SUSPECTED);
+    ASSERT(strstr(tg_last_error_message(), G_SKIPPED_NOTE) == NULL);
+    snprintf(refusal, sizeof refusal, "%s; %s", tg_last_error_message(), G_SKIPPED_NOTE);
+    r = grec_last(e, rec);
+    ASSERT_EQ_INT(r->raw.status, TG_E_PUMPING_SUSPECTED);
+    ASSERT_EQ_INT(r->raw.warnings, TG_WARNING_UNVERIFIED_BY_COUNTRY_DAILY);
+    ASSERT_EQ_INT(r->raw.address_skipped, 1);
+    ASSERT_STREQ(r->message, refusal);
+    /* OFF judges nothing. */
+    g.mode = TG_GUARD_OFF;
+    ASSERT_STATUS(tg_guard_set(e, "login", &g), TG_OK);
+    GRANT(e, CN(), NULL);
+    r = grec_last(e, rec);
+    ASSERT_EQ_INT(r->raw.address_skipped, 0);
+    ASSERT_STREQ(r->message, "");
+    tg_engine_close(e);
+    grec_free(rec);
 }
 
 /* A burst of parallel sends (a bot's) is judged as if it came one by one:
@@ -1087,6 +1157,7 @@ static void guard_cases_run(const gstore *store)
     RUN_TEST(gcase_bypass_is_not_counted);
     RUN_TEST(gcase_skips_budgets);
     RUN_TEST(gcase_each_signal);
+    RUN_TEST(gcase_no_address_skips_the_address_signals);
     RUN_TEST(gcase_burst_is_judged_one_by_one);
     RUN_TEST(gcase_verified_country_leaves_the_count);
     RUN_TEST(gcase_failed_send_gives_back);

@@ -8,6 +8,7 @@
 #include <tickgate.h>
 #include <tickgate.h> /* the include guard works */
 
+#include <stddef.h>
 #include <stdio.h>
 
 /* Every macro, in constant expressions. */
@@ -355,6 +356,10 @@ int main(void)
                  TG_WARNING_UNVERIFIED_BY_ADDRESS_HOURLY |
                  TG_WARNING_COUNTRIES_BY_ADDRESS_DAILY) != 0x1Fu;
     failures += TG_GUARD_LIST_MAX_BYTES != 65536;
+    /* A field added to a struct goes at its end (tg_guard_record's
+     * address_skipped, 0.2.0). */
+    failures += offsetof(tg_guard_record, address_skipped) <=
+                offsetof(tg_guard_record, address_hourly_threshold);
     failures += sizeof version_string < 6;
     failures += engine != NULL || ticket != 0;
     /* the loaded library has this header's major version */

@@ -344,12 +344,32 @@ static int on_info(const tg_countdown_info *info, void *ud)
     return 0;
 }
 
+static size_t g_record_size;
+static int g_record_skipped = -1;
+
+static void on_record(const tg_guard_record *record, void *ud)
+{
+    (void)ud;
+    g_record_size = record->struct_size;
+    g_record_skipped = record->address_skipped;
+}
+
 static void test_callback_structs(void)
 {
     tg_engine *e = open_manual();
     tg_subscription id;
+    tg_guard guard;
+    tg_ticket ticket = 0;
     if (!e)
         return;
+    /* tg_guard_record's last field, address_skipped (0.2.0), lies within
+     * the size the library hands. */
+    ASSERT(offsetof(tg_guard_record, address_skipped) > offsetof(tg_guard_record, address_hourly_threshold));
+    ASSERT(offsetof(tg_guard_record, address_skipped) + sizeof(int) <= sizeof(tg_guard_record));
+    ASSERT_STATUS(tg_guard_init(&guard, sizeof guard), TG_OK);
+    ASSERT_STATUS(tg_guard_set(e, "guarded", &guard), TG_OK);
+    ASSERT_STATUS(tg_guard_subscribe(e, "guarded", on_record, NULL, NULL, &id), TG_OK);
+    ASSERT_STATUS(tg_send_begin_from(e, "guarded", "+8613800000000", NULL, NULL, 0, &ticket, NULL, NULL), TG_OK);
     ASSERT_STATUS(tg_subscribe(e, "login", "a", on_event, NULL, NULL, &id), TG_OK);
     ASSERT_STATUS(tg_gate_subscribe(e, "account", on_gate, NULL, NULL, &id), TG_OK);
     ASSERT_STATUS(tg_countdown_start(e, "login", "a", 5000, 0, 0, NULL), TG_OK);
@@ -358,6 +378,8 @@ static void test_callback_structs(void)
     ASSERT_EQ_INT(g_event_size, sizeof(tg_event));
     ASSERT_EQ_INT(g_gate_size, sizeof(tg_gate_event));
     ASSERT_EQ_INT(g_info_size, sizeof(tg_countdown_info));
+    ASSERT_EQ_INT(g_record_size, sizeof(tg_guard_record));
+    ASSERT_EQ_INT(g_record_skipped, 1);
     tg_engine_close(e);
 }
 

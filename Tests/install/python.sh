@@ -13,6 +13,8 @@
 #       installs into another fresh virtual environment with --no-index and
 #       runs the same example there.
 #
+# Either way the installed package carries tickgate/py.typed.
+#
 # The build tools come from the package index (pip); the example is the
 # README's, with its 60 s countdown shortened to 2 s.
 set -eu
@@ -33,6 +35,14 @@ open(sys.argv[2], "w").write(block.replace('engine.start("login", phone, 60)',
                                            'engine.start("login", phone, 2)'))
 EOF
 
+# The installed package is marked typed (PEP 561): py.typed came with it.
+check_typed() { # PYTHON
+    "$1" -c 'import importlib.util, pathlib, sys
+spec = importlib.util.find_spec("tickgate")
+typed = pathlib.Path(spec.origin).parent / "py.typed"
+sys.exit(0 if typed.is_file() else "the installed package has no py.typed")'
+}
+
 run_example() { # PYTHON
     out=$(cd "$work" && env -u TICKGATE_LIBRARY -u PYTHONPATH -u LD_LIBRARY_PATH "$1" "$example")
     echo "$out"
@@ -44,6 +54,7 @@ case $mode in
 source)
     "$python" -m venv "$work/venv"
     "$work/venv/bin/pip" install --quiet --disable-pip-version-check "$source/bindings/python"
+    check_typed "$work/venv/bin/python"
     run_example "$work/venv/bin/python"
     # nothing left behind in the clone
     leftovers=$(cd "$source/bindings/python" && ls -d build dist *.egg-info 2>/dev/null || true)
@@ -65,6 +76,7 @@ wheel)
     case $(basename "$wheel") in *manylinux_*_x86_64.whl) ;; *) echo "not a manylinux wheel" >&2; exit 1 ;; esac
     "$python" -m venv "$work/venv"
     "$work/venv/bin/pip" install --quiet --disable-pip-version-check --no-index --no-deps "$wheel"
+    check_typed "$work/venv/bin/python"
     run_example "$work/venv/bin/python"
     echo "1 passed, 0 failed"
     ;;

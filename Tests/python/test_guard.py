@@ -461,7 +461,9 @@ def test_each_signal(store: Store, signal: tuple, mode: GuardMode) -> None:
     else:
         grant(engine, number, address)
         record = records.last()
-        assert record.granted and record.ticket != 0 and record.message == ""
+        assert record.granted and record.ticket != 0
+        assert record.message == ("" if address else SKIPPED_NOTE)
+    assert record.address_signals_skipped == (address is None)
     assert record.warnings == warning, record
     assert record.mode == mode
     assert record.country == tickgate.parse_number(number).region
@@ -475,6 +477,57 @@ def test_each_signal(store: Store, signal: tuple, mode: GuardMode) -> None:
     else:
         assert record.count("address_unverified_day") == 2
     assert record.wall_ms > 0 or store.kind == "memory"
+
+
+SKIPPED_NOTE = "no client address: the address signals were skipped"
+
+
+def test_a_send_judged_with_no_client_address_says_the_address_signals_were_skipped(store: Store) -> None:
+    """Issue 41: a guarded send with no client address was granted with no
+    word that the address signals were skipped. Its record now says so (a
+    flag and its message); it refuses nothing. A send that was not judged
+    (always allowed, refused by its destination, mode OFF) carries no flag."""
+    engine = store.open()
+    records = Records(engine)
+    stream_length = 100 if store.kind == "redis" else 0
+    engine.set_guard("login", GuardMode.RECORD_ONLY, refused_destinations=["US"], always_allow_countries=["HK"],
+                     record_stream_length=stream_length, **QUIET)
+    grant(engine, cn())
+    record = records.last()
+    assert record.granted and record.warnings == PumpingWarning(0)
+    assert record.address_signals_skipped and record.message == SKIPPED_NOTE
+    assert record.client_address == ""
+    grant(engine, cn(), "203.0.113.7")
+    record = records.last()
+    assert not record.address_signals_skipped and record.message == ""
+    grant(engine, hk())
+    record = records.last()
+    assert record.bypass == "always-allow country HK" and not record.address_signals_skipped
+    assert record.message == ""
+    with pytest.raises(tickgate.DestinationRefused):
+        engine.send_begin("login", us())
+    record = records.last()
+    assert not record.address_signals_skipped and SKIPPED_NOTE not in record.message
+    # Enforcing: a refusal by the country's counts keeps its message, then the note.
+    # (CN has 2 unverified codes already: a third crosses a threshold of 2.)
+    engine.set_guard("login", GuardMode.ENFORCE, **dict(QUIET, country_daily_minimum=2))
+    with pytest.raises(tickgate.PumpingSuspected) as refused:
+        engine.send_begin("login", cn())
+    assert SKIPPED_NOTE not in str(refused.value)  # the caller's error is the refusal alone
+    record = records.last()
+    assert record.status == Status.E_PUMPING_SUSPECTED and record.address_signals_skipped
+    assert record.message == f"{refused.value.message}; {SKIPPED_NOTE}"
+    # Mode OFF judges nothing: no flag.
+    engine.set_guard("login", GuardMode.OFF)
+    grant(engine, cn())
+    record = records.last()
+    assert record.granted and not record.address_signals_skipped and record.message == ""
+    if store.kind == "redis":
+        # The stream's records carry it as a field (only when set).
+        stream = guard_key(store.prefix, "login", "records")
+        entries = redis_cli("XRANGE", stream, "-", "+").splitlines()
+        assert entries.count("address_skipped") == 1, entries
+        assert redis_cli("XLEN", stream) == "4"
 
 
 @pytest.mark.parametrize("mode", [GuardMode.ENFORCE, GuardMode.RECORD_ONLY])

@@ -39,6 +39,24 @@ public struct GuardRecord: Sendable {
     /// The warnings raised (recorded in record-only mode, refusing in
     /// enforce mode).
     public var warnings: PumpingWarnings { judgment?.warnings ?? [] }
+
+    /// The signals judged the send with no client address: the address
+    /// signals (`unverifiedByAddress*`, `countriesByAddressDaily`) were
+    /// skipped, only the country's counted. Informational: it refuses
+    /// nothing, and `message` says so too (`addressSkippedNote`).
+    public var addressSignalsSkipped: Bool { address == nil && judgment != nil }
+
+    /// What `message` carries when the address signals were skipped.
+    public static let addressSkippedNote = "no client address: the address signals were skipped"
+
+    /// The record as delivered: its message says if the address signals
+    /// were skipped (after the refusal's message, if any).
+    var noted: GuardRecord {
+        guard addressSignalsSkipped, !message.contains(Self.addressSkippedNote) else { return self }
+        var record = self
+        record.message = message.isEmpty ? Self.addressSkippedNote : message + "; " + Self.addressSkippedNote
+        return record
+    }
 }
 
 extension Engine {
@@ -46,6 +64,7 @@ extension Engine {
     /// effort: the decision stands whatever happens to its record), and
     /// queues it for the scope's record observers.
     func deliver(_ record: GuardRecord) {
+        let record = record.noted
         if record.streamLength > 0, let store {
             try? store.appendRecord(record, maximumLength: record.streamLength)
         }

@@ -280,6 +280,7 @@ def guard_record_from_c(r: _ffi.tg_guard_record) -> GuardRecord:
         bypass=None if r.bypass is None else decode(r.bypass),
         rule=None if r.rule is None else decode(r.rule),
         counts=tuple((name, int(getattr(r, name))) for name in _ffi.GUARD_RECORD_COUNTS),
+        address_signals_skipped=bool(r.address_skipped),
     )
 
 

@@ -715,7 +715,7 @@ class Engine(Managed[int]):
         raw.always_allow_addresses = joined(always_allow_addresses, "always_allow_addresses")
         raw.always_allow_countries = joined(always_allow_countries, "always_allow_countries")
         raw.always_allow_skips_budgets = 1 if always_allow_skips_budgets else 0
-        known = {name for name, _ in _ffi.tg_guard._fields_[8:]}
+        known = {field[0] for field in _ffi.tg_guard._fields_[8:]}
         for name, value in thresholds.items():
             if name not in known:
                 raise TypeError(f"set_guard() got an unknown threshold {name!r}")

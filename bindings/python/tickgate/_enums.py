@@ -7,6 +7,7 @@ tables, in :mod:`tickgate._status`; the others are written here.
 from __future__ import annotations
 
 from enum import IntEnum, IntFlag
+from typing import Tuple
 
 from ._status import Status, StoreFailure
 
@@ -148,3 +149,10 @@ class PumpingWarning(IntFlag):
     UNVERIFIED_BY_ADDRESS_DAILY = 0x4
     UNVERIFIED_BY_ADDRESS_HOURLY = 0x8
     COUNTRIES_BY_ADDRESS_DAILY = 0x10
+
+    @property
+    def names(self) -> Tuple[str, ...]:
+        """The warnings set, by name in lower case, in bit order
+        (``("unverified_by_country_hourly",)``), as a refusal's message and
+        the Redis stream's records name them."""
+        return tuple(str(w.name).lower() for w in PumpingWarning if w in self)

@@ -270,12 +270,13 @@ class tg_guard(Structure):
         ("always_allow_addresses", c_char_p),
         ("always_allow_countries", c_char_p),
         ("always_allow_skips_budgets", c_int),
-    ] + [(name, c_uint32) for name in (
-        "country_daily_minimum", "country_history_percent", "country_day_percent", "country_hourly_minimum",
-        "country_hourly_divisor", "country_hour_percent", "address_daily_minimum", "address_day_percent",
-        "address_hourly_minimum", "address_hourly_divisor", "address_countries_maximum", "history_days",
-        "record_stream_length", "unverified_after_seconds",
-    )]
+        *[(name, c_uint32) for name in (
+            "country_daily_minimum", "country_history_percent", "country_day_percent", "country_hourly_minimum",
+            "country_hourly_divisor", "country_hour_percent", "address_daily_minimum", "address_day_percent",
+            "address_hourly_minimum", "address_hourly_divisor", "address_countries_maximum", "history_days",
+            "record_stream_length", "unverified_after_seconds",
+        )],
+    ]
 
 
 class tg_number_info(Structure):
@@ -315,7 +316,9 @@ class tg_guard_record(Structure):
         ("warnings", c_uint32),
         ("bypass", c_char_p),
         ("rule", c_char_p),
-    ] + [(name, c_uint32) for name in GUARD_RECORD_COUNTS]
+        *[(name, c_uint32) for name in GUARD_RECORD_COUNTS],
+        ("address_skipped", ctypes.c_int),
+    ]
 
 
 #: ``void (*tg_guard_record_fn)(const tg_guard_record *, void *)``
@@ -519,11 +522,10 @@ def _out_value(arg: Any) -> Optional[int]:
     if arg is None:
         return None
     obj = getattr(arg, "_obj", None)  # a byref() CArgObject
-    if obj is not None:
-        return obj.value
-    if hasattr(arg, "contents"):
-        return arg.contents.value if arg else None
-    return None
+    if obj is None and hasattr(arg, "contents"):
+        obj = arg.contents if arg else None
+    value = None if obj is None else obj.value
+    return None if value is None else int(value)
 
 
 def _make_errcheck(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import InitVar, dataclass
-from typing import Optional, Sequence, Tuple, Union
+from typing import List, Optional, Sequence, Tuple, Union
 
 from . import _convert
 from ._convert import Seconds
@@ -74,6 +74,12 @@ class Event:
     def counting(self) -> bool:
         """True while the key counts down (the button is disabled)."""
         return self.remaining_ms > 0
+
+    @property
+    def kind_name(self) -> str:
+        """The kind's name ("TICK"), or its number as text for a kind these
+        bindings do not know (``kind`` is then a plain int)."""
+        return self.kind.name if isinstance(self.kind, EventKind) else str(int(self.kind))
 
     @property
     def ends_countdown(self) -> bool:
@@ -231,7 +237,13 @@ class Budget:
         if (windows is None) == (windows_ms is None):
             raise TypeError("give windows (seconds) or windows_ms, not both")
         if windows is not None:
-            windows_ms = [(n, _convert.to_ms(seconds, None, "window")) for n, seconds in windows]
+            converted: List[Tuple[int, int]] = []
+            for n, seconds in windows:
+                ms = _convert.to_ms(seconds, None, "window")
+                if ms is None:
+                    raise TypeError("a window's seconds must be a number or a timedelta, not None")
+                converted.append((n, ms))
+            windows_ms = converted
         object.__setattr__(self, "windows_ms", tuple((int(n), int(ms)) for n, ms in windows_ms or ()))
 
     @property
@@ -287,6 +299,12 @@ class GateEvent:
     queued: int
     subscription: int
 
+    @property
+    def kind_name(self) -> str:
+        """The kind's name ("LOGGED_IN"), or its number as text for a kind
+        these bindings do not know (``kind`` is then a plain int)."""
+        return self.kind.name if isinstance(self.kind, GateEventKind) else str(int(self.kind))
+
 
 @dataclass(frozen=True)
 class GuardRecord:
@@ -314,6 +332,11 @@ class GuardRecord:
     #: The counts it was judged by (this send not counted) and the
     #: thresholds: ``country_unverified_day`` ... ``address_hourly_threshold``.
     counts: Tuple[Tuple[str, int], ...]
+    #: True when the signals judged the send with no ``client_address``:
+    #: the address signals were skipped, only the country's counted, and
+    #: :attr:`message` says so ("no client address: the address signals were
+    #: skipped"). Informational: it refuses nothing.
+    address_signals_skipped: bool = False
 
     @property
     def granted(self) -> bool:

@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import weakref
-from typing import Any, AsyncIterator, Callable, Optional, Union
+from typing import Any, AsyncIterator, Callable, Optional, TypeVar, Union
 
 from ._engine import Engine, Key, Seconds, Subscription
 from ._enums import CancelReason, ClockKind, Delivery, EventKind, RequireResult
@@ -44,6 +44,8 @@ from ._types import Event
 from .errors import Busy, Closed, RequestCancelled
 
 __all__ = ["AsyncEngine", "AsyncGate", "EventStream", "open_engine", "open_engine_async"]
+
+_T = TypeVar("_T")
 
 
 def _call_on_loop(loop: asyncio.AbstractEventLoop, owner: int, fn: Callable[[], Any]) -> None:
@@ -133,7 +135,7 @@ class AsyncEngine(Engine):
 
     # -- store calls off the loop -------------------------------------------
 
-    async def _off_loop(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    async def _off_loop(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
         """Runs fn(*args, **kwargs) on a worker thread and awaits it."""
         return await self._loop.run_in_executor(None, lambda: fn(*args, **kwargs))
 

@@ -134,6 +134,7 @@ extension RedisStore {
         if record.ticket != 0 { fields.append(("ticket", String(record.ticket))) }
         if let bypass = record.bypass { fields.append(("bypass", bypass)) }
         if let rule = record.rule { fields.append(("rule", rule)) }
+        if record.addressSignalsSkipped { fields.append(("address_skipped", "1")) }
         if let counts = record.counts, let judgment = record.judgment {
             fields += [("country_unverified_day", counts.countryUnverifiedDay),
                        ("country_unverified_hour", counts.countryUnverifiedHour),

@@ -181,9 +181,9 @@ extension Engine {
                 let record = state.table.record(slot)
                 ended = (record.ticket, record.phase)
             }
-            if !state.sends.records.isEmpty,
-               let free = KeyDecision.windowFull(state.sends.records.value(scope: key.scope, subject: key.subject),
-                                                 policy: policy, at: now) {
+            if let free = KeyDecision.windowFull(policy: policy, at: now, record: {
+                state.sends.records.value(scope: key.scope, subject: key.subject)
+            }) {
                 throw Refusal.window(free).error(key.names(), at: now)
             }
             // Granted: a ticket whose run ended in the slot (its timer has

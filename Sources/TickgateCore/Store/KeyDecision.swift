@@ -89,7 +89,7 @@ enum KeyDecision {
 
         case let .sendBegin(policy, tickInterval, _, _):
             if let running { throw Engine.busyError(running, at: now) }
-            if let free = Self.windowFull(rows.record, policy: policy, at: now) {
+            if let free = Self.windowFull(policy: policy, at: now, record: { rows.record }) {
                 throw Refusal.window(free).error(key, at: now)
             }
             var changes: Changes = .countdown
@@ -150,10 +150,11 @@ enum KeyDecision {
 
     /// A send's begin on a key with no countdown running: when the window
     /// frees a send if it is full (its lock was cancelled: refused, and like
-    /// every refusal it starts nothing), else nil. Reads `record` only.
-    /// The send path on the caller's bytes decides by it too.
-    static func windowFull(_ record: SendRecord?, policy: SendPolicy, at now: Instant) -> Instant? {
-        guard var record else { return nil }
+    /// every refusal it starts nothing), else nil. Reads the key's record
+    /// only, and only if the policy caps the window (an uncapped window
+    /// is never full). The send path on the caller's bytes decides by it too.
+    static func windowFull(policy: SendPolicy, at now: Instant, record: () -> SendRecord?) -> Instant? {
+        guard policy.windowMaximumSends > 0, var record = record() else { return nil }
         record.prune(at: now, policy: policy)
         return record.windowFrees(at: now, policy: policy)
     }

@@ -3,22 +3,28 @@ import Glibc
 /// Values found by a key's bytes (scope, subject): what the engine keeps
 /// per key beside its countdowns (a key's send history). Entries sit in one
 /// array, found through an open-addressing index of 8-byte buckets; each
-/// entry's key bytes are one block of its own, copied once when the entry
-/// is made. A lookup hashes the caller's bytes once and makes no `String`
-/// and no reference count, so the send path can look a key up by the
-/// caller's bytes as the countdown table does.
+/// entry keeps its key's bytes inline when they fit (32 bytes: a scope and
+/// a phone number), else in a heap copy of their own. A lookup hashes the
+/// caller's bytes once and makes no `String` and no reference count, so the
+/// send path can look a key up by the caller's bytes as the countdown table
+/// does.
 ///
 /// A class: its owner keeps the one instance (no copy is ever made).
 /// Not thread-safe: the engine's lock guards it.
 final class KeyMap<Value> {
     private struct Entry {
         var hash: UInt64
-        /// The scope's bytes, then the subject's.
-        var bytes: UnsafeMutableRawPointer
-        var scopeCount: Int
-        var subjectCount: Int
+        var scopeCount: Int32
+        var subjectCount: Int32
+        /// The scope's bytes, then the subject's, inline when they fit
+        /// (`inlineBytes`), else the address of a heap copy (first word).
+        var bytes: (UInt64, UInt64, UInt64, UInt64)
         var value: Value
+
+        var isInline: Bool { Int(scopeCount) &+ Int(subjectCount) <= KeyMap.inlineBytes }
     }
+
+    private static var inlineBytes: Int { 32 }
 
     /// Dense: a removal moves the last entry into the hole.
     private var entries: [Entry] = []
@@ -28,7 +34,21 @@ final class KeyMap<Value> {
     private let seed = UInt64.random(in: 1 ... .max)
 
     deinit {
-        for entry in entries { entry.bytes.deallocate() }
+        for index in entries.indices where !entries[index].isInline { Self.heapCopy(entries[index].bytes).deallocate() }
+    }
+
+    private static func heapCopy(_ bytes: (UInt64, UInt64, UInt64, UInt64)) -> UnsafeMutableRawPointer {
+        UnsafeMutableRawPointer(bitPattern: UInt(truncatingIfNeeded: bytes.0)).unsafelyUnwrapped
+    }
+
+    /// Calls `body` with the key bytes of entry `index` (scope, then subject).
+    @inline(__always)
+    private func withKeyBytes<R>(_ index: Int, _ body: (UnsafeRawPointer) -> R) -> R {
+        let bytes = entries[index].bytes
+        if entries[index].isInline {
+            return withUnsafeBytes(of: bytes) { body($0.baseAddress.unsafelyUnwrapped) }
+        }
+        return body(Self.heapCopy(bytes))
     }
 
     var count: Int { entries.count }
@@ -36,10 +56,13 @@ final class KeyMap<Value> {
 
     /// Every key, as names.
     var keys: [CountdownKey] {
-        entries.map { entry in
-            CountdownKey(scope: KeyName(validated: UnsafeRawBufferPointer(start: entry.bytes, count: entry.scopeCount)),
-                         subject: KeyName(validated: UnsafeRawBufferPointer(
-                             start: entry.bytes + entry.scopeCount, count: entry.subjectCount)))
+        entries.indices.map { index in
+            let scopeCount = Int(entries[index].scopeCount), subjectCount = Int(entries[index].subjectCount)
+            return withKeyBytes(index) { bytes in
+                CountdownKey(scope: KeyName(validated: UnsafeRawBufferPointer(start: bytes, count: scopeCount)),
+                             subject: KeyName(validated: UnsafeRawBufferPointer(start: bytes + scopeCount,
+                                                                                count: subjectCount)))
+            }
         }
     }
 
@@ -103,24 +126,35 @@ final class KeyMap<Value> {
     @inline(__always)
     private func matches(_ index: Int, scope: UnsafeRawBufferPointer, subject: UnsafeRawBufferPointer,
                          hash: UInt64) -> Bool {
-        let scopeCount = entries[index].scopeCount
+        let scopeCount = Int(entries[index].scopeCount)
         guard entries[index].hash == hash, scopeCount == scope.count,
-              entries[index].subjectCount == subject.count else { return false }
-        let bytes = entries[index].bytes
-        if let base = scope.baseAddress, !ByteHash.equal(bytes, base, count: scopeCount) { return false }
-        if let base = subject.baseAddress, !ByteHash.equal(bytes + scopeCount, base, count: subject.count) {
-            return false
+              Int(entries[index].subjectCount) == subject.count else { return false }
+        return withKeyBytes(index) { bytes in
+            if let base = scope.baseAddress, !ByteHash.equal(bytes, base, count: scopeCount) { return false }
+            if let base = subject.baseAddress, !ByteHash.equal(bytes + scopeCount, base, count: subject.count) {
+                return false
+            }
+            return true
         }
-        return true
     }
 
     private func insert(_ value: Value, scope: UnsafeRawBufferPointer, subject: UnsafeRawBufferPointer,
                         hash: UInt64) {
-        let bytes = UnsafeMutableRawPointer.allocate(byteCount: max(scope.count + subject.count, 1), alignment: 8)
-        if let base = scope.baseAddress { bytes.copyMemory(from: base, byteCount: scope.count) }
-        if let base = subject.baseAddress { (bytes + scope.count).copyMemory(from: base, byteCount: subject.count) }
-        entries.append(Entry(hash: hash, bytes: bytes, scopeCount: scope.count, subjectCount: subject.count,
-                             value: value))
+        var bytes: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+        func copy(to target: UnsafeMutableRawPointer) {
+            if let base = scope.baseAddress { target.copyMemory(from: base, byteCount: scope.count) }
+            if let base = subject.baseAddress { (target + scope.count).copyMemory(from: base, byteCount: subject.count) }
+        }
+        if scope.count + subject.count <= Self.inlineBytes {
+            withUnsafeMutableBytes(of: &bytes) { copy(to: $0.baseAddress.unsafelyUnwrapped) }
+        } else {
+            let copied = UnsafeMutableRawPointer.allocate(byteCount: scope.count + subject.count, alignment: 8)
+            copy(to: copied)
+            bytes.0 = UInt64(UInt(bitPattern: copied))
+        }
+        // Names are at most `Limits.maximumKeyBytes` bytes: the counts fit.
+        entries.append(Entry(hash: hash, scopeCount: Int32(truncatingIfNeeded: scope.count),
+                             subjectCount: Int32(truncatingIfNeeded: subject.count), bytes: bytes, value: value))
         if entries.count &* 2 > bucketMask { grow() }
         place(hash: hash, index: entries.count &- 1)
     }
@@ -156,7 +190,7 @@ final class KeyMap<Value> {
             next = (next &+ 1) & bucketMask
         }
         buckets[hole] = 0
-        entries[index].bytes.deallocate()
+        if !entries[index].isInline { Self.heapCopy(entries[index].bytes).deallocate() }
         let last = entries.count &- 1
         if index != last {
             // The last entry moves into the hole: its bucket follows.

@@ -577,7 +577,7 @@ _lock = threading.Lock()
 _loaded: Optional[LoadedLibrary] = None
 
 
-def load_library(path: "Optional[str | os.PathLike[str]]" = None) -> LoadedLibrary:
+def load_library(path: Optional[str | os.PathLike[str]] = None) -> LoadedLibrary:
     """Open libtickgate.so for this process (once) and declare its functions.
 
     ``path`` is tried first, then ``$TICKGATE_LIBRARY``, a copy inside the

@@ -242,3 +242,25 @@ def test_the_typed_aio_methods_still_take_what_they_took() -> None:
             return [first.remaining, second.remaining_ms, cooldown.remaining]
 
     assert asyncio.run(main()) == [60.0, 1500, 90.0]
+
+
+# -- errors that say what to do, in Python's words ------------------------------
+
+
+def test_errors_name_the_python_call_not_the_c_one() -> None:
+    with tickgate.Engine() as engine:
+        with pytest.raises(tickgate.NotFound, match=r'no budget named "ip" \(set it with Engine\.set_budget\)$'):
+            engine.send_begin("login", "+8613800000000", {"ip": "203.0.113.7"})
+        # The library would have named its structs' fields (policy.step_count,
+        # budget.window_count); the same status, in the words of the call.
+        with pytest.raises(tickgate.InvalidArgument, match=r"a policy has 1 to 8 cooldowns, not 0"):
+            engine.set_policy("login", tickgate.Policy(cooldowns_ms=()))
+        with pytest.raises(tickgate.InvalidArgument, match=r"a policy has 1 to 8 cooldowns, not 9"):
+            engine.set_policy("login", tickgate.Policy(cooldowns=[60] * 9))
+        with pytest.raises(tickgate.InvalidArgument, match=r"a budget has 1 to 4 windows, not 5"):
+            engine.set_budget("ip", [(10, 3600)] * 5)
+        with pytest.raises(tickgate.InvalidArgument, match=r"a budget has 1 to 4 windows, not 0"):
+            engine.set_budget("ip", windows_ms=[])
+        engine.set_policy("login", tickgate.Policy(cooldowns=[60] * 8))
+        engine.set_budget("ip", [(10, 3600)] * 4)
+        assert engine.policy("login").cooldowns == (60.0,) * 8

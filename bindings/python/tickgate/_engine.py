@@ -495,7 +495,11 @@ class Engine(Managed[int]):
         raw = _ffi.tg_policy()
         self._lib.tg_policy_init(byref(raw), ctypes.sizeof(raw))
         steps = [int(x) for x in policy.cooldowns_ms]
-        raw.step_count = len(steps)  # the library checks 1 ... TG_POLICY_MAX_STEPS
+        if not 1 <= len(steps) <= _ffi.TG_POLICY_MAX_STEPS:
+            # The library would name its struct's field (policy.step_count).
+            raise InvalidArgument(f"a policy has 1 to {_ffi.TG_POLICY_MAX_STEPS} cooldowns, "
+                                  f"not {len(steps)}: Policy(cooldowns=(60, 90, 120))")
+        raw.step_count = len(steps)
         for i, ms in enumerate(steps[: _ffi.TG_POLICY_MAX_STEPS]):
             raw.cooldown_ms[i] = _convert.clamp64(ms)
         if not 0 <= int(policy.window_max_sends) <= 0xFFFFFFFF:
@@ -661,7 +665,11 @@ class Engine(Managed[int]):
             raise TypeError("give a Budget or windows_ms, not both")
         raw = _ffi.tg_budget()
         self._lib.tg_budget_init(byref(raw), ctypes.sizeof(raw))
-        raw.window_count = min(len(budget.windows_ms), 0xFFFFFFFF)  # the library checks 1 ... 4
+        if not 1 <= len(budget.windows_ms) <= _ffi.TG_BUDGET_MAX_WINDOWS:
+            # The library would name its struct's field (budget.window_count).
+            raise InvalidArgument(f"a budget has 1 to {_ffi.TG_BUDGET_MAX_WINDOWS} windows, "
+                                  f"not {len(budget.windows_ms)}: [(10, 3600), (50, 86400)]")
+        raw.window_count = len(budget.windows_ms)
         for i, (sends, window_ms) in enumerate(budget.windows_ms[: _ffi.TG_BUDGET_MAX_WINDOWS]):
             if not 0 <= sends <= 0xFFFFFFFF:
                 raise InvalidArgument(f"window {i + 1} allows {sends} sends, out of range")

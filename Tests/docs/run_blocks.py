@@ -13,8 +13,9 @@ of:
   clone, with HOME a fresh folder (so `make install PREFIX=$HOME/.local`
   stays in it) and a few stand-ins: `make test` (the command running this
   test) and `make demo-web` (servers until Ctrl-C; web.demo runs it) are
-  dry runs (make -n), `pip` is a fresh virtual environment's, `python3`
-  this interpreter, and `redis-server` gets a free port of its own (and
+  dry runs (make -n), `pip` is a fresh virtual environment's (which
+  builds `pip install ./bindings/python` once, for every block that runs
+  it), `python3` this interpreter, and `redis-server` gets a free port of its own (and
   is stopped after the block). A block that compiles `app.c` finds there
   the README's first program, as its text says. A block that names `HOST`
   is an operator's, run against a Redis server: `redis-cli -h HOST` reaches
@@ -163,7 +164,16 @@ make() {
     *) command make "$@" ;;
     esac
 }
-pip() { "$TG_DOCS_VENV/bin/pip" "$@"; }
+pip() {
+    # Two pages install the package from this clone, word for word: it is
+    # built once per run (each build is the whole library, minutes).
+    if [ "$*" = "install ./bindings/python" ] && [ -f "$TG_DOCS_VENV/tickgate-installed" ]; then
+        echo "pip install ./bindings/python: installed by an earlier block of this run"
+        return 0
+    fi
+    "$TG_DOCS_VENV/bin/pip" "$@"
+    if [ "$*" = "install ./bindings/python" ]; then touch "$TG_DOCS_VENV/tickgate-installed"; fi
+}
 python3() { "$TG_DOCS_PYTHON" "$@"; }
 redis-server() {
     command redis-server "$@" --port "$TG_DOCS_OWN_REDIS_PORT" --dir "$TG_DOCS_WORK" \

@@ -15,6 +15,9 @@ wanted() {
 if [ -x "$dir/bin/python" ] && wanted | cmp -s - "$dir/installed.txt"; then
     exit 0
 fi
+# The first time it installs from the package index, quietly: say so, so
+# that a minute of silence does not look like a hang.
+echo "venv.sh: making $dir with the packages of $requirements (the first time, a minute or two)"
 rm -rf "$dir"
 "$python" -m venv "$dir" || {
     echo "venv.sh: '$python -m venv' failed: install Python's venv module (Debian: apt-get install python3-venv)" >&2

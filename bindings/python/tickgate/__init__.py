@@ -3,8 +3,7 @@
 A ctypes binding of libtickgate.so; nothing is compiled for Python. It covers
 the whole C API: countdowns and their observers, the resend flow (send
 tickets, policies, button state, titles), the login gate and the durable
-store. The library is
-found on first use (see :func:`load_library`)::
+store. The library is found on first use (see :func:`load_library`)::
 
     import tickgate
 
@@ -122,7 +121,7 @@ TICK_INTERVAL_MAX_MS = _ffi.TG_TICK_INTERVAL_MAX_MS
 TICK_INTERVAL_DEFAULT_MS = _ffi.TG_TICK_INTERVAL_DEFAULT_MS
 
 
-def load_library(path: "Optional[str | os.PathLike[str]]" = None) -> LoadedLibrary:
+def load_library(path: Optional[str | os.PathLike[str]] = None) -> LoadedLibrary:
     """Load libtickgate.so now (otherwise the first :class:`Engine` does).
 
     Tried in order: ``path``, ``$TICKGATE_LIBRARY``, a copy inside the

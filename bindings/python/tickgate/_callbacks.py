@@ -173,9 +173,9 @@ class RequestSlot:
 #: Every slot C holds as user_data (subscriptions, realm subscriptions, gate
 #: requests), freed by the library's destructor. One table, so that the one
 #: destructor trampoline finds any of them.
-slots: "Slab[Any]" = Slab()
+slots: Slab[Any] = Slab()
 #: Visit slots: user_data of tg_countdown_list, freed when the call returns.
-visit_slots: "Slab[List[CountdownInfo]]" = Slab()
+visit_slots: Slab[List[CountdownInfo]] = Slab()
 
 class Stray:
     """Calls from C that found no slot: a destructor run twice, or a callback

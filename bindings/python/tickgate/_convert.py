@@ -107,14 +107,19 @@ def clamp64(value: int) -> int:
 
 
 def to_ms(
-    seconds: Optional[Seconds], ms: Optional[int], what: str, default: Optional[int] = None
+    seconds: Optional[Seconds], ms: Optional[int], what: str, default: Optional[int] = None,
+    *, ms_name: Optional[str] = None,
 ) -> Optional[int]:
-    """Seconds (or a timedelta) or integer milliseconds -> int milliseconds."""
+    """Seconds (or a timedelta) or integer milliseconds -> int milliseconds.
+
+    ``what`` names the seconds argument in messages, ``ms_name`` the
+    milliseconds one (default ``what + "_ms"``)."""
+    ms_name = ms_name or f"{what}_ms"
     if seconds is not None and ms is not None:
-        raise TypeError(f"give {what} or {what}_ms, not both")
+        raise TypeError(f"give {what} or {ms_name}, not both")
     if ms is not None:
         if isinstance(ms, bool) or not isinstance(ms, numbers.Integral):
-            raise TypeError(f"{what}_ms must be an int, not {type(ms).__name__}")
+            raise TypeError(f"{ms_name} must be an int, not {type(ms).__name__}")
         return clamp64(int(ms))
     if seconds is None:
         return default
@@ -135,25 +140,29 @@ def to_ms(
 
 
 def wall_ms(
-    value: "Optional[Seconds | datetime]", ms: Optional[int], what: str, default: Optional[int] = None
+    value: Optional[Seconds | datetime], ms: Optional[int], what: str, default: Optional[int] = None,
+    *, ms_name: Optional[str] = None,
 ) -> Optional[int]:
     """A wall-clock reading: an aware datetime, seconds since the epoch, or ms."""
     if isinstance(value, datetime):
         if ms is not None:
-            raise TypeError(f"give {what} or {what}_ms, not both")
+            raise TypeError(f"give {what} or {ms_name or what + '_ms'}, not both")
         if value.tzinfo is None:
             raise ValueError(f"{what} must be an aware datetime (with tzinfo)")
         delta = value - datetime(1970, 1, 1, tzinfo=timezone.utc)
         return to_ms(delta, None, what)
-    return to_ms(value, ms, what, default)
+    return to_ms(value, ms, what, default, ms_name=ms_name)
 
 
-def coerce(enum: Any, value: Any, aliases: "dict[str, Any]") -> int:
+def coerce(enum: Any, value: Any, aliases: dict[str, Any]) -> int:
+    """An enum's value from itself, its value or one of its names; for an
+    unknown name :class:`tickgate.InvalidArgument` (a ValueError, as the
+    library answers an unknown value) listing the names."""
     if isinstance(value, str):
         try:
             return int(aliases[value.lower().replace("-", "_")])
         except KeyError:
-            raise ValueError(
+            raise InvalidArgument(
                 f"unknown {enum.__name__} {value!r}; use one of {sorted(aliases)}"
             ) from None
     # Ints outside the enum go to the library, which answers InvalidArgument.

@@ -48,7 +48,7 @@ __all__ = [
 # Engine
 # ---------------------------------------------------------------------------
 
-_live_engines: "weakref.WeakSet[Engine]" = weakref.WeakSet()
+_live_engines: weakref.WeakSet[Engine] = weakref.WeakSet()
 
 
 class Engine(Managed[int]):
@@ -107,9 +107,11 @@ class Engine(Managed[int]):
         Path of libtickgate.so, tried before ``$TICKGATE_LIBRARY`` (see
         :func:`tickgate.load_library`).
 
-    Durations: every method takes seconds (``int``, ``float``, ``Decimal``
-    or a ``timedelta``, rounded to the millisecond) or, through a ``*_ms``
-    keyword, exact integer milliseconds. Keys are ``str`` (UTF-8) or
+    Durations: every method takes seconds (``int``, ``float``, ``Decimal``,
+    ``Fraction`` or a ``timedelta``, rounded half up to the millisecond) or,
+    through a ``*_ms`` keyword, exact integer milliseconds (:meth:`advance`
+    and :meth:`set_wall`: ``ms``). Results carry both: ``remaining_ms``
+    (int) and ``remaining`` (float seconds). Keys are ``str`` (UTF-8) or
     ``bytes``, 1 to 256 bytes.
 
     Every method may be called from any thread, and from inside a callback.
@@ -124,7 +126,7 @@ class Engine(Managed[int]):
         clock: Union[ClockKind, int, str] = ClockKind.SYSTEM,
         tick_interval: Optional[Seconds] = None,
         tick_interval_ms: Optional[int] = None,
-        store_path: "Optional[str | os.PathLike[str]]" = None,
+        store_path: Optional[str | os.PathLike[str]] = None,
         store_commit_delay: Optional[Seconds] = None,
         store_commit_delay_ms: Optional[int] = None,
         store_start_fresh_if_corrupt: bool = False,
@@ -138,10 +140,10 @@ class Engine(Managed[int]):
         store_local_refusals: bool = True,
         manual_boot: Optional[Seconds] = None,
         manual_boot_ms: Optional[int] = None,
-        manual_wall: "Optional[Seconds | datetime]" = None,
+        manual_wall: Optional[Seconds | datetime] = None,
         manual_wall_ms: Optional[int] = None,
         manual_boot_id: Optional[str] = None,
-        library: "Optional[str | os.PathLike[str]]" = None,
+        library: Optional[str | os.PathLike[str]] = None,
     ) -> None:
         self._lib = (
             _ffi.load_library(library).cdll if library is not None else _ffi.library()
@@ -221,10 +223,13 @@ class Engine(Managed[int]):
 
     @property
     def delivery(self) -> Delivery:
+        """Where callbacks run: ``ENGINE_THREAD`` (the engine's own thread) or
+        ``HOST_THREAD`` (inside :meth:`dispatch`)."""
         return self._delivery
 
     @property
     def clock(self) -> ClockKind:
+        """``SYSTEM`` (CLOCK_BOOTTIME) or ``MANUAL`` (moved by :meth:`advance`)."""
         return self._clock
 
     def __repr__(self) -> str:
@@ -333,7 +338,7 @@ class Engine(Managed[int]):
 
     def subscribe(
         self, scope: Key, subject: Optional[Key], callback: EventCallback
-    ) -> "Subscription":
+    ) -> Subscription:
         """Call ``callback(event)`` for the key (scope, subject), or for every
         key of ``scope`` when ``subject`` is None.
 
@@ -348,7 +353,7 @@ class Engine(Managed[int]):
         """
         return self._subscribe(scope, subject, callback)
 
-    def subscribe_scope(self, scope: Key, callback: EventCallback) -> "Subscription":
+    def subscribe_scope(self, scope: Key, callback: EventCallback) -> Subscription:
         """Same as ``subscribe(scope, None, callback)``: every key of ``scope``."""
         return self._subscribe(scope, None, callback)
 
@@ -358,7 +363,7 @@ class Engine(Managed[int]):
         subject: Optional[Key],
         callback: EventCallback,
         on_end: Optional[Callable[[], None]] = None,
-    ) -> "Subscription":
+    ) -> Subscription:
         if not callable(callback):
             raise TypeError("callback must be callable")
         scope_b = _convert.key(scope, "scope")
@@ -440,13 +445,14 @@ class Engine(Managed[int]):
     # -- clock ---------------------------------------------------------------
 
     def advance(self, seconds: Optional[Seconds] = None, *, ms: Optional[int] = None) -> None:
-        """MANUAL clock only: move the clock forward.
+        """MANUAL clock only: move the clock forward by ``seconds`` (or by
+        ``ms``, integer milliseconds).
 
         On an engine-thread engine this returns after the engine thread ran
         the callbacks that became due; in host mode they wait for
         :meth:`dispatch`.
         """
-        step = _convert.to_ms(seconds, ms, "seconds")
+        step = _convert.to_ms(seconds, ms, "seconds", ms_name="ms")
         if step is None:
             raise TypeError("advance() needs seconds or ms")
         self._lib.tg_clock_advance(self._h, step)
@@ -461,10 +467,10 @@ class Engine(Managed[int]):
         """The engine's clock in seconds."""
         return self.now_ms() / 1000.0
 
-    def set_wall(self, wall: "Optional[Seconds | datetime]" = None, *, ms: Optional[int] = None) -> None:
+    def set_wall(self, wall: Optional[Seconds | datetime] = None, *, ms: Optional[int] = None) -> None:
         """MANUAL clock only: set the wall part of the clock (seconds since the
         epoch, an aware ``datetime``, or ``ms``), as a user changing the date would."""
-        value = _convert.wall_ms(wall, ms, "wall")
+        value = _convert.wall_ms(wall, ms, "wall", ms_name="ms")
         if value is None:
             raise TypeError("set_wall() needs wall or ms")
         self._lib.tg_clock_set_wall(self._h, value)
@@ -489,7 +495,11 @@ class Engine(Managed[int]):
         raw = _ffi.tg_policy()
         self._lib.tg_policy_init(byref(raw), ctypes.sizeof(raw))
         steps = [int(x) for x in policy.cooldowns_ms]
-        raw.step_count = len(steps)  # the library checks 1 ... TG_POLICY_MAX_STEPS
+        if not 1 <= len(steps) <= _ffi.TG_POLICY_MAX_STEPS:
+            # The library would name its struct's field (policy.step_count).
+            raise InvalidArgument(f"a policy has 1 to {_ffi.TG_POLICY_MAX_STEPS} cooldowns, "
+                                  f"not {len(steps)}: Policy(cooldowns=(60, 90, 120))")
+        raw.step_count = len(steps)
         for i, ms in enumerate(steps[: _ffi.TG_POLICY_MAX_STEPS]):
             raw.cooldown_ms[i] = _convert.clamp64(ms)
         if not 0 <= int(policy.window_max_sends) <= 0xFFFFFFFF:
@@ -524,7 +534,7 @@ class Engine(Managed[int]):
         subject: Key,
         budgets: Optional[_convert.Budgets] = None,
         client_address: Optional[str] = None,
-    ) -> "SendTicket":
+    ) -> SendTicket:
         """The user tapped "Get code": ask whether the host may send now.
 
         Returns a :class:`SendTicket` (the key's state becomes SENDING); the
@@ -655,7 +665,11 @@ class Engine(Managed[int]):
             raise TypeError("give a Budget or windows_ms, not both")
         raw = _ffi.tg_budget()
         self._lib.tg_budget_init(byref(raw), ctypes.sizeof(raw))
-        raw.window_count = min(len(budget.windows_ms), 0xFFFFFFFF)  # the library checks 1 ... 4
+        if not 1 <= len(budget.windows_ms) <= _ffi.TG_BUDGET_MAX_WINDOWS:
+            # The library would name its struct's field (budget.window_count).
+            raise InvalidArgument(f"a budget has 1 to {_ffi.TG_BUDGET_MAX_WINDOWS} windows, "
+                                  f"not {len(budget.windows_ms)}: [(10, 3600), (50, 86400)]")
+        raw.window_count = len(budget.windows_ms)
         for i, (sends, window_ms) in enumerate(budget.windows_ms[: _ffi.TG_BUDGET_MAX_WINDOWS]):
             if not 0 <= sends <= 0xFFFFFFFF:
                 raise InvalidArgument(f"window {i + 1} allows {sends} sends, out of range")
@@ -724,7 +738,7 @@ class Engine(Managed[int]):
             setattr(raw, name, value)
         self._lib.tg_guard_set(self._h, scope_b, byref(raw))
 
-    def subscribe_records(self, scope: Key, callback: Callable[[GuardRecord], None]) -> "Subscription":
+    def subscribe_records(self, scope: Key, callback: Callable[[GuardRecord], None]) -> Subscription:
         """Call ``callback(record)`` with the :class:`GuardRecord` of every
         send of the guarded ``scope``, granted or refused, on the engine
         thread (or inside :meth:`dispatch`). Ends with
@@ -795,7 +809,7 @@ class Engine(Managed[int]):
 
     # -- the login gate -------------------------------------------------------------
 
-    def gate(self, realm: Key) -> "Gate":
+    def gate(self, realm: Key) -> Gate:
         """The login gate of ``realm`` ("account", "payment-pin"): see :class:`tickgate.Gate`."""
         return Gate(self, realm)
 
@@ -832,7 +846,7 @@ class SendTicket:
         self._engine.send_end(self.id, SendOutcome.FAILED)
         self.outcome = SendOutcome.FAILED
 
-    def __enter__(self) -> "SendTicket":
+    def __enter__(self) -> SendTicket:
         return self
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:

@@ -528,6 +528,20 @@ def _out_value(arg: Any) -> Optional[int]:
     return None if value is None else int(value)
 
 
+#: Advice in the library's messages that names a C function, as Python
+#: callers call it.
+_PYTHON_ADVICE = (("(set it with tg_budget_set)", "(set it with Engine.set_budget)"),)
+
+
+def python_advice(message: str) -> str:
+    """``message`` with the C functions it tells the caller to call named as
+    the Python methods they are (``tg_budget_set``: ``Engine.set_budget``)."""
+    if "tg_" in message:
+        for c_text, python_text in _PYTHON_ADVICE:
+            message = message.replace(c_text, python_text)
+    return message
+
+
 def _make_errcheck(
     cdll: ctypes.CDLL, wait_index: Optional[int] = None, budget_index: Optional[int] = None
 ) -> Callable[..., int]:
@@ -540,7 +554,7 @@ def _make_errcheck(
         # Read the detail at once, on this thread, before any other call;
         # the kind of a store failure too (only store errors carry one).
         raw = last_error()
-        message = raw.decode("utf-8", "replace") if raw else ""
+        message = python_advice(raw.decode("utf-8", "replace")) if raw else ""
         failure = last_store_failure() if result in _STORE_STATUSES else StoreFailure.NONE
         error = _errors.error_for_status(result, message, failure)
         if wait_index is not None and result in _WAIT_STATUSES:
@@ -577,7 +591,7 @@ _lock = threading.Lock()
 _loaded: Optional[LoadedLibrary] = None
 
 
-def load_library(path: "Optional[str | os.PathLike[str]]" = None) -> LoadedLibrary:
+def load_library(path: Optional[str | os.PathLike[str]] = None) -> LoadedLibrary:
     """Open libtickgate.so for this process (once) and declare its functions.
 
     ``path`` is tried first, then ``$TICKGATE_LIBRARY``, a copy inside the

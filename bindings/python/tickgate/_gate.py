@@ -28,7 +28,7 @@ class GateRequest:
     released it.
     """
 
-    def __init__(self, gate: "Gate", slot: _callbacks.RequestSlot, request_id: int, result: Union[RequireResult, int]) -> None:
+    def __init__(self, gate: Gate, slot: _callbacks.RequestSlot, request_id: int, result: Union[RequireResult, int]) -> None:
         self.gate = gate
         self._slot = slot
         #: The request's id (for COALESCED: the id of the request it joined).
@@ -38,10 +38,13 @@ class GateRequest:
 
     @property
     def outcome(self) -> Optional[str]:
+        """``"ran"``, ``"cancelled"``, or None (not ended yet, withdrawn,
+        coalesced or dropped by the engine's close)."""
         return self._slot.outcome
 
     @property
     def reason(self) -> Optional[Union[CancelReason, int]]:
+        """Why it was cancelled (a :class:`tickgate.CancelReason`), or None."""
         return self._slot.reason
 
     @property
@@ -50,7 +53,8 @@ class GateRequest:
         return self._slot.ended.is_set()
 
     def wait(self, timeout: Optional[float] = None) -> bool:
-        """Wait until the request ended (engine-thread delivery); True if it did."""
+        """Wait until the request ended (engine-thread delivery), at most
+        ``timeout`` seconds (None: no limit); True if it did."""
         return self._slot.ended.wait(timeout)
 
     def withdraw(self) -> bool:
@@ -80,7 +84,7 @@ class Gate:
     that caused them.
     """
 
-    def __init__(self, engine: "Engine", realm: Key) -> None:
+    def __init__(self, engine: Engine, realm: Key) -> None:
         self.engine = engine
         self._realm = _convert.key(realm, "realm")
         self.realm = _callbacks.decode(self._realm)

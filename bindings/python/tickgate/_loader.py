@@ -130,7 +130,7 @@ def _candidates(
 
 
 def open_library(
-    path: "Optional[str | os.PathLike[str]]" = None,
+    path: Optional[str | os.PathLike[str]] = None,
     environ: Optional[Mapping[str, str]] = None,
 ) -> LoadedLibrary:
     """Find, open and version-check libtickgate.so (no global state).

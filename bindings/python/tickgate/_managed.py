@@ -6,6 +6,9 @@ import threading
 from typing import Any, Generic, Optional, TypeVar
 
 T = TypeVar("T")
+# The class of the object itself, so that ``with Engine() as engine`` types
+# ``engine`` as an Engine (an AsyncEngine for an AsyncEngine), not Any.
+_Self = TypeVar("_Self", bound="Managed[Any]")
 
 __all__ = ["Managed"]
 
@@ -55,7 +58,7 @@ class Managed(Generic[T]):
         if handle is not None:
             self._delete(handle)
 
-    def __enter__(self: Any) -> Any:
+    def __enter__(self: _Self) -> _Self:
         return self
 
     def __exit__(self, *exc_info: object) -> None:

@@ -33,7 +33,7 @@ def _histogram(counts: Sequence[int]) -> Histogram:
     return tuple(out)
 
 
-def _by_value(counts: Sequence[int], kinds: type) -> "Mapping[Union[Status, StoreFailure, int], int]":
+def _by_value(counts: Sequence[int], kinds: type) -> Mapping[Union[Status, StoreFailure, int], int]:
     out = {}
     for value, count in enumerate(counts):
         if count:
@@ -58,7 +58,7 @@ class Stats:
     sends_granted: int = 0
     #: Sends not granted, by the status they raised (``Status.E_COOLING_DOWN``,
     #: ``E_IN_FLIGHT``, ``E_LOCKED``, ``E_STORE_IO``, ...); only statuses seen.
-    sends_refused: "Mapping[Union[Status, int], int]" = field(default_factory=lambda: MappingProxyType({}))
+    sends_refused: Mapping[Union[Status, int], int] = field(default_factory=lambda: MappingProxyType({}))
     #: Of them, refused by this engine without asking the store (Redis).
     sends_refused_locally: int = 0
     #: Of the granted, granted by this engine alone while the store could not
@@ -83,7 +83,7 @@ class Stats:
     store_latency: Histogram = ()
     store_latency_sum: float = 0.0
     #: Store calls that failed with a store error, by kind.
-    store_errors: "Mapping[Union[StoreFailure, int], int]" = field(default_factory=lambda: MappingProxyType({}))
+    store_errors: Mapping[Union[StoreFailure, int], int] = field(default_factory=lambda: MappingProxyType({}))
     #: Notices of other engines' changes heard; of them those that said when
     #: they were sent (Redis: every decision's), by how long they took.
     notices: int = 0
@@ -99,7 +99,7 @@ class Stats:
     send_records_now: int = 0
     local_grants_now: int = 0
 
-    def refused(self, status: "Union[Status, int]") -> int:
+    def refused(self, status: Union[Status, int]) -> int:
         """Sends refused with ``status`` (0 if none)."""
         return self.sends_refused.get(status, 0)
 
@@ -109,7 +109,7 @@ class Stats:
         return sum(self.sends_refused.values())
 
 
-def stats_of(raw: "_ffi.tg_stats") -> Stats:
+def stats_of(raw: _ffi.tg_stats) -> Stats:
     """A :class:`Stats` of a ``tg_stats`` the library filled."""
     return Stats(
         sends_granted=int(raw.sends_granted),

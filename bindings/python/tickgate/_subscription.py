@@ -23,7 +23,7 @@ class Subscription:
 
     def __init__(
         self,
-        engine: "Engine",
+        engine: Engine,
         slot: _callbacks.SubscriptionSlot,
         scope: Optional[bytes],
         subject: Optional[bytes],
@@ -41,7 +41,8 @@ class Subscription:
         return self._id
 
     @property
-    def engine(self) -> "Engine":
+    def engine(self) -> Engine:
+        """The engine the subscription belongs to."""
         return self._engine
 
     @property
@@ -50,7 +51,8 @@ class Subscription:
         return not self._slot.ended.is_set()
 
     def wait_ended(self, timeout: Optional[float] = None) -> bool:
-        """Wait until the subscription ended; True if it did."""
+        """Wait until the subscription ended, at most ``timeout`` seconds
+        (None: no limit); True if it did."""
         return self._slot.ended.wait(timeout)
 
     def close(self) -> None:
@@ -64,7 +66,7 @@ class Subscription:
 
     unsubscribe = close
 
-    def __enter__(self) -> "Subscription":
+    def __enter__(self) -> Subscription:
         return self
 
     def __exit__(self, *exc_info: object) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import InitVar, dataclass
+from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple, Union
 
 from . import _convert
@@ -141,49 +141,57 @@ class Button:
 
     @property
     def remaining(self) -> float:
+        """:attr:`remaining_ms` in seconds."""
         return self.remaining_ms / 1000.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Policy:
     """The send policy of a scope (``tg_policy``), kept in integer milliseconds.
 
     Give the times in seconds, as every duration of the package, with
     ``cooldowns``, ``window``, ``quiet_reset`` and ``ticket_timeout``
     (``Policy(cooldowns=(60, 90, 120), window_max_sends=3, window=600)``), or
-    exactly with the ``_ms`` fields. The defaults are the library's: a 60 s
-    cooldown, no window cap, escalation reset after an hour of quiet, a 30 s
-    ticket timeout.
+    exactly with the ``_ms`` fields; both read back (``policy.window`` is
+    600.0, ``policy.window_ms`` 600000). Seconds are rounded half up to the
+    millisecond; each replaces its ``_ms`` field, which must then be left at
+    its default. The defaults are the library's: a 60 s cooldown, no window
+    cap, escalation reset after an hour of quiet, a 30 s ticket timeout.
     """
 
     #: The cooldown after the 1st, 2nd, ... consecutive send (1 to 8 steps;
     #: the last one repeats).
-    cooldowns_ms: Tuple[int, ...] = (60000,)
+    cooldowns_ms: Tuple[int, ...]
     #: At most this many sends per key in any ``window_ms``; 0: no cap.
-    window_max_sends: int = 0
-    window_ms: int = 0
+    window_max_sends: int
+    window_ms: int
     #: A send this long after the previous one restarts the schedule; 0: only
     #: :meth:`tickgate.Engine.verified` does.
-    quiet_reset_ms: int = 3600000
+    quiet_reset_ms: int
     #: A ticket not ended within this time expires and frees the key.
-    ticket_timeout_ms: int = 30000
+    ticket_timeout_ms: int
     #: Wrong codes one sent code survives (:meth:`tickgate.Engine.verify_failed`);
     #: the last kills it until a new send. 0: no cap.
-    max_wrong_codes: int = 5
-    #: The same times in seconds (rounded half up to the millisecond); each
-    #: replaces its ``_ms`` field, which must then be left at its default.
-    cooldowns: InitVar[Optional[Sequence[Seconds]]] = None
-    window: InitVar[Optional[Seconds]] = None
-    quiet_reset: InitVar[Optional[Seconds]] = None
-    ticket_timeout: InitVar[Optional[Seconds]] = None
+    max_wrong_codes: int
 
-    def __post_init__(
+    def __init__(
         self,
-        cooldowns: Optional[Sequence[Seconds]],
-        window: Optional[Seconds],
-        quiet_reset: Optional[Seconds],
-        ticket_timeout: Optional[Seconds],
+        cooldowns_ms: Tuple[int, ...] = (60000,),
+        window_max_sends: int = 0,
+        window_ms: int = 0,
+        quiet_reset_ms: int = 3600000,
+        ticket_timeout_ms: int = 30000,
+        max_wrong_codes: int = 5,
+        cooldowns: Optional[Sequence[Seconds]] = None,
+        window: Optional[Seconds] = None,
+        quiet_reset: Optional[Seconds] = None,
+        ticket_timeout: Optional[Seconds] = None,
     ) -> None:
+        # The seconds are arguments only, not fields (the properties below
+        # read them back), so dataclasses.replace() passes the _ms fields alone.
+        values = {"cooldowns_ms": cooldowns_ms, "window_max_sends": window_max_sends, "window_ms": window_ms,
+                  "quiet_reset_ms": quiet_reset_ms, "ticket_timeout_ms": ticket_timeout_ms,
+                  "max_wrong_codes": max_wrong_codes}
         given = {"cooldowns": None if cooldowns is None else tuple(
                      _convert.to_ms(step, None, "cooldown") for step in cooldowns),
                  "window": _convert.to_ms(window, None, "window"),
@@ -193,9 +201,31 @@ class Policy:
             if ms is None:
                 continue
             field_name = f"{name}_ms"
-            if getattr(self, field_name) != _POLICY_DEFAULTS[field_name]:
+            if values[field_name] != _POLICY_DEFAULTS[field_name]:
                 raise TypeError(f"give {name} or {field_name}, not both")
-            object.__setattr__(self, field_name, ms)
+            values[field_name] = ms
+        for field_name, value in values.items():
+            object.__setattr__(self, field_name, value)
+
+    @property
+    def cooldowns(self) -> Tuple[float, ...]:
+        """:attr:`cooldowns_ms` in seconds."""
+        return tuple(ms / 1000.0 for ms in self.cooldowns_ms)
+
+    @property
+    def window(self) -> float:
+        """:attr:`window_ms` in seconds (0: no window cap)."""
+        return self.window_ms / 1000.0
+
+    @property
+    def quiet_reset(self) -> float:
+        """:attr:`quiet_reset_ms` in seconds."""
+        return self.quiet_reset_ms / 1000.0
+
+    @property
+    def ticket_timeout(self) -> float:
+        """:attr:`ticket_timeout_ms` in seconds."""
+        return self.ticket_timeout_ms / 1000.0
 
 
 _POLICY_DEFAULTS = {"cooldowns_ms": (60000,), "window_ms": 0, "quiet_reset_ms": 3600000, "ticket_timeout_ms": 30000}
@@ -230,9 +260,9 @@ class Budget:
 
     def __init__(
         self,
-        windows: "Optional[Sequence[Tuple[int, Seconds]]]" = None,
+        windows: Optional[Sequence[Tuple[int, Seconds]]] = None,
         *,
-        windows_ms: "Optional[Sequence[Tuple[int, int]]]" = None,
+        windows_ms: Optional[Sequence[Tuple[int, int]]] = None,
     ) -> None:
         if (windows is None) == (windows_ms is None):
             raise TypeError("give windows (seconds) or windows_ms, not both")
@@ -270,6 +300,7 @@ class BudgetUsage:
 
     @property
     def frees_in(self) -> float:
+        """:attr:`frees_in_ms` in seconds."""
         return self.frees_in_ms / 1000.0
 
 
@@ -283,6 +314,7 @@ class Session:
 
     @property
     def remaining(self) -> float:
+        """:attr:`remaining_ms` in seconds."""
         return self.remaining_ms / 1000.0
 
 
@@ -298,6 +330,11 @@ class GateEvent:
     #: Requests waiting for login.
     queued: int
     subscription: int
+
+    @property
+    def session_remaining(self) -> float:
+        """:attr:`session_remaining_ms` in seconds."""
+        return self.session_remaining_ms / 1000.0
 
     @property
     def kind_name(self) -> str:
@@ -340,7 +377,13 @@ class GuardRecord:
 
     @property
     def granted(self) -> bool:
+        """True if the send was granted (:attr:`status` is ``Status.OK``)."""
         return self.status == 0
+
+    @property
+    def wall(self) -> float:
+        """:attr:`wall_ms` in seconds since 1970, as ``time.time()`` gives."""
+        return self.wall_ms / 1000.0
 
     def count(self, name: str) -> int:
         """One of :attr:`counts` by name."""

@@ -35,17 +35,20 @@ from __future__ import annotations
 import asyncio
 import threading
 import weakref
-from typing import Any, AsyncIterator, Callable, Optional, TypeVar, Union
+from typing import Any, Callable, Generic, Optional, TypeVar, Union
 
-from ._engine import Engine, Key, Seconds, Subscription
-from ._enums import CancelReason, ClockKind, Delivery, EventKind, RequireResult
+from ._convert import Budgets
+from ._engine import Engine, Key, Seconds, SendTicket, Subscription
+from ._enums import CancelReason, ClockKind, Delivery, EventKind, RequireResult, SendOutcome
 from ._gate import Gate, GateRequest
-from ._types import Event
+from ._types import Button, BudgetUsage, Event, GateEvent, Remaining
 from .errors import Busy, Closed, RequestCancelled
 
 __all__ = ["AsyncEngine", "AsyncGate", "EventStream", "open_engine", "open_engine_async"]
 
 _T = TypeVar("_T")
+#: What an EventStream yields: an Event (a key or a scope) or a GateEvent (a realm).
+_E = TypeVar("_E", Event, GateEvent)
 
 
 def _call_on_loop(loop: asyncio.AbstractEventLoop, owner: int, fn: Callable[[], Any]) -> None:
@@ -89,7 +92,7 @@ class AsyncEngine(Engine):
             **options,
         )
         #: Futures of AsyncGate.require by request id (for coalesced requests).
-        self._gate_waiting: "dict[int, asyncio.Future[None]]" = {}
+        self._gate_waiting: dict[int, asyncio.Future[None]] = {}
         if not _attach_later:
             self._attach()
 
@@ -104,6 +107,7 @@ class AsyncEngine(Engine):
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
+        """The event loop whose thread runs the callbacks."""
         return self._loop
 
     def _delete(self, handle: int) -> None:
@@ -121,7 +125,7 @@ class AsyncEngine(Engine):
         """Close the engine (same as :meth:`close`; for ``async with``)."""
         self.close()
 
-    async def __aenter__(self) -> "AsyncEngine":
+    async def __aenter__(self) -> AsyncEngine:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -139,9 +143,22 @@ class AsyncEngine(Engine):
         """Runs fn(*args, **kwargs) on a worker thread and awaits it."""
         return await self._loop.run_in_executor(None, lambda: fn(*args, **kwargs))
 
-    async def astart(self, *args: Any, **kwargs: Any) -> Any:
+    async def astart(
+        self,
+        scope: Key,
+        subject: Key,
+        duration: Optional[Seconds] = None,
+        *,
+        duration_ms: Optional[int] = None,
+        tick_interval: Optional[Seconds] = None,
+        tick_interval_ms: Optional[int] = None,
+        restart: bool = False,
+    ) -> Remaining:
         """:meth:`Engine.start` on a worker thread."""
-        return await self._off_loop(self.start, *args, **kwargs)
+        return await self._off_loop(
+            self.start, scope, subject, duration, duration_ms=duration_ms,
+            tick_interval=tick_interval, tick_interval_ms=tick_interval_ms, restart=restart,
+        )
 
     async def acancel(self, scope: Key, subject: Key) -> None:
         """:meth:`Engine.cancel` on a worker thread."""
@@ -151,21 +168,34 @@ class AsyncEngine(Engine):
         """:meth:`Engine.cancel_scope` on a worker thread."""
         return await self._off_loop(self.cancel_scope, scope)
 
-    async def aremaining(self, scope: Key, subject: Key) -> Any:
+    async def aremaining(self, scope: Key, subject: Key) -> Remaining:
         """:meth:`Engine.remaining` on a worker thread."""
         return await self._off_loop(self.remaining, scope, subject)
 
-    async def abutton(self, scope: Key, subject: Key) -> Any:
+    async def abutton(self, scope: Key, subject: Key) -> Button:
         """:meth:`Engine.button` on a worker thread."""
         return await self._off_loop(self.button, scope, subject)
 
-    async def asend_begin(self, *args: Any, **kwargs: Any) -> Any:
+    async def asend_begin(
+        self,
+        scope: Key,
+        subject: Key,
+        budgets: Optional[Budgets] = None,
+        client_address: Optional[str] = None,
+    ) -> SendTicket:
         """:meth:`Engine.send_begin` on a worker thread."""
-        return await self._off_loop(self.send_begin, *args, **kwargs)
+        return await self._off_loop(self.send_begin, scope, subject, budgets, client_address)
 
-    async def asend_end(self, *args: Any, **kwargs: Any) -> Any:
+    async def asend_end(
+        self,
+        ticket: Union[SendTicket, int],
+        outcome: Union[SendOutcome, int],
+        retry_after: Optional[Seconds] = None,
+        *,
+        retry_after_ms: Optional[int] = None,
+    ) -> Remaining:
         """:meth:`Engine.send_end` on a worker thread."""
-        return await self._off_loop(self.send_end, *args, **kwargs)
+        return await self._off_loop(self.send_end, ticket, outcome, retry_after, retry_after_ms=retry_after_ms)
 
     async def averified(self, scope: Key, subject: Key) -> None:
         """:meth:`Engine.verified` on a worker thread."""
@@ -175,7 +205,7 @@ class AsyncEngine(Engine):
         """:meth:`Engine.verify_failed` on a worker thread."""
         return await self._off_loop(self.verify_failed, scope, subject)
 
-    async def abudget_usage(self, name: Key, key: Key) -> Any:
+    async def abudget_usage(self, name: Key, key: Key) -> BudgetUsage:
         """:meth:`Engine.budget_usage` on a worker thread."""
         return await self._off_loop(self.budget_usage, name, key)
 
@@ -191,7 +221,7 @@ class AsyncEngine(Engine):
         """
         if not self.is_counting(scope, subject):
             return None
-        future: "asyncio.Future[Optional[Event]]" = self._loop.create_future()
+        future: asyncio.Future[Optional[Event]] = self._loop.create_future()
 
         def on_event(event: Event) -> None:
             if event.ends_countdown and not future.done():
@@ -212,7 +242,7 @@ class AsyncEngine(Engine):
 
     def events(
         self, scope: Key, subject: Optional[Key], *, until_idle: bool = False
-    ) -> "EventStream":
+    ) -> EventStream[Event]:
         """An async iterator of the events of (scope, subject), or of every key
         of ``scope`` when ``subject`` is None.
 
@@ -222,16 +252,16 @@ class AsyncEngine(Engine):
         engine is closed. Use it with ``async with`` so that the subscription
         ends when the block does, even after ``break``.
         """
-        return EventStream(
+        return EventStream[Event](
             self, lambda cb, end: self._subscribe(scope, subject, cb, end), until_idle
         )
 
-    def gate(self, realm: Key) -> "AsyncGate":
+    def gate(self, realm: Key) -> AsyncGate:
         """The login gate of ``realm``, with an awaitable :meth:`AsyncGate.require`."""
         return AsyncGate(self, realm)
 
 
-def _on_readable(ref: "weakref.ref[AsyncEngine]") -> None:
+def _on_readable(ref: weakref.ref[AsyncEngine]) -> None:
     engine = ref()
     if engine is not None:
         engine._run_pending()
@@ -240,22 +270,24 @@ def _on_readable(ref: "weakref.ref[AsyncEngine]") -> None:
 _END = object()
 
 
-class EventStream:
-    """Events of one subscription as an async iterator (see :meth:`AsyncEngine.events`)."""
+class EventStream(Generic[_E]):
+    """Events of one subscription as an async iterator: :class:`tickgate.Event` s
+    from :meth:`AsyncEngine.events`, :class:`tickgate.GateEvent` s from
+    :meth:`AsyncGate.events`."""
 
     def __init__(
         self,
         engine: AsyncEngine,
-        subscribe: Callable[[Callable[[Any], None], Callable[[], None]], Subscription],
+        subscribe: Callable[[Callable[[_E], None], Callable[[], None]], Subscription],
         until_idle: bool = False,
     ) -> None:
-        self._queue: "asyncio.Queue[Any]" = asyncio.Queue()
+        self._queue: asyncio.Queue[Any] = asyncio.Queue()
         self._until_idle = until_idle
         self._finished = False
         queue = self._queue  # the callbacks must not hold the stream itself
         loop, owner = engine.loop, engine._owner
 
-        def on_event(event: Any) -> None:
+        def on_event(event: _E) -> None:
             queue.put_nowait(event)
 
         def on_end() -> None:
@@ -265,12 +297,13 @@ class EventStream:
 
     @property
     def subscription(self) -> Subscription:
+        """The subscription behind the stream (closed when the stream is)."""
         return self._subscription
 
-    def __aiter__(self) -> AsyncIterator[Event]:
+    def __aiter__(self) -> EventStream[_E]:
         return self
 
-    async def __anext__(self) -> Any:
+    async def __anext__(self) -> _E:
         if self._finished:
             raise StopAsyncIteration
         item = await self._queue.get()
@@ -280,16 +313,17 @@ class EventStream:
         if self._until_idle and getattr(item, "ends_countdown", False):
             self._finished = True
             self.close()
-        return item
+        return item  # type: ignore[no-any-return]
 
     def close(self) -> None:
         """End the subscription (idempotent); iteration stops after queued events."""
         self._subscription.close()
 
     async def aclose(self) -> None:
+        """Same as :meth:`close` (for ``contextlib.aclosing``)."""
         self.close()
 
-    async def __aenter__(self) -> "EventStream":
+    async def __aenter__(self) -> EventStream[_E]:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -327,7 +361,7 @@ class AsyncGate(Gate):
         """
         engine = self.engine
         loop = engine.loop
-        future: "asyncio.Future[None]" = loop.create_future()
+        future: asyncio.Future[None] = loop.create_future()
         state = {"coalesced": False}
 
         def on_action() -> None:
@@ -374,9 +408,9 @@ class AsyncGate(Gate):
             waiting.pop(request.id, None)
         return request
 
-    def events(self) -> EventStream:
+    def events(self) -> EventStream[GateEvent]:
         """An async iterator of the realm's :class:`tickgate.GateEvent` s (STATE first)."""
-        return EventStream(self.engine, lambda cb, end: self.subscribe(cb, end))
+        return EventStream[GateEvent](self.engine, lambda cb, end: self.subscribe(cb, end))
 
 
 def open_engine(**options: Any) -> AsyncEngine:

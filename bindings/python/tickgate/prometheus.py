@@ -39,10 +39,13 @@ that raises an :class:`ImportError` naming the package.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from ._enums import Status, StoreFailure
 from ._stats import Histogram, Stats
+
+if TYPE_CHECKING:
+    from ._engine import Engine
 
 __all__ = ["TickgateCollector", "reason_of"]
 
@@ -59,7 +62,7 @@ USUAL_REFUSALS = (
 )
 
 
-def reason_of(status: "Status | int") -> str:
+def reason_of(status: Status | int) -> str:
     """A status as a label value: ``Status.E_COOLING_DOWN`` -> ``"cooling_down"``,
     ``Status.OK`` -> ``"ok"`` (a value the bindings do not know: ``"status_N"``)."""
     if isinstance(status, Status):
@@ -89,7 +92,7 @@ class TickgateCollector:
     :class:`tickgate.Closed`.
     """
 
-    def __init__(self, engine: Any, name: str = "tickgate", labels: Optional[Mapping[str, str]] = None) -> None:
+    def __init__(self, engine: Engine, name: str = "tickgate", labels: Optional[Mapping[str, str]] = None) -> None:
         self._counter, self._gauge, self._histogram, self._go = _families()
         self._engine = engine
         self._name = name
@@ -101,6 +104,8 @@ class TickgateCollector:
         return []
 
     def collect(self) -> Iterator[Any]:
+        """The metric families of the engine's statistics now (one
+        :meth:`tickgate.Engine.stats` read per scrape)."""
         yield from self.families(self._engine.stats())
 
     # -- building the families ------------------------------------------------

@@ -1377,9 +1377,9 @@ typedef struct tg_guard_record {
      * address signals (TG_WARNING_*_BY_ADDRESS_*) were skipped and only the
      * country's counted; message says so too ("no client address: the
      * address signals were skipped"). Informational: it refuses nothing.
-     * (Added in 0.2.0, in what was the struct's tail padding, so
-     * struct_size is unchanged: from a library older than 0.2.0
-     * (tg_version() < 0x000200) it means nothing.) */
+     * (Added in the release whose tg_version() is 0x000200, in what was
+     * the struct's tail padding, so struct_size is unchanged: from an older
+     * library (tg_version() < 0x000200) it means nothing.) */
     int address_skipped;
 } tg_guard_record;
 

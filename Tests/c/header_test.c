@@ -357,7 +357,7 @@ int main(void)
                  TG_WARNING_COUNTRIES_BY_ADDRESS_DAILY) != 0x1Fu;
     failures += TG_GUARD_LIST_MAX_BYTES != 65536;
     /* A field added to a struct goes at its end (tg_guard_record's
-     * address_skipped, 0.2.0). */
+     * address_skipped, added with version 0x000200). */
     failures += offsetof(tg_guard_record, address_skipped) <=
                 offsetof(tg_guard_record, address_hourly_threshold);
     failures += sizeof version_string < 6;

@@ -281,10 +281,10 @@ final class RedisStore: Store {
                     "the Redis key \(String(decoding: keys.formatKey, as: UTF8.self)) holds \"\(text)\", not a format",
                     store: .corrupt)
             }
-            if format > RedisKeys.format {
+            if format > RedisKeys.newestFormat {
                 let prefix = String(decoding: keys.prefix, as: UTF8.self)
                 throw TickgateError(.storeVersion,
-                    "the Redis store \(address.description) (prefix \(prefix)) holds data of format \(format), written by a newer Tickgate; this one reads formats up to \(RedisKeys.format): upgrade it",
+                    "the Redis store \(address.description) (prefix \(prefix)) holds data of format \(format), written by a newer Tickgate; this one reads formats up to \(RedisKeys.newestFormat): upgrade it",
                     store: .unsupported)
             }
         case let .error(text):

@@ -9,9 +9,9 @@
 /// hears the store's notices on a link of its own subscribed to `P events`
 /// (every release does), and an engine of this release also to `P reads:N`
 /// for every format N it reads from 3 on (`RedisKeys.announcedFormats`,
-/// `RedisWatcher`). A subscription lasts as
-/// long as the engine's link: the server drops it when the engine closes,
-/// dies or its link is cut (a silent peer by the server's TCP keepalive).
+/// `RedisWatcher`). A subscription lasts as long as the engine's link: the
+/// server drops it when the engine closes, dies or its link is cut (a
+/// silent peer by the server's TCP keepalive).
 /// So the subscribers of `P events` that are not subscribers of
 /// `P reads:N`, N the new format, cannot read it: while there are any, the
 /// store stays as it is.
@@ -67,13 +67,7 @@ extension RedisStore {
         case .null:
             return 1
         case let .string(bytes):
-            let text = String(decoding: bytes.prefix(20), as: UTF8.self)
-            guard let format = Int(text), format >= 1 else {
-                throw TickgateError(.storeCorrupt,
-                    "the Redis key \(String(decoding: keys.formatKey, as: UTF8.self)) holds \"\(text)\", not a format",
-                    store: .corrupt)
-            }
-            return format
+            return try storedFormat(bytes, keys: keys)
         default:
             throw TickgateError(.storeCorrupt,
                 "the Redis key \(String(decoding: keys.formatKey, as: UTF8.self)) holds no string", store: .corrupt)
@@ -99,11 +93,8 @@ extension RedisStore {
         var older: Int64 = 0
         for reply in replies {
             if case let .error(text) = reply { throw RedisConnection.refused(text, address) }
-            guard case let .array(parts) = reply, parts.count == 4 else {
-                throw TickgateError(.storeCorrupt, "the Redis server \(address.description) sent a bad reply to PUBSUB NUMSUB",
-                                    store: .corrupt)
-            }
-            guard case let .integer(all) = parts[1], case let .integer(readers) = parts[3] else {
+            guard case let .array(parts) = reply, parts.count == 4,
+                  case let .integer(all) = parts[1], case let .integer(readers) = parts[3] else {
                 throw TickgateError(.storeCorrupt,
                     "the Redis server \(address.description) sent a bad reply to PUBSUB NUMSUB", store: .corrupt)
             }

@@ -118,7 +118,12 @@
      * number's country or from the client's address, or too many countries  \
      * from one address); the message names the warnings. Nothing was        \
      * charged. */                                                           \
-    XX(TG_E_PUMPING_SUSPECTED, 23, "SMS pumping suspected")
+    XX(TG_E_PUMPING_SUSPECTED, 23, "SMS pumping suspected")                 \
+    /* tg_store_finish_upgrade: engines that cannot read the format the     \
+     * store would be raised to are still live on it (engines of an older    \
+     * release); the message says how many. Nothing was changed: stop or     \
+     * upgrade them, then call again. */                                     \
+    XX(TG_E_OLDER_ENGINES_LIVE, 24, "engines of an older format live")
 
 /* The kinds of store failure (tg_store_failure): what
  * tg_last_store_failure() tells after a store error (TG_E_STORE_IO,

@@ -101,6 +101,15 @@ public func tg_store_flush(_ engine: OpaquePointer?) -> tg_status {
 }
 
 @c @implementation
+public func tg_store_finish_upgrade(_ engine: OpaquePointer?,
+                                   _ out_format: UnsafeMutablePointer<Int32>?) -> tg_status {
+    Boundary.call(engine) { (engine) throws(TickgateError) in
+        let format = try engine.finishStoreUpgrade()
+        out_format?.pointee = Int32(clamping: format)
+    }
+}
+
+@c @implementation
 public func tg_clock_now(_ engine: OpaquePointer?,
                          _ out_now_ms: UnsafeMutablePointer<Int64>?) -> tg_status {
     Boundary.call(engine) { (engine) throws(TickgateError) in

@@ -94,6 +94,7 @@ final class DoubleStore: Store {
         expiry
     }
     func load() throws(TickgateError) -> StoreSnapshot { StoreSnapshot() }
+    func finishUpgrade() throws(TickgateError) -> Int { 1 }
     func flush() throws(TickgateError) {}
     func flushIfDue(at now: Instant) -> Instant? { nil }
     var flushDue: Instant? { nil }

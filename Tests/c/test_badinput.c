@@ -114,6 +114,7 @@ static void test_null_engine(void)
     RECORD(tg_button_get(NULL, "login", "alice", &button));
     RECORD(tg_clock_set_wall(NULL, 1700000000000));
     RECORD(tg_store_flush(NULL));
+    RECORD(tg_store_finish_upgrade(NULL, NULL));
     RECORD(tg_gate_require(NULL, "account", 1, NULL, counting_action,
                            counting_cancel, NULL, counting_destroy, &request,
                            &result));

@@ -302,6 +302,12 @@ static void test_bad_paths_and_options(void)
     ASSERT_STATUS(tg_engine_open(NULL, &e), TG_OK);
     ASSERT_STATUS(tg_clock_set_wall(e, WALL0), TG_E_WRONG_MODE);
     ASSERT_STATUS(tg_store_flush(e), TG_OK); /* no store: nothing to do */
+    {
+        int format = -1;
+        ASSERT_STATUS(tg_store_finish_upgrade(e, &format), TG_OK);
+        ASSERT(format == 0); /* no store: no format */
+        ASSERT_STATUS(tg_store_finish_upgrade(e, NULL), TG_OK);
+    }
     ASSERT_STATUS(tg_engine_close(e), TG_OK);
     tg_engine_options_init(&o, sizeof o);
     o.clock = TG_CLOCK_MANUAL;
@@ -327,6 +333,12 @@ static void test_group_commit(void)
                   TG_OK);
     ASSERT_STATUS(tg_store_flush(e), TG_OK);
     ASSERT_STATUS(tg_store_flush(e), TG_OK); /* nothing pending */
+    {
+        int format = -1;
+        /* SQLite: the open migrated to the one schema this release writes */
+        ASSERT_STATUS(tg_store_finish_upgrade(e, &format), TG_OK);
+        ASSERT(format == 4);
+    }
     ASSERT_STATUS(tg_engine_close(e), TG_OK);
     e = NULL;
     ASSERT_STATUS(open_store(path, 1000, WALL0 + 1000, NULL, 0, 0, &e), TG_OK);

@@ -767,12 +767,13 @@ def test_newer_store_format_is_refused(peers: Callable[..., Peer], fixture_redis
     fresh = peers("A", store_url=URL, store_prefix=prefix)
     assert fixture_redis("GET", f"{prefix}format") == "2", "an open did not write the store's format"
     fresh.ok("start", scope="login", subject="p", duration_ms=60_000)
-    fixture_redis("SET", f"{prefix}format", "3")
+    # 3 is what a finished upgrade writes (test_finish_upgrade.py); 4 is newer.
+    fixture_redis("SET", f"{prefix}format", "4")
     refused = peers("B", expect_error=True, store_url=URL, store_prefix=prefix)
     assert refused.opened.get("error") == "StoreVersion", refused.opened
     message = refused.opened["message"]
-    assert "newer" in message and "format 3" in message, message
-    assert fixture_redis("GET", f"{prefix}format") == "3", "the refused open overwrote the format"
+    assert "newer" in message and "format 4" in message, message
+    assert fixture_redis("GET", f"{prefix}format") == "4", "the refused open overwrote the format"
 
 
 # -- 8. charges in the future or at infinity -----------------------------------------------------------

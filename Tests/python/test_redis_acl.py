@@ -49,7 +49,7 @@ NO_RIGHT_NEEDED = {"auth", "sentinel"}  # SENTINEL goes to the Sentinels, not to
 #: once the sources send them the scan below finds them.
 ANNOUNCED = {"role", "wait", "info"}
 #: Container commands whose subcommand is the right (`+script|load`).
-CONTAINERS = {"script", "client", "config", "acl", "memory", "object", "command", "cluster"}
+CONTAINERS = {"script", "client", "config", "acl", "memory", "object", "command", "cluster", "pubsub"}
 
 needs_redis = pytest.mark.skipif(shutil.which("redis-server") is None or shutil.which("redis-cli") is None,
                                  reason="SKIP: redis-server and redis-cli are not installed")
@@ -292,3 +292,22 @@ def test_every_right_a_script_needs_is_checked_at_open(server: Server, command: 
     server.set_user(words, user=user)
     error = open_fails(server.url(user=user))
     assert re.search(rf"\b{command}\b", str(error), re.IGNORECASE), str(error)
+
+
+@needs_redis
+def test_the_user_finishes_an_upgrade_and_one_without_the_rights_is_told_which(server: Server) -> None:
+    # The call that finishes an upgrade (docs/upgrading.md) runs as the
+    # documented user: PUBSUB NUMSUB, then WATCH, GET, MULTI, SET, EXEC.
+    assert server.admin("FLUSHALL") == "OK"
+    words = [w for w in documented_rule() if w != "+pubsub|numsub"]
+    server.set_user(words, user="tickgate-no-numsub")
+    with tickgate.Engine(store_url=server.url(user="tickgate-no-numsub"), store_prefix=PREFIX,
+                         store_timeout_ms=2000) as engine:
+        with pytest.raises(tickgate.StoreAuth) as refused:
+            engine.finish_store_upgrade()
+        assert re.search(r"\bpubsub\b", str(refused.value), re.IGNORECASE), str(refused.value)
+    assert server.admin("GET", f"{PREFIX}format") == "2"
+    with tickgate.Engine(store_url=server.url(), store_prefix=PREFIX, store_timeout_ms=2000) as engine:
+        assert engine.finish_store_upgrade() == 3
+    assert server.admin("GET", f"{PREFIX}format") == "3"
+    assert server.admin("FLUSHALL") == "OK"

@@ -36,7 +36,7 @@ import pytest
 
 import scenario_runner
 import tickgate
-from cluster_fixture import (MISSING, Client, Cluster, Node, charges_key, countdown_key, info, name,
+from cluster_fixture import (MISSING, Client, Cluster, ask, Node, charges_key, countdown_key, info, name,
                              key_slot, reservations_key, running_cluster, subjects_on, wait_for)
 from conftest import SCENARIOS
 from scenario_runner import run_file
@@ -177,6 +177,35 @@ def test_guards_count_on_the_scopes_primary_for_every_engine(cluster: Cluster, e
             return True
 
         assert wait_for(a_sends, 10, 0.005), "A never heard B's verification"
+
+
+def test_finishing_an_upgrade_counts_the_engines_of_every_primary(cluster: Cluster, engines: Any) -> None:
+    # Each engine's notice link is to one node, which alone counts it: the
+    # finish sums PUBSUB NUMSUB over the primaries (docs/upgrading.md).
+    prefix = unique_prefix("finish")
+    primaries = cluster.primaries()
+    first = engines(prefix, url=cluster.seed_url(primaries[0].port))
+    engines(prefix, url=cluster.seed_url(primaries[2].port))
+    owner = owners_of(cluster, [f"{prefix}format"])[0]
+    assert ask(owner, "GET", f"{prefix}format") == "2"
+    # A link subscribed to `P events` alone, as an engine of 0.1.0 holds it,
+    # on a primary that does not own the format key.
+    other = next(n.port for n in primaries if n.port != owner)
+    older = Client(other)
+    try:
+        older("SUBSCRIBE", f"{prefix}events")
+        with pytest.raises(tickgate.OlderEnginesLive) as refused:
+            first.finish_store_upgrade()
+        assert "1 engine that cannot read format 3 is live" in refused.value.message, refused.value.message
+        assert ask(owner, "GET", f"{prefix}format") == "2"
+    finally:
+        older.close()
+    assert wait_for(lambda: ask(other, "PUBSUB", "NUMSUB", f"{prefix}events")[1]
+                    == ask(other, "PUBSUB", "NUMSUB", f"{prefix}reads:3")[1], 5.0)
+    assert first.finish_store_upgrade() == 3
+    assert ask(owner, "GET", f"{prefix}format") == "3"
+    # Engines of this release open the finished cluster store.
+    assert engines(prefix).finish_store_upgrade() == 3
 
 
 def test_plain_url_to_a_cluster_node_is_refused_at_open(cluster: Cluster) -> None:

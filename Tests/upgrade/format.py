@@ -20,7 +20,10 @@ check (the test), for every fixture:
      with another number of parts, a table or a column that is not fails:
      an older release cannot read it, so raise the format number and
      capture a fixture for the new one. A format number with no fixture
-     fails too.
+     fails too;
+  3. the same on stores whose upgrade this tree finished first
+     (Engine.finish_store_upgrade): Redis format 3 holds what format 2
+     holds, so what is written must be in the format it finished from.
 
 capture writes a fixture by running a release (by default the previous one,
 the newest line of Tests/upgrade/releases, built as mixed_versions.py does;
@@ -324,18 +327,21 @@ def options(store: str, url: Optional[str], path: Optional[Path], advanced: int)
 
 
 def written(t: Results, label: str, tree: Path, library: Path, folder: Path,
-            server: RedisServer) -> Dict[str, Any]:
-    """What a release writes: WRITES on fresh stores, dumped."""
+            server: RedisServer, finished: bool = False) -> Dict[str, Any]:
+    """What a release writes: WRITES on fresh stores, dumped (`finished`:
+    on stores whose upgrade this tree finished first)."""
     out: Dict[str, Any] = {}
     r = Redis(server.socket)
     try:
         for store in ("redis", "sqlite"):
-            path = folder / f"{label}-written.db"
+            path = folder / f"{label}-written{'-finished' if finished else ''}.db"
             if store == "redis":
                 for key in redis_dump(r, PREFIX):
                     r("DEL", PREFIX + key["name"])
             side = Side(t, label, store, tree, library, options(store, server.url, path, 0), folder)
             try:
+                if finished and side.ready.get("ready"):
+                    t.check("ok" in side.send("finish_upgrade"), f"{label} ({store}) finishes the upgrade")
                 replies = play(side, for_store(WRITES, store)) if side.ready.get("ready") else [side.ready]
             finally:
                 side.close()
@@ -471,6 +477,17 @@ def check(t: Results, args: argparse.Namespace, source: Path, folder: Path, serv
                 + ("" if not extra else f": not described {extra[:8]}: an older release cannot read it; raise the "
                    f"format number ({'RedisKeys.format' if store == 'redis' else 'SQLiteFile.schemaVersion'}) "
                    f"and capture a fixture of the new one"))
+    # 3. Once an upgrade is finished (Redis format 3: the engines say which
+    # formats they read, on channels, not keys), this tree writes the keys
+    # and rows of the format it finished from, and no others.
+    done = written(t, "current", source, args.library, folder, server, finished=True)
+    t.check(done["redis"]["format"] == 3 and done["sqlite"]["schema"] == now["sqlite"]["schema"],
+            f"a finished upgrade raises Redis format {now['redis']['format']} to {done['redis']['format']}; "
+            f"SQLite schema {done['sqlite']['schema']}")
+    for store in ("redis", "sqlite"):
+        extra = missing(store, done[store]["description"], fixture[store]["description"])
+        t.check(not extra, f"after finishing, this tree writes on {store} only what {declared} describes"
+                + ("" if not extra else f": not described {extra[:8]}"))
     return 1 if t.failed else 0
 
 

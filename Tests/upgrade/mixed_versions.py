@@ -22,6 +22,13 @@ other's, a logout too, and a request queued on one runs when the user
 logs in through the other); key notices (an observer on one hears the
 other's send and verification).
 
+Then the upgrade is finished (Engine.finish_store_upgrade): on Redis it is
+refused (OlderEnginesLive) while the previous release is live; once that
+stopped, the store's format goes from 2 to 3, two engines of this tree run
+the same checks on the finished store, and the previous release refuses to
+open it (StoreVersion, naming format 3), never reads it as corrupt. On
+SQLite nothing is left to finish (schema 4).
+
 Every call on either side must succeed or be the refusal expected (no
 StoreCorrupt, no store error); the calls made and failed are counted per
 side and printed. Exit 0 when all passed, 1 otherwise, 77 (SKIP) when the
@@ -363,12 +370,13 @@ def scenario(t: Results, store: str, W: Side, R: Side, d: str) -> None:
     G = f"global-{d}"
     W.ok("set_budget", name=G, windows_ms=[[10, 3_600_000]])
     R.poll("budget_usage", name=G, key="sms", until=lambda v: v["ok"]["max_sends"] == 10)
-    subjects = {side.label: [number() for _ in range(12)] for side in (W, R)}
+    # Keyed by the side itself: both may be of one release (after the finish).
+    subjects = {id(side): [number() for _ in range(12)] for side in (W, R)}
     for side in (W, R):
-        side.ok("burst_begin", scope=SB, subjects=subjects[side.label], budgets=[[G, "sms"]], threads=3)
-    bursts = {side.label: side.ok("burst_wait") or {} for side in (W, R)}
+        side.ok("burst_begin", scope=SB, subjects=subjects[id(side)], budgets=[[G, "sms"]], threads=3)
+    bursts = {id(side): side.ok("burst_wait") or {} for side in (W, R)}
     for side in (W, R):
-        outcome = bursts[side.label]
+        outcome = bursts[id(side)]
         made = outcome.get("granted", 0) + outcome.get("refused", 0) + len(outcome.get("errors", []))
         # Each send of the burst counts as one call (begin, and end when granted).
         side.results.tally(side.name, made=made, refused=outcome.get("refused", 0),
@@ -379,7 +387,7 @@ def scenario(t: Results, store: str, W: Side, R: Side, d: str) -> None:
     total = sum(o.get("granted", 0) for o in bursts.values())
     t.check(total == 10 and not any(o.get("errors") for o in bursts.values()),
             f"a burst of 12 + 12 sends from {w} and {r} at once on a budget of 10: "
-            f"{bursts[w].get('granted')} + {bursts[r].get('granted')} granted")
+            f"{bursts[id(W)].get('granted')} + {bursts[id(R)].get('granted')} granted")
     for side in (W, R):
         u = side.ok("budget_usage", name=G, key="sms")
         t.check(bool(u) and u["used"] == 10, f"{side.label} reads the burst's budget: {u and u['used']} of 10")
@@ -467,10 +475,47 @@ def run(t: Results, store: str, prev: previous.Release, current: Tuple[Path, Pat
         if old.ready.get("ready") and new.ready.get("ready"):
             scenario(t, store, old, new, "p2c")
             scenario(t, store, new, old, "c2p")
+            if store == "redis":
+                finish(t, store, old, new, prev, current, options, folder)
+            else:
+                format_now = new.ok("finish_upgrade")
+                t.check(format_now == 4, f"finishing on SQLite leaves schema 4 (nothing to finish): {format_now}")
+                old.ok("send", scope="after-finish", subject=number())
     finally:
         if new is not None:
             new.close()
         old.close()
+
+
+def finish(t: Results, store: str, old: Side, new: Side, prev: previous.Release, current: Tuple[Path, Path],
+           options: Dict[str, Any], folder: Path) -> None:
+    """Finishing the upgrade: refused while the previous release is live;
+    once it stopped, the store's format is raised, engines of this tree go
+    on deciding on it, and the previous release refuses to open it."""
+    print(f"---- {store}: finishing the upgrade", flush=True)
+    refused = new.call("finish_upgrade", expect="OlderEnginesLive")
+    t.check(refused.get("error") == "OlderEnginesLive" and "stays at format 2" in refused.get("message", ""),
+            f"current cannot finish while previous is live: {refused.get('error')}: {refused.get('message')}")
+    old.ok("send", scope="unfinished", subject=number())
+    old.close()
+    finished = new.poll("finish_upgrade", stale=("OlderEnginesLive",), until=lambda v: v["ok"] == 3).get("ok")
+    t.check(finished == 3, f"current finishes once previous stopped: format {finished}")
+    t.check(new.ok("finish_upgrade") == 3, "finishing again changes nothing: format 3")
+    other = Side(t, "current", store, current[0], current[1], options, folder)
+    try:
+        t.check(other.ready.get("ready") is True, f"another engine of current opens the finished store: "
+                f"{other.ready.get('message') or 'ready'}")
+        if other.ready.get("ready"):
+            scenario(t, store, new, other, "fin")
+    finally:
+        other.close()
+    downgrade = Side(t, "previous", store, prev.tree, prev.library, options, folder)
+    try:
+        ready = downgrade.ready
+        t.check(ready.get("error") == "StoreVersion" and "format 3" in ready.get("message", ""),
+                f"previous refuses to open the finished store: {ready.get('error')}: {ready.get('message')}")
+    finally:
+        downgrade.close()
 
 
 def main() -> int:

@@ -7,7 +7,8 @@ BINDINGS is the bindings/python folder of the release's own tree (imported
 before anything else, so each process runs its release's bindings with its
 release's library); OPTIONS is the JSON of tickgate.Engine's keyword
 options. It uses only what every release since 0.1.0 has, so it drives the
-previous release and the current one alike.
+previous release and the current one alike (but for finish_upgrade, which
+only the current one is asked).
 
 The first line written is {"ready": true, "version": ..., "library": ...}
 or the open's error. Then each line read is one command {"op": NAME, ...}
@@ -64,6 +65,11 @@ class Peer:
 
     def op_advance(self, ms: int) -> None:
         self.engine.advance(ms=ms)
+
+    # -- the store's format (this release on: the previous one lacks it) -------
+
+    def op_finish_upgrade(self) -> int:
+        return self.engine.finish_store_upgrade()
 
     # -- settings ------------------------------------------------------------
 

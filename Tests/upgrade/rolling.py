@@ -21,6 +21,13 @@ made and failed are printed per side (old, new) and per phase:
     2 old            both engines of the previous release
     1 old + 1 new    from the first old engine's stop (the new one starts meanwhile)
     2 new            from the second old engine's stop
+    2 new, finished  from the upgrade's finish (Engine.finish_store_upgrade)
+
+The upgrade is finished by an operator's engine of this tree (a process of
+its own, as an operator's script is): in phase 1 old + 1 new it must be
+refused (OlderEnginesLive: the old server is live), after phase 2 new it
+must raise the store's format from 2 to 3 while both new servers keep being
+called.
 
 Exit 0 when none failed, 1 otherwise, 77 (SKIP) without redis-server or
 when the repository's history cannot give the previous release.
@@ -48,7 +55,7 @@ sys.path.insert(0, str(HERE))
 import previous  # noqa: E402
 from mixed_versions import QUIET, SKIP, RedisServer, Results, Side, number  # noqa: E402
 
-PHASES = ("2 old", "1 old + 1 new", "2 new")
+PHASES = ("2 old", "1 old + 1 new", "2 new", "2 new, finished")
 RELEASES = ("old", "new")
 # The refusals traffic on shared keys meets, by call.
 SEND = ("CoolingDown", "InFlight", "Locked")
@@ -165,6 +172,24 @@ class Server:
         self.side.close()
 
 
+def finish(t: Counts, source: Path, library: Path, options: Dict[str, object], folder: Path,
+           expect: Optional[str] = None) -> Dict[str, object]:
+    """The operator finishes the upgrade through an engine of this tree of
+    its own (a process that opens the store, calls, and closes)."""
+    operator = Side(t, "new", "operator", source, library, options, folder)
+    try:
+        t.tally("new", made=1, failed=0 if operator.ready.get("ready") else 1)
+        if not operator.ready.get("ready"):
+            return operator.ready
+        if expect is not None:
+            return operator.call("finish_upgrade", expect=expect)
+        # The old servers' links close with their processes: at once, but
+        # the server may not have seen the last one go yet.
+        return operator.poll("finish_upgrade", stale=("OlderEnginesLive",), until=lambda v: True)
+    finally:
+        operator.close()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--source", required=True, type=Path)
@@ -242,6 +267,19 @@ def main() -> int:
                     break
                 fleet[index].side.poll("guarded", scope=GUARDED, until=lambda v: v["ok"] is True)
                 fleet[index].start_traffic()
+                if index == 0:
+                    refused = finish(t, source, args.library, options, folder, expect="OlderEnginesLive")
+                    t.check(refused.get("error") == "OlderEnginesLive",
+                            f"the upgrade cannot be finished while an old server runs: {refused.get('error')}: "
+                            f"{refused.get('message')}")
+                time.sleep(args.phase_seconds)
+            else:
+                with t.lock:
+                    t.phase = PHASES[3]
+                print(f"---- phase {PHASES[3]}", flush=True)
+                finished = finish(t, source, args.library, options, folder)
+                t.check(finished.get("ok") == 3, f"the operator finished the upgrade under traffic: format "
+                        f"{finished.get('ok')}" + (f" ({finished['message']})" if "message" in finished else ""))
                 time.sleep(args.phase_seconds)
     finally:
         for s in fleet:
@@ -265,7 +303,7 @@ def main() -> int:
     for release in RELEASES:
         kinds = ", ".join(f"{n} {k}" for k, n in sorted(t.refusals[release].items()))
         print(f"     refusals of the {release} servers: {kinds}")
-    for phase, sides in zip(PHASES, (("old",), ("old", "new"), ("new",))):
+    for phase, sides in zip(PHASES, (("old",), ("old", "new"), ("new",), ("new",))):
         for release in sides:
             c = t.by_phase[phase][release]
             t.check(c["made"] > 0 and c["failed"] == 0,

@@ -90,6 +90,11 @@ public enum Status: Int32, Sendable {
     /// country or from the client's address, or too many countries from one
     /// address); the message names the warnings. Nothing was charged.
     case pumpingSuspected = 23
+    /// tg_store_finish_upgrade: engines that cannot read the format the store
+    /// would be raised to are still live on it (engines of an older release);
+    /// the message says how many. Nothing was changed: stop or upgrade them,
+    /// then call again.
+    case olderEnginesLive = 24
 
     /// Static English text for the status (`tg_status_string`).
     public var text: StaticString {
@@ -118,6 +123,7 @@ public enum Status: Int32, Sendable {
         case .invalidNumber: "invalid phone number"
         case .destinationRefused: "destination refused"
         case .pumpingSuspected: "SMS pumping suspected"
+        case .olderEnginesLive: "engines of an older format live"
         }
     }
 }

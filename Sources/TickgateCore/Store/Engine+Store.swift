@@ -178,6 +178,16 @@ extension Engine {
         }
     }
 
+    /// Finishes a rolling upgrade: raises the store's format to the newest
+    /// this release reads, unless engines that cannot read it are live
+    /// (`Store.finishUpgrade`). Returns the store's format after the call;
+    /// 0 with no store.
+    public func finishStoreUpgrade() throws(TickgateError) -> Int {
+        try locked.withLock { (state) throws(TickgateError) in try state.checkOpen() }
+        guard let store else { return 0 }
+        return try store.finishUpgrade()
+    }
+
     /// Group commit: commits the store's transaction if it is due. Never
     /// waits for the store (if another call holds it, that call commits);
     /// call with no lock held.

@@ -118,6 +118,7 @@ final class MeasuredStore: Store {
 
     var warning: String? { inner.warning }
     func load() throws(TickgateError) -> StoreSnapshot { try inner.load() }
+    func finishUpgrade() throws(TickgateError) -> Int { try inner.finishUpgrade() }
     func flush() throws(TickgateError) { try inner.flush() }
     func flushIfDue(at now: Instant) -> Instant? { inner.flushIfDue(at: now) }
     var flushDue: Instant? { inner.flushDue }

@@ -125,6 +125,11 @@ final class SQLiteStore: Store {
         return due ?? nil
     }
 
+    /// Nothing to finish: this release reads and writes one schema, which
+    /// the open migrated the file to (a release that raises the schema
+    /// must keep writing the file's schema until it is finished).
+    func finishUpgrade() throws(TickgateError) -> Int { Int(SQLiteFile.schemaVersion) }
+
     func flush() throws(TickgateError) {
         try state.withLock { (state) throws(TickgateError) in
             if state.file != nil { Self.commitGroup(&state, commitDelay) }

@@ -167,6 +167,14 @@ protocol Store: AnyObject, Sendable {
     /// while no engine ran.
     func load() throws(TickgateError) -> StoreSnapshot
 
+    /// Finishes a rolling upgrade (docs/upgrading.md): raises the format
+    /// the store's data is written in to the newest this release reads,
+    /// unless an engine that cannot read it is live on the store
+    /// (`.olderEnginesLive`, nothing changed). Until then every engine
+    /// writes the store's current format, the one the oldest live release
+    /// reads. Returns the store's format after the call.
+    func finishUpgrade() throws(TickgateError) -> Int
+
     /// Commits what a group commit holds; throws a failed commit.
     func flush() throws(TickgateError)
 

@@ -484,6 +484,27 @@ class Engine(Managed[int]):
         """
         self._lib.tg_store_flush(self._h)
 
+    def finish_store_upgrade(self) -> int:
+        """Finish a rolling upgrade: raise the store's format to the newest
+        this release reads, and return the store's format after the call.
+
+        Call it once, through any one engine, when every server of the fleet
+        runs this release (docs/upgrading.md, "Finishing an upgrade"). Until
+        then every engine keeps writing the format the previous release
+        reads; afterwards an engine of an older release refuses to open the
+        store (:class:`tickgate.StoreVersion`). Calling it again changes
+        nothing. On Redis it raises format 2 to 3; on SQLite nothing is left
+        to finish (schema 4); with no store it returns 0.
+
+        Raises :class:`tickgate.OlderEnginesLive` while engines that cannot
+        read the new format are live on the store (nothing changed),
+        :class:`tickgate.StoreIO` or :class:`tickgate.StoreUnknown` if the
+        store cannot be reached.
+        """
+        out = c_int(0)
+        self._lib.tg_store_finish_upgrade(self._h, byref(out))
+        return out.value
+
     # -- the resend flow -------------------------------------------------------
 
     def set_policy(self, scope: Key, policy: Policy) -> None:

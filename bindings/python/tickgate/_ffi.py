@@ -390,6 +390,7 @@ FUNCTIONS: Dict[str, Tuple[Any, Sequence[Any]]] = {
     "tg_clock_now": (tg_status, (tg_engine_p, POINTER(c_int64))),
     "tg_clock_set_wall": (tg_status, (tg_engine_p, c_int64)),
     "tg_store_flush": (tg_status, (tg_engine_p,)),
+    "tg_store_finish_upgrade": (tg_status, (tg_engine_p, POINTER(c_int))),
     "tg_countdown_start": (
         tg_status,
         (tg_engine_p, c_char_p, c_char_p, c_int64, c_int64, c_uint32, POINTER(c_int64)),

@@ -103,6 +103,11 @@ class Status(IntEnum):
     #: country or from the client's address, or too many countries from one
     #: address); the message names the warnings. Nothing was charged.
     E_PUMPING_SUSPECTED = 23
+    #: tg_store_finish_upgrade: engines that cannot read the format the store
+    #: would be raised to are still live on it (engines of an older release);
+    #: the message says how many. Nothing was changed: stop or upgrade them,
+    #: then call again.
+    E_OLDER_ENGINES_LIVE = 24
 
 
 class StoreFailure(IntEnum):
@@ -167,4 +172,5 @@ STATUS_TEXT: Dict[Status, str] = {
     Status.E_INVALID_NUMBER: "invalid phone number",
     Status.E_DESTINATION_REFUSED: "destination refused",
     Status.E_PUMPING_SUSPECTED: "SMS pumping suspected",
+    Status.E_OLDER_ENGINES_LIVE: "engines of an older format live",
 }

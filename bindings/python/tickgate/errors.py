@@ -56,6 +56,7 @@ __all__ = [
     "InvalidNumber",
     "DestinationRefused",
     "PumpingSuspected",
+    "OlderEnginesLive",
     "RequestCancelled",
     "LibraryError",
     "LibraryNotFound",
@@ -348,6 +349,14 @@ class PumpingSuspected(TickgateError):
     warnings: Tuple[str, ...] = ()
 
 
+class OlderEnginesLive(TickgateError):
+    """``TG_E_OLDER_ENGINES_LIVE``: :meth:`tickgate.Engine.finish_store_upgrade`
+    was refused because engines that cannot read the store's next format
+    (engines of an older release) are still live on it; nothing changed."""
+
+    STATUS = Status.E_OLDER_ENGINES_LIVE
+
+
 class RequestCancelled(Exception):
     """A gate request was cancelled instead of run (raised by
     :meth:`tickgate.aio.AsyncGate.require`); ``reason`` is the
@@ -386,6 +395,7 @@ _BY_STATUS: Dict[int, Type[TickgateError]] = {
         InvalidNumber,
         DestinationRefused,
         PumpingSuspected,
+        OlderEnginesLive,
     )
 }
 # TG_E_STORE_IO by the kind of its failure (any other kind: StoreIO itself).

@@ -1,7 +1,8 @@
 /// Where the Redis store keeps what (P the prefix; a NAME written as its
 /// byte length, ':', its bytes):
 ///
-///     P format                  string: the data's format (`RedisKeys.format`)
+///     P format                  string: the data's format (`RedisKeys.format`, raised to
+///                               `RedisKeys.newestFormat` by the call that finishes an upgrade)
 ///     P probe                   empty: written and deleted by the open's probe
 ///     P clock                   string: µs added to the server's TIME to give the store's
 ///                               time (set when a failover brings a primary whose clock
@@ -21,6 +22,9 @@
 ///     P events                  pub/sub channel of the settings' and sessions' notices
 ///     P events:k                pub/sub channel of the keys' notices (heard only by
 ///                               engines with observers: one per decision)
+///     P reads:N                 pub/sub channel no one publishes on: an engine that reads
+///                               format N (N >= 3) subscribes to it beside `P events`, so the
+///                               server's subscriber counts tell who is live (RedisStore+Upgrade)
 ///
 /// One key's decision touches its one hash (one Redis Cluster slot), its
 /// budgets and the settings; on a cluster the budgets and the settings are
@@ -33,9 +37,19 @@
 /// time its script read (`unstamped`; an engine that reads no stamp takes
 /// "ENGINE@µs" for the name of another engine, which it is).
 struct RedisKeys: Sendable {
-    /// The data's format: 1 had no format key and no tickets in key hashes
-    /// (read as it is); 2 adds both. An engine refuses a higher one.
+    /// The data's format an engine writes on a store that has none (and
+    /// every engine writes until an upgrade is finished): 1 had no format
+    /// key and no tickets in key hashes (read as it is); 2 adds both.
     static let format = 2
+    /// The newest format this release reads, and raises a store to when an
+    /// upgrade is finished: 3 holds what 2 holds, and says that every
+    /// engine live on the store announces the formats it reads (`reads`),
+    /// which engines of 0.1.0 (format 2) do not. An engine refuses a store
+    /// of a higher one.
+    static let newestFormat = 3
+    /// The formats an engine says it reads (`reads`): from 3, the first
+    /// format whose engines say so, to the newest.
+    static let announcedFormats = 3...newestFormat
 
     let prefix: [UInt8]
     let engine: [UInt8]
@@ -102,6 +116,8 @@ struct RedisKeys: Sendable {
     func probe(slot: Int) -> [UInt8] { probe + Array("{\(RedisSlot.representative(of: slot))}".utf8) }
     var channel: [UInt8] { prefix + Array("events".utf8) }
     var keyChannel: [UInt8] { prefix + Array("events:k".utf8) }
+    /// The channel engines that read `format` subscribe to.
+    func reads(_ format: Int) -> [UInt8] { prefix + Array("reads:\(format)".utf8) }
     /// The glob of every key hash (of one scope's if given).
     func hashPattern(scope: KeyName?) -> [UInt8] {
         var start = prefix + Array("k{".utf8)

@@ -275,16 +275,11 @@ final class RedisStore: Store {
         case .null:
             break
         case let .string(bytes):
-            let text = String(decoding: bytes.prefix(20), as: UTF8.self)
-            guard let format = Int(text), format >= 1 else {
-                throw TickgateError(.storeCorrupt,
-                    "the Redis key \(String(decoding: keys.formatKey, as: UTF8.self)) holds \"\(text)\", not a format",
-                    store: .corrupt)
-            }
-            if format > RedisKeys.format {
+            let format = try storedFormat(bytes, keys: keys)
+            if format > RedisKeys.newestFormat {
                 let prefix = String(decoding: keys.prefix, as: UTF8.self)
                 throw TickgateError(.storeVersion,
-                    "the Redis store \(address.description) (prefix \(prefix)) holds data of format \(format), written by a newer Tickgate; this one reads formats up to \(RedisKeys.format): upgrade it",
+                    "the Redis store \(address.description) (prefix \(prefix)) holds data of format \(format), written by a newer Tickgate; this one reads formats up to \(RedisKeys.newestFormat): upgrade it",
                     store: .unsupported)
             }
         case let .error(text):
@@ -292,6 +287,17 @@ final class RedisStore: Store {
         default:
             throw TickgateError(.storeCorrupt, "the Redis server \(address.description) sent a bad reply to SET", store: .corrupt)
         }
+    }
+
+    /// The format a format key holds.
+    static func storedFormat(_ bytes: [UInt8], keys: RedisKeys) throws(TickgateError) -> Int {
+        let text = String(decoding: bytes.prefix(20), as: UTF8.self)
+        guard let format = Int(text), format >= 1 else {
+            throw TickgateError(.storeCorrupt,
+                "the Redis key \(String(decoding: keys.formatKey, as: UTF8.self)) holds \"\(text)\", not a format",
+                store: .corrupt)
+        }
+        return format
     }
 
     /// A warning if the server may evict keys that have not expired:

@@ -4,7 +4,10 @@ import Glibc
 /// The change notices of a Redis store: a thread of its own, subscribed to
 /// the prefix's channels on a connection of its own, tells the engine what
 /// other engines changed (every script that writes publishes a notice).
-/// The settings' and sessions' channel is heard from the start; the keys'
+/// The settings' and sessions' channel is heard from the start, with the
+/// channel that says which formats the engine reads (`RedisKeys.reads`:
+/// the subscription is how a finishing upgrade knows the engine is live and
+/// what it reads, for as long as its link lasts); the keys'
 /// channel, one notice per decision, only once the engine has an observer
 /// (`watchKeys`): an engine that observes nothing is not woken by every
 /// decision of every server.
@@ -121,7 +124,8 @@ final class RedisWatcher: @unchecked Sendable {
             // notices to the new primary with everything else).
             guard let connection = try? topology.connect(by: Poller.boottime().advanced(by: timeout)),
                   case let .array(parts)? = try? connection.command(
-                      [Array("SUBSCRIBE".utf8), keys.channel] + (withKeys ? [keys.keyChannel] : [])),
+                      [Array("SUBSCRIBE".utf8), keys.channel] + RedisKeys.announcedFormats.map { keys.reads($0) }
+                          + (withKeys ? [keys.keyChannel] : [])),
                   parts.first?.text == "subscribe" else {
                 state.withLock { $0.failures += 1 }
                 if !lost && state.withLock({ $0.subscriptions > 0 }) {

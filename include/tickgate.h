@@ -461,6 +461,36 @@ tg_status tg_clock_set_wall(tg_engine *engine, int64_t wall_ms);
  */
 tg_status tg_store_flush(tg_engine *engine);
 
+/*
+ * Finish a rolling upgrade (docs/upgrading.md): raise the store's format to
+ * the newest this library reads, once no engine that cannot read it is
+ * live on the store. Call it once, from any one engine, after the last
+ * server of the fleet runs this release. Until then every engine keeps
+ * writing the store's current format, which the previous release reads;
+ * afterwards an engine of an older release refuses to open the store
+ * (TG_E_STORE_VERSION), and a downgrade needs a store of its own.
+ * *out_format (may be NULL) receives the store's format after the call.
+ *
+ * Redis: the format is `P format` (P the store_prefix), raised from 2 to 3.
+ * Every engine of this release hears the store's notices on a link of its
+ * own, subscribed to `P events` and to `P reads:3` (it reads format 3); an
+ * engine subscribed to the first alone (an older release) is live and
+ * refuses the call. An engine whose notice link is down at that moment
+ * (for at most store_timeout_ms while it connects again) is not seen.
+ * Calling it again on a finished store changes nothing and returns the
+ * format. The user needs the right to PUBSUB NUMSUB (docs/redis.md, "ACL:
+ * the user tickgate").
+ * SQLite: this release reads and writes schema 4 alone, which the open
+ * migrates to; nothing is left to finish (*out_format is 4).
+ * No store: nothing to finish (*out_format is 0).
+ *
+ * Errors: TG_E_OLDER_ENGINES_LIVE (engines of an older release are live:
+ * nothing changed), TG_E_STORE_IO, TG_E_STORE_UNKNOWN (on Redis: whether
+ * the format was raised is unknown; call again), TG_E_STORE_CORRUPT (the
+ * format key holds no format). Store: waits (one or two round trips).
+ */
+tg_status tg_store_finish_upgrade(tg_engine *engine, int *out_format);
+
 /* ------------------------------------------------------------------------ */
 /* Countdowns                                                                */
 /* ------------------------------------------------------------------------ */
@@ -1377,9 +1407,9 @@ typedef struct tg_guard_record {
      * address signals (TG_WARNING_*_BY_ADDRESS_*) were skipped and only the
      * country's counted; message says so too ("no client address: the
      * address signals were skipped"). Informational: it refuses nothing.
-     * (Added by the release whose tg_version() is 0x000200, in what was
-     * the struct's tail padding, so struct_size is unchanged: from an
-     * older library it means nothing.) */
+     * (Added in the release whose tg_version() is 0x000200, in what was
+     * the struct's tail padding, so struct_size is unchanged: from an older
+     * library (tg_version() < 0x000200) it means nothing.) */
     int address_skipped;
 } tg_guard_record;
 

@@ -90,7 +90,8 @@ static int enums(void)
         TG_E_IN_FLIGHT, TG_E_LOCKED,           TG_E_EXPIRED,
         TG_E_INVALID_TEMPLATE, TG_E_STORE_CORRUPT, TG_E_STORE_VERSION,
         TG_E_STORE_IO,  TG_E_CODE_DEAD,        TG_E_STORE_UNKNOWN,
-        TG_E_INVALID_NUMBER, TG_E_DESTINATION_REFUSED, TG_E_PUMPING_SUSPECTED};
+        TG_E_INVALID_NUMBER, TG_E_DESTINATION_REFUSED, TG_E_PUMPING_SUSPECTED,
+        TG_E_OLDER_ENGINES_LIVE};
     tg_store_failure store_failures[] = {
         TG_STORE_FAILURE_NONE,    TG_STORE_FAILURE_UNREACHABLE,
         TG_STORE_FAILURE_TIMEOUT, TG_STORE_FAILURE_AUTH,
@@ -147,11 +148,11 @@ static int tables(void)
 {
     int bad = 0, index = 0;
     TG_STATUS_MAP(CHECK_STATUS)
-    bad += index != 24;
+    bad += index != 25;
     index = 0;
     TG_STORE_FAILURE_MAP(CHECK_FAILURE)
     bad += index != 9;
-    bad += sizeof status_names / sizeof status_names[0] != 24;
+    bad += sizeof status_names / sizeof status_names[0] != 25;
     bad += status_names[TG_E_STORE_UNKNOWN][0] != 'T';
     return bad;
 }
@@ -173,6 +174,7 @@ static size_t signatures(void)
     tg_status (*f_now)(tg_engine *, int64_t *);
     tg_status (*f_set_wall)(tg_engine *, int64_t);
     tg_status (*f_store_flush)(tg_engine *);
+    tg_status (*f_finish_upgrade)(tg_engine *, int *);
     tg_status (*f_start)(tg_engine *, const char *, const char *, int64_t,
                          int64_t, uint32_t, int64_t *);
     tg_status (*f_cancel)(tg_engine *, const char *, const char *);
@@ -245,6 +247,7 @@ static size_t signatures(void)
            sizeof(f_now = tg_clock_now) +
            sizeof(f_set_wall = tg_clock_set_wall) +
            sizeof(f_store_flush = tg_store_flush) +
+           sizeof(f_finish_upgrade = tg_store_finish_upgrade) +
            sizeof(f_start = tg_countdown_start) +
            sizeof(f_cancel = tg_countdown_cancel) +
            sizeof(f_cancel_scope = tg_countdown_cancel_scope) +
@@ -327,7 +330,7 @@ int main(void)
     c(request, TG_CANCEL_TIMED_OUT, NULL);
     d(NULL);
     failures += v(&info, NULL) != 1;
-    failures += enums() != 24 + 9 + 2 + 2 + 11 + 6 + 2 + 3 + 3 + 6 + 3;
+    failures += enums() != 25 + 9 + 2 + 2 + 11 + 6 + 2 + 3 + 3 + 6 + 3;
     failures += tables();
     failures += signatures() == 0;
     failures += latency_bounds[TG_STATS_LATENCY_BUCKETS - 1] != INT64_MAX;
@@ -357,7 +360,7 @@ int main(void)
                  TG_WARNING_COUNTRIES_BY_ADDRESS_DAILY) != 0x1Fu;
     failures += TG_GUARD_LIST_MAX_BYTES != 65536;
     /* A field added to a struct goes at its end (tg_guard_record's
-     * address_skipped, release 0x000200). */
+     * address_skipped, added with version 0x000200). */
     failures += offsetof(tg_guard_record, address_skipped) <=
                 offsetof(tg_guard_record, address_hourly_threshold);
     failures += sizeof version_string < 6;

@@ -362,7 +362,7 @@ static void test_callback_structs(void)
     tg_ticket ticket = 0;
     if (!e)
         return;
-    /* tg_guard_record's last field, address_skipped (release 0x000200), lies within
+    /* tg_guard_record's last field, address_skipped (version 0x000200), lies within
      * the size the library hands. */
     ASSERT(offsetof(tg_guard_record, address_skipped) > offsetof(tg_guard_record, address_hourly_threshold));
     ASSERT(offsetof(tg_guard_record, address_skipped) + sizeof(int) <= sizeof(tg_guard_record));

@@ -118,7 +118,14 @@
      * number's country or from the client's address, or too many countries  \
      * from one address); the message names the warnings. Nothing was        \
      * charged. */                                                           \
-    XX(TG_E_PUMPING_SUSPECTED, 23, "SMS pumping suspected")
+    XX(TG_E_PUMPING_SUSPECTED, 23, "SMS pumping suspected")                  \
+    /* The guard of the scope (in TG_GUARD_ENFORCE mode) asks for a          \
+     * challenge: every signal the send crossed answers with a challenge     \
+     * (tg_guard.challenge_signals), not a refusal; the message names them.  \
+     * Show the person a challenge (a CAPTCHA, a proof of work, another      \
+     * factor); once passed, call tg_challenge_passed and send again.        \
+     * Nothing was charged. */                                               \
+    XX(TG_E_CHALLENGE_REQUIRED, 24, "challenge required")
 
 /* The kinds of store failure (tg_store_failure): what
  * tg_last_store_failure() tells after a store error (TG_E_STORE_IO,

@@ -90,7 +90,8 @@ static int enums(void)
         TG_E_IN_FLIGHT, TG_E_LOCKED,           TG_E_EXPIRED,
         TG_E_INVALID_TEMPLATE, TG_E_STORE_CORRUPT, TG_E_STORE_VERSION,
         TG_E_STORE_IO,  TG_E_CODE_DEAD,        TG_E_STORE_UNKNOWN,
-        TG_E_INVALID_NUMBER, TG_E_DESTINATION_REFUSED, TG_E_PUMPING_SUSPECTED};
+        TG_E_INVALID_NUMBER, TG_E_DESTINATION_REFUSED, TG_E_PUMPING_SUSPECTED,
+        TG_E_CHALLENGE_REQUIRED};
     tg_store_failure store_failures[] = {
         TG_STORE_FAILURE_NONE,    TG_STORE_FAILURE_UNREACHABLE,
         TG_STORE_FAILURE_TIMEOUT, TG_STORE_FAILURE_AUTH,
@@ -147,11 +148,11 @@ static int tables(void)
 {
     int bad = 0, index = 0;
     TG_STATUS_MAP(CHECK_STATUS)
-    bad += index != 24;
+    bad += index != 25;
     index = 0;
     TG_STORE_FAILURE_MAP(CHECK_FAILURE)
     bad += index != 9;
-    bad += sizeof status_names / sizeof status_names[0] != 24;
+    bad += sizeof status_names / sizeof status_names[0] != 25;
     bad += status_names[TG_E_STORE_UNKNOWN][0] != 'T';
     return bad;
 }
@@ -222,6 +223,7 @@ static size_t signatures(void)
     tg_status (*f_store_warning)(tg_engine *, char *, size_t, size_t *);
     tg_status (*f_stats_read)(tg_engine *, tg_stats *);
     tg_status (*f_guard_init)(tg_guard *, size_t);
+    tg_status (*f_challenge_passed)(tg_engine *, const char *, const char *, const char *);
     tg_status (*f_guard_set)(tg_engine *, const char *, const tg_guard *);
     tg_status (*f_send_begin_from)(tg_engine *, const char *, const char *,
                                    const char *, const tg_budget_key *, size_t,
@@ -280,6 +282,7 @@ static size_t signatures(void)
            sizeof(f_guard_set = tg_guard_set) +
            sizeof(f_send_begin_from = tg_send_begin_from) +
            sizeof(f_number_parse = tg_number_parse) +
+           sizeof(f_challenge_passed = tg_challenge_passed) +
            sizeof(f_guard_subscribe = tg_guard_subscribe);
 }
 
@@ -327,7 +330,7 @@ int main(void)
     c(request, TG_CANCEL_TIMED_OUT, NULL);
     d(NULL);
     failures += v(&info, NULL) != 1;
-    failures += enums() != 24 + 9 + 2 + 2 + 11 + 6 + 2 + 3 + 3 + 6 + 3;
+    failures += enums() != 25 + 9 + 2 + 2 + 11 + 6 + 2 + 3 + 3 + 6 + 3;
     failures += tables();
     failures += signatures() == 0;
     failures += latency_bounds[TG_STATS_LATENCY_BUCKETS - 1] != INT64_MAX;
@@ -354,7 +357,14 @@ int main(void)
                  TG_WARNING_UNVERIFIED_BY_COUNTRY_HOURLY |
                  TG_WARNING_UNVERIFIED_BY_ADDRESS_DAILY |
                  TG_WARNING_UNVERIFIED_BY_ADDRESS_HOURLY |
-                 TG_WARNING_COUNTRIES_BY_ADDRESS_DAILY) != 0x1Fu;
+                 TG_WARNING_COUNTRIES_BY_ADDRESS_DAILY |
+                 TG_WARNING_UNVERIFIED_BY_RANGE_DAILY |
+                 TG_WARNING_UNVERIFIED_BY_RANGE_HOURLY) != 0x7Fu;
+    failures += default_guard.range_signals != 0 || default_guard.range_daily_minimum != 20 ||
+                default_guard.range_hourly_minimum != 3 || default_guard.challenge_signals != 0 ||
+                default_guard.challenge_pass_seconds != 600;
+    failures += offsetof(tg_guard, range_signals) <= offsetof(tg_guard, unverified_after_seconds);
+    failures += offsetof(tg_guard_record, challenge_passed) <= offsetof(tg_guard_record, range);
     failures += TG_GUARD_LIST_MAX_BYTES != 65536;
     /* A field added to a struct goes at its end (tg_guard_record's
      * address_skipped, 0.2.0). */

@@ -90,6 +90,13 @@ public enum Status: Int32, Sendable {
     /// country or from the client's address, or too many countries from one
     /// address); the message names the warnings. Nothing was charged.
     case pumpingSuspected = 23
+    /// The guard of the scope (in TG_GUARD_ENFORCE mode) asks for a challenge:
+    /// every signal the send crossed answers with a challenge
+    /// (tg_guard.challenge_signals), not a refusal; the message names them.
+    /// Show the person a challenge (a CAPTCHA, a proof of work, another
+    /// factor); once passed, call tg_challenge_passed and send again. Nothing
+    /// was charged.
+    case challengeRequired = 24
 
     /// Static English text for the status (`tg_status_string`).
     public var text: StaticString {
@@ -118,6 +125,7 @@ public enum Status: Int32, Sendable {
         case .invalidNumber: "invalid phone number"
         case .destinationRefused: "destination refused"
         case .pumpingSuspected: "SMS pumping suspected"
+        case .challengeRequired: "challenge required"
         }
     }
 }

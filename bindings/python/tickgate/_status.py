@@ -103,6 +103,13 @@ class Status(IntEnum):
     #: country or from the client's address, or too many countries from one
     #: address); the message names the warnings. Nothing was charged.
     E_PUMPING_SUSPECTED = 23
+    #: The guard of the scope (in TG_GUARD_ENFORCE mode) asks for a challenge:
+    #: every signal the send crossed answers with a challenge
+    #: (tg_guard.challenge_signals), not a refusal; the message names them.
+    #: Show the person a challenge (a CAPTCHA, a proof of work, another
+    #: factor); once passed, call tg_challenge_passed and send again. Nothing
+    #: was charged.
+    E_CHALLENGE_REQUIRED = 24
 
 
 class StoreFailure(IntEnum):
@@ -167,4 +174,5 @@ STATUS_TEXT: Dict[Status, str] = {
     Status.E_INVALID_NUMBER: "invalid phone number",
     Status.E_DESTINATION_REFUSED: "destination refused",
     Status.E_PUMPING_SUSPECTED: "SMS pumping suspected",
+    Status.E_CHALLENGE_REQUIRED: "challenge required",
 }

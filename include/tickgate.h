@@ -87,7 +87,9 @@
  *        end; tg_engine_options has three, ending at manual_boot_id, at
  *        store_timeout_ms and at store_prefix;
  *        tg_policy two, the first ending at ticket_timeout_ms; tg_titles
- *        two, the first ending at locked; every other struct one) and any
+ *        two, the first ending at locked; tg_guard two, the first ending
+ *        at unverified_after_seconds (sizeof 112 on LP64); every other
+ *        struct one) and any
  *        larger size up to
  *        TG_STRUCT_SIZE_MAX (a caller built against a later header). Any
  *        other size gives TG_E_VERSION and changes nothing. From an older
@@ -1273,6 +1275,11 @@ typedef enum tg_guard_mode {
 #define TG_WARNING_UNVERIFIED_BY_ADDRESS_HOURLY 0x8u
 /* Countries asked from the client address in the last 24 h. */
 #define TG_WARNING_COUNTRIES_BY_ADDRESS_DAILY 0x10u
+/* Unverified codes to a range of the number (its calling code and 2, 4 or
+ * 6 national digits) in the last 24 h (range_signals set). */
+#define TG_WARNING_UNVERIFIED_BY_RANGE_DAILY 0x20u
+/* The same, in the last hour. */
+#define TG_WARNING_UNVERIFIED_BY_RANGE_HOURLY 0x40u
 
 /*
  * A scope's guard. Lists are comma-separated text (no spaces), NULL or ""
@@ -1320,11 +1327,32 @@ typedef struct tg_guard {
      * from its send, as the anchor does): codes in flight are no evidence
      * of pumping yet. */
     uint32_t unverified_after_seconds;
+    /* Non-zero: count the number's ranges too (its calling code and 2, 4
+     * and 6 national digits: "+4475", "+447520", "+44752000"), each judged
+     * by the country's formulas (its percents, divisor and history_days)
+     * over the range's own verified codes, with the two minimums below
+     * (docs/pumping.md, "Number ranges"). A refusal by a range names the
+     * narrowest range that warned; numbers outside it are not refused by
+     * it. 0 (the default): no range is counted. (Added in 0.2.0: the
+     * second layout.) */
+    uint32_t range_signals;
+    uint32_t range_daily_minimum;  /* 20 */
+    uint32_t range_hourly_minimum; /* 3 */
+    /* The signals (TG_WARNING_* bits) that answer with a challenge instead
+     * of a refusal in TG_GUARD_ENFORCE: a send whose every warning is one
+     * of them gets TG_E_CHALLENGE_REQUIRED (any other warning refuses it,
+     * TG_E_PUMPING_SUSPECTED). 0 (the default): every signal refuses. Once
+     * the person passed the challenge, tg_challenge_passed lets the next
+     * send of that number from that address through these signals, once,
+     * within challenge_pass_seconds (docs/pumping.md, "Challenges").
+     * (Added in 0.2.0: the second layout.) */
+    uint32_t challenge_signals;
+    uint32_t challenge_pass_seconds; /* 600: 1 ... 3600 */
 } tg_guard;
 
 #define TG_GUARD_INIT \
     { sizeof(tg_guard), TG_GUARD_RECORD_ONLY, NULL, NULL, NULL, NULL, NULL, 0, \
-      20, 20, 20, 3, 6, 20, 10, 20, 5, 6, 3, 14, 0, 120 }
+      20, 20, 20, 3, 6, 20, 10, 20, 5, 6, 3, 14, 0, 120, 0, 20, 3, 0, 600 }
 
 /*
  * Fill *guard with the defaults (as TG_GUARD_INIT does: RECORD_ONLY, no
@@ -1357,6 +1385,24 @@ tg_status tg_send_begin_from(tg_engine *engine, const char *scope,
                              const tg_budget_key *budgets, size_t budget_count,
                              tg_ticket *out_ticket, int64_t *out_wait_ms,
                              size_t *out_budget_index);
+
+/*
+ * The person asking codes for number from client_address (NULL or "" when
+ * unknown, as for tg_send_begin_from) passed a challenge the host showed
+ * after TG_E_CHALLENGE_REQUIRED. The next send of that number from that
+ * address is let through the guard's challenge_signals, once, if it comes
+ * within the guard's challenge_pass_seconds; it is counted as usual, and
+ * it still meets every other signal, the key's cooldowns and window, and
+ * its budgets. A later pass for the same number and address replaces the
+ * earlier. On SQLite and Redis the pass lives in the store: any engine's
+ * next send uses it.
+ * Errors: TG_E_INVALID_KEY (scope), TG_E_NOT_FOUND (scope has no guard, or
+ * its guard has no challenge_signals), TG_E_INVALID_NUMBER (number is no
+ * E.164 number), TG_E_INVALID_ARGUMENT (number NULL, client_address is no
+ * address). Nothing is kept on an error. Store: may wait.
+ */
+tg_status tg_challenge_passed(tg_engine *engine, const char *scope,
+                              const char *number, const char *client_address);
 
 /* A number as tg_number_parse reads it. */
 typedef struct tg_number_info {
@@ -1411,6 +1457,17 @@ typedef struct tg_guard_record {
      * the struct's tail padding, so struct_size is unchanged: from an older
      * library (tg_version() < 0x000200) it means nothing.) */
     int address_skipped;
+    /* The narrowest range of the number whose signal warned
+     * (TG_WARNING_UNVERIFIED_BY_RANGE_*), or "" when none did; its
+     * unverified codes (this send not counted) and its thresholds. (Added
+     * in 0.2.0: read them only when struct_size reaches past them.) */
+    const char *range;
+    uint32_t range_unverified_day, range_unverified_hour;
+    uint32_t range_daily_threshold, range_hourly_threshold;
+    /* Non-zero: the send was granted through its warnings by a challenge
+     * the person passed (tg_challenge_passed), whose pass it used. (Added
+     * in 0.2.0.) */
+    int challenge_passed;
 } tg_guard_record;
 
 typedef void (*tg_guard_record_fn)(const tg_guard_record *record,

@@ -123,7 +123,14 @@
      * store would be raised to are still live on it (engines of an older    \
      * release); the message says how many. Nothing was changed: stop or     \
      * upgrade them, then call again. */                                     \
-    XX(TG_E_OLDER_ENGINES_LIVE, 24, "engines of an older format live")
+    XX(TG_E_OLDER_ENGINES_LIVE, 24, "engines of an older format live")      \
+    /* The guard of the scope (in TG_GUARD_ENFORCE mode) asks for a          \
+     * challenge: every signal the send crossed answers with a challenge     \
+     * (tg_guard.challenge_signals), not a refusal; the message names them.  \
+     * Show the person a challenge (a CAPTCHA, a proof of work, another      \
+     * factor); once passed, call tg_challenge_passed and send again.        \
+     * Nothing was charged. */                                               \
+    XX(TG_E_CHALLENGE_REQUIRED, 25, "challenge required")
 
 /* The kinds of store failure (tg_store_failure): what
  * tg_last_store_failure() tells after a store error (TG_E_STORE_IO,

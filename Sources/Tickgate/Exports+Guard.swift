@@ -7,6 +7,13 @@ import TickgateCore
 
 /// The comma-separated lists of a tg_guard.
 private enum GuardLists {
+    /// tg_guard's first layout (0.1.0's), padded as C pads it.
+    static let olderLayouts: [Int] = {
+        let end = MemoryLayout<tg_guard>.offset(of: \tg_guard.range_signals) ?? MemoryLayout<tg_guard>.stride
+        let align = MemoryLayout<tg_guard>.alignment
+        return [(end + align - 1) / align * align]
+    }()
+
     static func entries(_ text: UnsafePointer<CChar>?, _ role: String) throws(TickgateError) -> [String] {
         guard let text else { return [] }
         let limit = Int(TG_GUARD_LIST_MAX_BYTES)
@@ -54,7 +61,10 @@ public func tg_guard_init(_ guard_: UnsafeMutablePointer<tg_guard>?, _ struct_si
         defaults.address_countries_maximum = UInt32(t.addressCountriesMaximum)
         defaults.history_days = UInt32(t.historyDays)
         defaults.unverified_after_seconds = UInt32(t.unverifiedAfterSeconds)
-        try Versioned.initialise(guard_, struct_size, to: defaults, "guard")
+        defaults.range_daily_minimum = UInt32(t.rangeDailyMinimum)
+        defaults.range_hourly_minimum = UInt32(t.rangeHourlyMinimum)
+        defaults.challenge_pass_seconds = UInt32(Guard().challengePassSeconds)
+        try Versioned.initialise(guard_, struct_size, to: defaults, olderLayouts: GuardLists.olderLayouts, "guard")
     }
 }
 
@@ -70,7 +80,10 @@ public func tg_guard_set(_ engine: OpaquePointer?, _ scope: UnsafePointer<CChar>
         var defaults = tg_guard()
         defaults.mode = TG_GUARD_RECORD_ONLY
         defaults.unverified_after_seconds = UInt32(GuardThresholds().unverifiedAfterSeconds)
-        let raw = try Versioned.read(guard_, defaults: defaults, "guard")
+        defaults.range_daily_minimum = UInt32(GuardThresholds().rangeDailyMinimum)
+        defaults.range_hourly_minimum = UInt32(GuardThresholds().rangeHourlyMinimum)
+        defaults.challenge_pass_seconds = UInt32(Guard().challengePassSeconds)
+        let raw = try Versioned.read(guard_, defaults: defaults, olderLayouts: GuardLists.olderLayouts, "guard")
         guard let mode = Guard.Mode(rawValue: Int(raw.mode.rawValue)) else {
             throw TickgateError(.invalidArgument, "guard.mode \(raw.mode.rawValue) is not a tg_guard_mode")
         }
@@ -103,6 +116,14 @@ public func tg_guard_set(_ engine: OpaquePointer?, _ scope: UnsafePointer<CChar>
         t.addressCountriesMaximum = Int(raw.address_countries_maximum)
         t.historyDays = Int(raw.history_days)
         t.unverifiedAfterSeconds = Int(raw.unverified_after_seconds)
+        t.rangeDailyMinimum = Int(raw.range_daily_minimum)
+        t.rangeHourlyMinimum = Int(raw.range_hourly_minimum)
+        guard raw.range_signals <= 1 else {
+            throw TickgateError(.invalidArgument, "guard.range_signals is \(raw.range_signals); it must be 0 or 1")
+        }
+        rules.rangeSignals = raw.range_signals == 1
+        rules.challengeSignals = PumpingWarnings(rawValue: raw.challenge_signals)
+        rules.challengePassSeconds = Int(raw.challenge_pass_seconds)
         rules.thresholds = t
         rules.recordStreamLength = Int(raw.record_stream_length)
         try engine.setGuard(rules, scope: scope)
@@ -118,19 +139,26 @@ public func tg_send_begin_from(_ engine: OpaquePointer?, _ scope: UnsafePointer<
                                _ out_budget_index: UnsafeMutablePointer<Int>?) -> tg_status {
     BudgetKeys.sendBegin(engine, out_ticket, out_wait_ms, out_budget_index) { (engine, checkOut) throws(TickgateError) in
         let key = try Boundary.key(scope, number)
-        var address: ClientAddress?
-        if let client_address, client_address.pointee != 0 {
-            let count = strnlen(client_address, 128)
-            let bytes = UnsafeBufferPointer(
-                start: UnsafeRawPointer(client_address).assumingMemoryBound(to: UInt8.self), count: count)
-            guard count < 128, let text = String(validating: bytes, as: UTF8.self) else {
-                throw TickgateError(.invalidArgument, "client_address is not an IP address")
-            }
-            address = try ClientAddress.parse(text)
-        }
+        let address = try ClientAddressText.read(client_address)
         let keys = try BudgetKeys.read(budgets, budget_count)
         try checkOut()
         return try engine.sendBegin(key, budgets: keys, from: address)
+    }
+}
+
+@c @implementation
+public func tg_challenge_passed(_ engine: OpaquePointer?, _ scope: UnsafePointer<CChar>?,
+                                _ number: UnsafePointer<CChar>?,
+                                _ client_address: UnsafePointer<CChar>?) -> tg_status {
+    Boundary.call(engine) { (engine) throws(TickgateError) in
+        let name = try Boundary.name(scope, "scope")
+        let text = try Boundary.required(number, "number")
+        let subject: KeyName
+        do throws(TickgateError) { subject = try Boundary.name(text, "number") } catch {
+            throw TickgateError(.invalidNumber, error.message)
+        }
+        try engine.challengePassed(CountdownKey(scope: name, subject: subject),
+                                   from: try ClientAddressText.read(client_address))
     }
 }
 
@@ -157,6 +185,19 @@ public func tg_number_parse(_ number: UnsafePointer<CChar>?,
     }
 }
 
+/// A client address as C gives it: NULL or "" for none.
+private enum ClientAddressText {
+    static func read(_ text: UnsafePointer<CChar>?) throws(TickgateError) -> ClientAddress? {
+        guard let text, text.pointee != 0 else { return nil }
+        let count = strnlen(text, 128)
+        let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(text).assumingMemoryBound(to: UInt8.self), count: count)
+        guard count < 128, let string = String(validating: bytes, as: UTF8.self) else {
+            throw TickgateError(.invalidArgument, "client_address is not an IP address")
+        }
+        return try ClientAddress.parse(string)
+    }
+}
+
 /// A records observer's C callback and user_data.
 private struct CRecordObserver: @unchecked Sendable {
     let callback: tg_guard_record_fn
@@ -174,6 +215,7 @@ private struct CRecordObserver: @unchecked Sendable {
         record.message.withCString { message in
         withOptionalCString(record.bypass) { bypass in
         withOptionalCString(record.rule) { rule in
+        judgment.range.withCString { range in
             var raw = tg_guard_record()
             raw.struct_size = UInt32(MemoryLayout<tg_guard_record>.stride)  // C's sizeof
             raw.scope = scope
@@ -202,8 +244,14 @@ private struct CRecordObserver: @unchecked Sendable {
             raw.address_daily_threshold = u(judgment.addressDaily)
             raw.address_hourly_threshold = u(judgment.addressHourly)
             raw.address_skipped = record.addressSignalsSkipped ? 1 : 0
+            raw.range = range
+            raw.range_unverified_day = u(judgment.rangeUnverifiedDay)
+            raw.range_unverified_hour = u(judgment.rangeUnverifiedHour)
+            raw.range_daily_threshold = u(judgment.rangeDaily)
+            raw.range_hourly_threshold = u(judgment.rangeHourly)
+            raw.challenge_passed = judgment.challengePassed ? 1 : 0
             callback(&raw, userData)
-        }}}}}}}
+        }}}}}}}}
     }
 
     func release() { destroy?(userData) }

@@ -392,6 +392,65 @@ import Testing
         #expect(later.codes.isEmpty)
     }
 
+    // MARK: Number ranges
+
+    @Test func aNumbersRangesAreItsCallingCodeAndTwoFourSixNationalDigits() throws {
+        #expect(GuardRules.ranges(of: try PhoneNumber.parse("+447520001234")) == ["+4475", "+447520", "+44752000"])
+        #expect(GuardRules.ranges(of: try PhoneNumber.parse("+8613800000000")) == ["+8613", "+861380", "+86138000"])
+        #expect(GuardRules.ranges(of: try PhoneNumber.parse("+14155550100")) == ["+141", "+14155", "+1415555"])
+        // Niue's 4 national digits: one range, leaving 2 digits out of it.
+        #expect(GuardRules.ranges(of: try PhoneNumber.parse("+6831234")) == ["+68312"])
+        #expect(GuardRules.ranges(ofSubject: try KeyName("alice")) == [])
+    }
+
+    @Test func theNarrowestRangeThatWarnsIsNamed() {
+        var counts = GuardCounts()
+        counts.countryVerifiedDailyMaximum = 1000
+        for (name, hour) in [("+4475", 3), ("+447520", 3), ("+44752000", 1)] {
+            var range = RangeCounts(range: name)
+            range.unverifiedHour = hour
+            range.unverifiedDay = hour
+            counts.ranges.append(range)
+        }
+        let j = GuardRules.judge(counts, by: GuardThresholds())
+        #expect(j.warnings == [.unverifiedByRangeHourly])
+        #expect(j.range == "+447520" && j.rangeUnverifiedHour == 3 && j.rangeHourly == 3 && j.rangeDaily == 20)
+    }
+
+    @Test func aRangeWithNothingInItsWindowsIsDropped() throws {
+        var ledger = ConversionLedger()
+        let t0 = 5 * Self.day
+        // 1000 numbers, each of a block of its own.
+        for index in 0..<1000 {
+            let number = "+4475\(String(10000 + index).dropFirst())1234"
+            let subject = try KeyName(number)
+            let ranges = GuardRules.ranges(ofSubject: subject)
+            ledger.sent("c\(index)", subject: subject, country: "GB", ranges: ranges, address: nil,
+                        at: Self.at(t0 + Int64(index) * Self.second), historyDays: 14)
+            if index % 2 == 0 {
+                ledger.verified(subject: subject, country: "GB", at: Self.at(t0 + Int64(index) * Self.second + 1),
+                                historyDays: 14)
+            }
+        }
+        // +4475, 10 of +4475xx (+447500 ... +447509), 1000 of +4475xxxx.
+        #expect(ledger.ranges.count == 1 + 10 + 1000)
+        let counts = ledger.counts(country: "GB", ranges: ["+4475", "+447500", "+44750000"], address: nil,
+                                   historyDays: 14, unverifiedAfter: .zero, at: Self.at(t0 + 1000 * Self.second))
+        #expect(counts.ranges.map(\.unverifiedDay) == [500, 50, 0])
+        #expect(counts.ranges.map(\.verifiedDay) == [500, 50, 1])
+        // Two days later one send: only its ranges hold codes; the
+        // verified days stay for the history.
+        let subject = try KeyName("+447400001234")
+        ledger.sent("new", subject: subject, country: "GB", ranges: GuardRules.ranges(ofSubject: subject), address: nil,
+                    at: Self.at(t0 + 2 * Self.day), historyDays: 14)
+        #expect(ledger.ranges.count == 3)
+        #expect(ledger.rangeDays.count == 1 + 10 + 500)
+        // Past the longest history (60 days) the days go too.
+        ledger.sent("later", subject: subject, country: "GB", ranges: GuardRules.ranges(ofSubject: subject),
+                    address: nil, at: Self.at(t0 + 62 * Self.day), historyDays: 14)
+        #expect(ledger.ranges.count == 3 && ledger.rangeDays.isEmpty)
+    }
+
     @Test func theLedgerWorksOnAClockThatStartsBelowZero() {
         // A manual clock may start anywhere; the day numbers round down.
         #expect(ConversionLedger.dayNumber(Self.at(-1)) == -1)
@@ -422,5 +481,9 @@ extension DoubleStore {
     func guardReturned(scope: KeyName, subject: KeyName, code: String, country: String,
                        address: ClientAddress?) throws(TickgateError) {}
 
-    func guardVerified(scope: KeyName, subject: KeyName, country: String) throws(TickgateError) {}
+    func guardVerified(scope: KeyName, subject: KeyName, country: String, ranges: [String]) throws(TickgateError) {}
+
+    func guardChallengePassed(scope: KeyName, subject: KeyName, address: ClientAddress?) throws(TickgateError) {
+        throw TickgateError(.notFound, "the store double keeps no guard")
+    }
 }

@@ -60,7 +60,9 @@ import Testing
             var merged = defaults
             for (name, value) in (i["t"] as? Object) ?? [:] { merged[name] = value }
             let text = GuardThresholds.names.map { String(int(merged[$0])) }.joined(separator: ",")
-            let t = try GuardThresholds.decode(text) { TickgateError(.invalidArgument, $0) }
+            var t = try GuardThresholds.decode(text) { TickgateError(.invalidArgument, $0) }
+            t.rangeDailyMinimum = int(merged["range_daily_minimum"])
+            t.rangeHourlyMinimum = int(merged["range_hourly_minimum"])
             let c = (i["c"] as? Object) ?? [:]
             var counts = GuardCounts()
             counts.countryUnverifiedDay = int(c["country_unverified_day"])
@@ -73,10 +75,27 @@ import Testing
             counts.addressUnverifiedHour = int(c["address_unverified_hour"])
             counts.addressVerifiedDay = int(c["address_verified_day"])
             counts.addressCountriesDay = int(c["address_countries_day"])
+            for r in (c["ranges"] as? [Object]) ?? [] {
+                var range = RangeCounts(range: (r["range"] as? String) ?? "")
+                range.unverifiedDay = int(r["unverified_day"])
+                range.unverifiedHour = int(r["unverified_hour"])
+                range.verifiedDay = int(r["verified_day"])
+                range.verifiedHour = int(r["verified_hour"])
+                range.verifiedDailyMaximum = int(r["verified_daily_maximum"])
+                counts.ranges.append(range)
+            }
             let j = GuardRules.judge(counts, by: t)
-            return ["warnings": PumpingWarnings.all.filter { j.warnings.contains($0.0) }.map(\.1),
-                    "country_daily": j.countryDaily, "country_hourly": j.countryHourly,
-                    "address_daily": j.addressDaily, "address_hourly": j.addressHourly]
+            var out: Object = ["warnings": PumpingWarnings.all.filter { j.warnings.contains($0.0) }.map(\.1),
+                               "country_daily": j.countryDaily, "country_hourly": j.countryHourly,
+                               "address_daily": j.addressDaily, "address_hourly": j.addressHourly]
+            if c["ranges"] != nil {
+                out["range"] = j.range
+                out["range_unverified_day"] = j.rangeUnverifiedDay
+                out["range_unverified_hour"] = j.rangeUnverifiedHour
+                out["range_daily"] = j.rangeDaily
+                out["range_hourly"] = j.rangeHourly
+            }
+            return out
         case "guard_windows":
             let w = GuardRules.windows(at: instant(i["now"])!, unverifiedAfter: span(i["after"]))
             return ["due": micro(w.unverifiedUntil), "unverified_day": micro(w.unverifiedSinceDay),
@@ -87,6 +106,13 @@ import Testing
             judgment.warnings = PumpingWarnings(rawValue: UInt32(int(i["warnings"])))
             let mode = Guard.Mode(rawValue: int(i["mode"])) ?? .off
             return ["refuses": GuardRules.refuses(judgment, mode: mode)]
+        case "guard_answer":
+            var judgment = GuardJudgment()
+            judgment.warnings = PumpingWarnings(rawValue: UInt32(int(i["warnings"])))
+            let answer = GuardRules.answer(judgment, mode: Guard.Mode(rawValue: int(i["mode"])) ?? .off,
+                                           challenge: PumpingWarnings(rawValue: UInt32(int(i["challenge"]))),
+                                           passed: (i["passed"] as? Bool) ?? false)
+            return ["answer": answer == .grant ? "grant" : answer == .refuse ? "refuse" : "challenge"]
         case "verified_daily_maximum":
             var days: [Int64: Int] = [:]
             for pair in (i["days"] as? [[NSNumber]]) ?? [] where pair.count == 2 { days[pair[0].int64Value] = pair[1].intValue }
@@ -115,7 +141,9 @@ import Testing
         let defaults = try #require(try Self.document()["guard_defaults"] as? Object)
         let swift = GuardThresholds()
         #expect(GuardThresholds.names.map { int(defaults[$0]) } == swift.all)
-        #expect(defaults.count == GuardThresholds.names.count)
+        #expect(int(defaults["range_daily_minimum"]) == swift.rangeDailyMinimum)
+        #expect(int(defaults["range_hourly_minimum"]) == swift.rangeHourlyMinimum)
+        #expect(defaults.count == GuardThresholds.names.count + 2)
     }
 
     @Test func everyRuleCaseInSwift() throws {

@@ -60,7 +60,7 @@ static const char *g_num(const char *format)
 
 typedef struct grec_item {
     tg_guard_record raw; /* its pointers cleared: the strings are below */
-    char scope[64], number[64], country[16], address[64], message[600], bypass[128], rule[128];
+    char scope[64], number[64], country[16], address[64], message[600], bypass[128], rule[128], range[32];
     int has_bypass, has_rule;
     pthread_t thread;
 } grec_item;
@@ -105,12 +105,15 @@ static void grec_callback(const tg_guard_record *r, void *user_data)
         g_copy(item->message, sizeof item->message, r->message);
         g_copy(item->bypass, sizeof item->bypass, r->bypass);
         g_copy(item->rule, sizeof item->rule, r->rule);
+        g_copy(item->range, sizeof item->range, r->range);
+        if (!r->range)
+            bad++;
         item->has_bypass = r->bypass != NULL;
         item->has_rule = r->rule != NULL;
         if (!r->scope || !r->number || !r->country || !r->client_address || !r->message)
             bad++;
         item->raw.scope = item->raw.number = item->raw.country = item->raw.client_address = NULL;
-        item->raw.message = item->raw.bypass = item->raw.rule = NULL;
+        item->raw.message = item->raw.bypass = item->raw.rule = item->raw.range = NULL;
         item->thread = pthread_self();
     }
     if (r)
@@ -1145,6 +1148,177 @@ static void gcase_verified_on_another_engine(void)
     grec_free(ra);
 }
 
+/* Number ranges (range_signals): codes of one carrier's block close that
+ * block, named in the refusal and the record; numbers outside it pass;
+ * verified codes of the range raise its thresholds; a failed send is given
+ * back to the range; without range_signals no range is counted. Two
+ * engines on a shared store judge by the same range counts. */
+static void gcase_ranges(void)
+{
+    tg_engine *a, *b;
+    grec *rec;
+    tg_guard g = g_guard(TG_GUARD_ENFORCE);
+    const grec_item *r;
+    char number[32];
+    int i;
+    g_store->fresh();
+    a = g_store->open(TG_DELIVERY_HOST_THREAD);
+    b = g_store->shared ? g_store->open(TG_DELIVERY_HOST_THREAD) : a;
+    rec = grec_open(a, "login");
+    /* Off: a block's codes are counted nowhere but in the country. */
+    ASSERT_STATUS(tg_guard_set(a, "login", &g), TG_OK);
+    for (i = 0; i < 3; i++) {
+        snprintf(number, sizeof number, "+4475200010%02d", i);
+        GRANT(a, number, NULL);
+    }
+    r = grec_last(a, rec);
+    ASSERT_EQ_INT(r->raw.warnings, 0);
+    ASSERT(r->range[0] == 0);
+    g_store->fresh();
+    if (b != a)
+        tg_engine_close(b);
+    tg_engine_close(a);
+    grec_free(rec);
+    a = g_store->open(TG_DELIVERY_HOST_THREAD);
+    b = g_store->shared ? g_store->open(TG_DELIVERY_HOST_THREAD) : a;
+    rec = grec_open(a, "login");
+    g.range_signals = 1;
+    g.range_daily_minimum = 1000;
+    g.range_hourly_minimum = 2;
+    g.country_hourly_divisor = 1000000; /* the daily threshold's share: none */
+    ASSERT_STATUS(tg_guard_set(a, "login", &g), TG_OK);
+    if (g_store->noticed)
+        g_wait_guarded(b, 1);
+    /* Two codes of the block +44752000, one from each engine. */
+    GRANT(a, "+447520001001", "198.51.100.1");
+    /* A failed send is given back: it does not count. */
+    ASSERT_STATUS(g_probe(b, "+447520001003", NULL), TG_OK);
+    GRANT(b, "+447520001002", "198.51.100.2");
+    r = grec_last(a, rec);
+    ASSERT_EQ_INT(r->raw.warnings, 0);
+    /* The third is refused by the narrowest range that holds them. */
+    ASSERT_STATUS(g_send(a, "login", "+447520001004", "198.51.100.3", NULL, NULL), TG_E_PUMPING_SUSPECTED);
+    r = grec_last(a, rec);
+    ASSERT_EQ_INT(r->raw.status, TG_E_PUMPING_SUSPECTED);
+    ASSERT(r->raw.warnings & TG_WARNING_UNVERIFIED_BY_RANGE_HOURLY);
+    ASSERT_EQ_INT(r->raw.warnings & ~(TG_WARNING_UNVERIFIED_BY_RANGE_HOURLY), 0);
+    ASSERT(g_has(r->range, "+44752000") && strcmp(r->range, "+44752000") == 0);
+    ASSERT_EQ_INT(r->raw.range_unverified_hour, 2);
+    ASSERT_EQ_INT(r->raw.range_hourly_threshold, 2);
+    ASSERT_EQ_INT(r->raw.range_daily_threshold, 1000);
+    ASSERT(g_has(r->message, "unverified_by_range_hourly"));
+    ASSERT(g_has(r->message, "range +44752000: 2 of 1000 a day, 2 of 2 an hour"));
+    /* From the other engine too. */
+    ASSERT_STATUS(g_send(b, "login", "+447520001005", NULL, NULL, NULL), TG_E_PUMPING_SUSPECTED);
+    /* Numbers outside the ranges that warn pass: another kind of number
+     * (+4474), and the country (its thresholds 1000) does not warn. */
+    GRANT(a, "+447400123456", "198.51.100.4");
+    r = grec_last(a, rec);
+    ASSERT_EQ_INT(r->raw.warnings, 0);
+    ASSERT(r->range[0] == 0);
+    /* Verified codes of the range raise its thresholds: 50 % of the
+     * range's codes verified in the day and in the hour. */
+    g.range_daily_minimum = 2;
+    g.country_hourly_divisor = 1000000;
+    g.country_day_percent = 50;
+    g.country_hour_percent = 50;
+    ASSERT_STATUS(tg_guard_set(a, "login", &g), TG_OK);
+    if (g_store->noticed)
+        g_wait_guarded(b, 1);
+    g_verified(a, "+447520001001");
+    g_verified(b, "+447520001002");
+    for (i = 0; i < 6; i++) {
+        snprintf(number, sizeof number, "+4475200020%02d", i);
+        GRANT(a, number, NULL);
+        g_verified(b, number);
+    }
+    /* 8 verified: 4 a day and 4 an hour pass, the fifth is refused. */
+    for (i = 0; i < 4; i++) {
+        snprintf(number, sizeof number, "+4475200030%02d", i);
+        GRANT(i % 2 ? a : b, number, NULL);
+    }
+    ASSERT_STATUS(g_send(a, "login", "+447520003099", NULL, NULL, NULL), TG_E_PUMPING_SUSPECTED);
+    r = grec_last(a, rec);
+    ASSERT_EQ_INT(r->raw.warnings, TG_WARNING_UNVERIFIED_BY_RANGE_DAILY | TG_WARNING_UNVERIFIED_BY_RANGE_HOURLY);
+    ASSERT(strcmp(r->range, "+44752000") == 0);
+    ASSERT_EQ_INT(r->raw.range_unverified_day, 4);
+    ASSERT_EQ_INT(r->raw.range_daily_threshold, 4);
+    ASSERT_EQ_INT(r->raw.range_hourly_threshold, 4);
+    if (b != a)
+        tg_engine_close(b);
+    tg_engine_close(a);
+    grec_free(rec);
+}
+
+/* A challenge instead of a refusal: a send whose warnings all challenge
+ * gets TG_E_CHALLENGE_REQUIRED (counted nowhere); tg_challenge_passed (on
+ * any engine of a shared store) lets the next send of that number from
+ * that address through, once, counted and recorded as passed; a pass never
+ * lets a send past its cooldown; a signal that refuses still refuses. */
+static void gcase_challenge(void)
+{
+    tg_engine *a, *b;
+    grec *rec;
+    tg_guard g = g_guard(TG_GUARD_ENFORCE);
+    const grec_item *r;
+    const char *x = "198.51.100.2";
+    g_store->fresh();
+    a = g_store->open(TG_DELIVERY_HOST_THREAD);
+    b = g_store->shared ? g_store->open(TG_DELIVERY_HOST_THREAD) : a;
+    rec = grec_open(a, "login");
+    g.range_signals = 1;
+    g.range_daily_minimum = 1000;
+    g.range_hourly_minimum = 1;
+    g.country_hourly_divisor = 1000000; /* the daily threshold's share: none */
+    /* No challenge signals yet: a pass has no guard to go through. */
+    ASSERT_STATUS(tg_guard_set(a, "login", &g), TG_OK);
+    ASSERT_STATUS(tg_challenge_passed(a, "login", "+447520001002", x), TG_E_NOT_FOUND);
+    g.challenge_signals = TG_WARNING_UNVERIFIED_BY_RANGE_DAILY | TG_WARNING_UNVERIFIED_BY_RANGE_HOURLY;
+    ASSERT_STATUS(tg_guard_set(a, "login", &g), TG_OK);
+    if (g_store->noticed)
+        g_wait_guarded(b, 1);
+    GRANT(a, "+447520001001", "198.51.100.1");
+    ASSERT_STATUS(g_send(a, "login", "+447520001002", x, NULL, NULL), TG_E_CHALLENGE_REQUIRED);
+    ASSERT(g_has(tg_last_error_message(), "a challenge is required: unverified_by_range_hourly"));
+    r = grec_last(a, rec);
+    ASSERT_EQ_INT(r->raw.status, TG_E_CHALLENGE_REQUIRED);
+    ASSERT_EQ_INT(r->raw.warnings, TG_WARNING_UNVERIFIED_BY_RANGE_HOURLY);
+    ASSERT_EQ_INT(r->raw.challenge_passed, 0);
+    ASSERT(g_has(r->message, "unverified_by_range_hourly"));
+    /* Challenged sends are counted nowhere: still one code in the range. */
+    ASSERT_STATUS(g_send(b, "login", "+447520001003", x, NULL, NULL), TG_E_CHALLENGE_REQUIRED);
+    /* The person passed: on the other engine of a shared store. */
+    ASSERT_STATUS(tg_challenge_passed(b, "login", "+447520001002", x), TG_OK);
+    /* The pass is for that number from that address only. */
+    ASSERT_STATUS(g_send(a, "login", "+447520001002", "198.51.100.9", NULL, NULL), TG_E_CHALLENGE_REQUIRED);
+    ASSERT_STATUS(g_send(a, "login", "+447520001003", x, NULL, NULL), TG_E_CHALLENGE_REQUIRED);
+    GRANT(a, "+447520001002", x);
+    r = grec_last(a, rec);
+    ASSERT_EQ_INT(r->raw.status, TG_OK);
+    ASSERT_EQ_INT(r->raw.challenge_passed, 1);
+    ASSERT_EQ_INT(r->raw.warnings, TG_WARNING_UNVERIFIED_BY_RANGE_HOURLY);
+    ASSERT_EQ_INT(r->raw.range_unverified_hour, 1);
+    /* Once: the next send of the number from the address is challenged
+     * again; and it was counted (two codes in the range now). */
+    ASSERT_STATUS(g_send(b, "login", "+447520001004", x, NULL, NULL), TG_E_CHALLENGE_REQUIRED);
+    r = grec_last(a, rec);
+    if (!g_store->shared)
+        ASSERT_EQ_INT(r->raw.range_unverified_hour, 2);
+    /* A pass never lets a send past its cooldown. */
+    ASSERT_STATUS(tg_challenge_passed(a, "login", "+447520001002", x), TG_OK);
+    ASSERT_STATUS(g_send(a, "login", "+447520001002", x, NULL, NULL), TG_E_COOLING_DOWN);
+    /* A signal that refuses still refuses, pass or not. */
+    g.address_hourly_minimum = 1;
+    ASSERT_STATUS(tg_guard_set(a, "login", &g), TG_OK);
+    ASSERT_STATUS(tg_challenge_passed(a, "login", "+447520001005", x), TG_OK);
+    ASSERT_STATUS(g_send(a, "login", "+447520001005", x, NULL, NULL), TG_E_PUMPING_SUSPECTED);
+    ASSERT(grec_last(a, rec)->raw.warnings & TG_WARNING_UNVERIFIED_BY_ADDRESS_HOURLY);
+    if (b != a)
+        tg_engine_close(b);
+    tg_engine_close(a);
+    grec_free(rec);
+}
+
 /* Every case, on g_store. */
 static void guard_cases_run(const gstore *store)
 {
@@ -1168,6 +1342,8 @@ static void guard_cases_run(const gstore *store)
     RUN_TEST(gcase_records_on_the_engine_thread);
     RUN_TEST(gcase_two_engines);
     RUN_TEST(gcase_verified_on_another_engine);
+    RUN_TEST(gcase_ranges);
+    RUN_TEST(gcase_challenge);
 }
 
 #endif /* GUARD_CASES_H */

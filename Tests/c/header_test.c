@@ -91,7 +91,8 @@ static int enums(void)
         TG_E_INVALID_TEMPLATE, TG_E_STORE_CORRUPT, TG_E_STORE_VERSION,
         TG_E_STORE_IO,  TG_E_CODE_DEAD,        TG_E_STORE_UNKNOWN,
         TG_E_INVALID_NUMBER, TG_E_DESTINATION_REFUSED, TG_E_PUMPING_SUSPECTED,
-        TG_E_OLDER_ENGINES_LIVE};
+        TG_E_OLDER_ENGINES_LIVE,
+        TG_E_CHALLENGE_REQUIRED};
     tg_store_failure store_failures[] = {
         TG_STORE_FAILURE_NONE,    TG_STORE_FAILURE_UNREACHABLE,
         TG_STORE_FAILURE_TIMEOUT, TG_STORE_FAILURE_AUTH,
@@ -224,6 +225,7 @@ static size_t signatures(void)
     tg_status (*f_store_warning)(tg_engine *, char *, size_t, size_t *);
     tg_status (*f_stats_read)(tg_engine *, tg_stats *);
     tg_status (*f_guard_init)(tg_guard *, size_t);
+    tg_status (*f_challenge_passed)(tg_engine *, const char *, const char *, const char *);
     tg_status (*f_guard_set)(tg_engine *, const char *, const tg_guard *);
     tg_status (*f_send_begin_from)(tg_engine *, const char *, const char *,
                                    const char *, const tg_budget_key *, size_t,
@@ -283,6 +285,7 @@ static size_t signatures(void)
            sizeof(f_guard_set = tg_guard_set) +
            sizeof(f_send_begin_from = tg_send_begin_from) +
            sizeof(f_number_parse = tg_number_parse) +
+           sizeof(f_challenge_passed = tg_challenge_passed) +
            sizeof(f_guard_subscribe = tg_guard_subscribe);
 }
 
@@ -357,7 +360,14 @@ int main(void)
                  TG_WARNING_UNVERIFIED_BY_COUNTRY_HOURLY |
                  TG_WARNING_UNVERIFIED_BY_ADDRESS_DAILY |
                  TG_WARNING_UNVERIFIED_BY_ADDRESS_HOURLY |
-                 TG_WARNING_COUNTRIES_BY_ADDRESS_DAILY) != 0x1Fu;
+                 TG_WARNING_COUNTRIES_BY_ADDRESS_DAILY |
+                 TG_WARNING_UNVERIFIED_BY_RANGE_DAILY |
+                 TG_WARNING_UNVERIFIED_BY_RANGE_HOURLY) != 0x7Fu;
+    failures += default_guard.range_signals != 0 || default_guard.range_daily_minimum != 20 ||
+                default_guard.range_hourly_minimum != 3 || default_guard.challenge_signals != 0 ||
+                default_guard.challenge_pass_seconds != 600;
+    failures += offsetof(tg_guard, range_signals) <= offsetof(tg_guard, unverified_after_seconds);
+    failures += offsetof(tg_guard_record, challenge_passed) <= offsetof(tg_guard_record, range);
     failures += TG_GUARD_LIST_MAX_BYTES != 65536;
     /* A field added to a struct goes at its end (tg_guard_record's
      * address_skipped, added with version 0x000200). */

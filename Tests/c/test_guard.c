@@ -154,6 +154,12 @@ static void test_guard_init(void)
     ASSERT_EQ_INT(g.country_daily_minimum, 20);
     ASSERT_EQ_INT(g.country_hourly_divisor, 6);
     ASSERT_EQ_INT(g.history_days, 14);
+    ASSERT_EQ_INT(g.range_signals, defaults.range_signals);
+    ASSERT_EQ_INT(g.range_daily_minimum, defaults.range_daily_minimum);
+    ASSERT_EQ_INT(g.range_hourly_minimum, defaults.range_hourly_minimum);
+    ASSERT_EQ_INT(g.range_signals, 0);
+    ASSERT_EQ_INT(g.range_daily_minimum, 20);
+    ASSERT_EQ_INT(g.range_hourly_minimum, 3);
     /* Errors write nothing. */
     ASSERT_STATUS(tg_guard_init(NULL, sizeof g), TG_E_INVALID_ARGUMENT);
     memset(&g, 0x5A, sizeof g);
@@ -299,6 +305,18 @@ static void test_guard_set_bad_input(void)
     g = g_guard(TG_GUARD_ENFORCE);
     g.unverified_after_seconds = 3601;
     REFUSED(e, &g, TG_E_INVALID_ARGUMENT, "unverified_after_seconds");
+    g = g_guard(TG_GUARD_ENFORCE);
+    g.range_signals = 2;
+    REFUSED(e, &g, TG_E_INVALID_ARGUMENT, "range_signals");
+    g.range_signals = UINT32_MAX;
+    REFUSED(e, &g, TG_E_INVALID_ARGUMENT, "range_signals");
+    g = g_guard(TG_GUARD_ENFORCE);
+    g.range_signals = 1;
+    g.range_daily_minimum = 1000001;
+    REFUSED(e, &g, TG_E_INVALID_ARGUMENT, "range_daily_minimum");
+    g.range_daily_minimum = 20;
+    g.range_hourly_minimum = UINT32_MAX;
+    REFUSED(e, &g, TG_E_INVALID_ARGUMENT, "range_hourly_minimum");
     /* The range's ends are taken. */
     g = g_guard(TG_GUARD_ENFORCE);
     g.history_days = 60;
@@ -312,8 +330,19 @@ static void test_guard_set_bad_input(void)
     REFUSED(e, &g, TG_E_VERSION, "struct_size");
     g.struct_size = 0;
     REFUSED(e, &g, TG_E_VERSION, NULL);
-    g.struct_size = sizeof g - 8;
+    g.struct_size = sizeof g - 4;
     REFUSED(e, &g, TG_E_VERSION, NULL);
+    /* 0.1.0's layout (it ends at unverified_after_seconds): taken, with
+     * the range fields at their defaults (off) whatever its padding holds. */
+    g = g_guard(TG_GUARD_ENFORCE);
+    g.struct_size = (uint32_t)((offsetof(tg_guard, range_signals) + sizeof(void *) - 1) / sizeof(void *) * sizeof(void *));
+    g.refused_destinations = "US";
+    g.range_signals = 1;
+    g.range_hourly_minimum = 0;
+    ASSERT_STATUS(tg_guard_set(e, "login", &g), TG_OK);
+    ASSERT_STATUS(g_send(e, "login", US(), NULL, NULL, NULL), TG_E_DESTINATION_REFUSED);
+    ASSERT_STATUS(g_grant_in(e, "login", "+447520001234", NULL, NULL), TG_OK);
+    g = g_guard(TG_GUARD_ENFORCE);
     g.struct_size = TG_STRUCT_SIZE_MAX + 1;
     REFUSED(e, &g, TG_E_VERSION, NULL);
     memset(big, 0, sizeof big);
@@ -384,6 +413,53 @@ static void test_send_begin_from_bad_input(void)
     ASSERT_EQ_INT(grec_last(e, rec)->raw.address_daily_threshold, 0);
     tg_engine_close(e);
     grec_free(rec);
+}
+
+/* tg_challenge_passed's bad input: a clear status, nothing kept. */
+static void test_challenge_passed_bad_input(void)
+{
+    tg_engine *e = memory_open(TG_DELIVERY_HOST_THREAD);
+    tg_guard g = g_guard(TG_GUARD_ENFORCE);
+    ASSERT_STATUS(tg_challenge_passed(e, "login", "+447520001001", NULL), TG_E_NOT_FOUND);
+    ASSERT(g_has(tg_last_error_message(), "no guard with challenge signals"));
+    g.challenge_signals = TG_WARNING_UNVERIFIED_BY_COUNTRY_HOURLY;
+    ASSERT_STATUS(tg_guard_set(e, "login", &g), TG_OK);
+    ASSERT_STATUS(tg_challenge_passed(e, "signup", "+447520001001", NULL), TG_E_NOT_FOUND);
+    ASSERT_STATUS(tg_challenge_passed(e, NULL, "+447520001001", NULL), TG_E_INVALID_KEY);
+    ASSERT_STATUS(tg_challenge_passed(e, "", "+447520001001", NULL), TG_E_INVALID_KEY);
+    ASSERT_STATUS(tg_challenge_passed(e, "\xff", "+447520001001", NULL), TG_E_INVALID_KEY);
+    ASSERT_STATUS(tg_challenge_passed(e, "login", NULL, NULL), TG_E_INVALID_ARGUMENT);
+    ASSERT_STATUS(tg_challenge_passed(e, "login", "", NULL), TG_E_INVALID_NUMBER);
+    ASSERT_STATUS(tg_challenge_passed(e, "login", "447520001001", NULL), TG_E_INVALID_NUMBER);
+    ASSERT_STATUS(tg_challenge_passed(e, "login", "+44 7520 001001", NULL), TG_E_INVALID_NUMBER);
+    ASSERT_STATUS(tg_challenge_passed(e, "login", "+4475200010011234567", NULL), TG_E_INVALID_NUMBER);
+    ASSERT_STATUS(tg_challenge_passed(e, "login", "\xff\xfe", NULL), TG_E_INVALID_NUMBER);
+    ASSERT_STATUS(tg_challenge_passed(e, "login", "+447520001001", "203.0.113.256"), TG_E_INVALID_ARGUMENT);
+    ASSERT_STATUS(tg_challenge_passed(e, "login", "+447520001001", "example.com"), TG_E_INVALID_ARGUMENT);
+    ASSERT(tg_challenge_passed(NULL, "login", "+447520001001", NULL) != TG_OK);
+    /* challenge_signals and challenge_pass_seconds out of range. */
+    g.challenge_signals = 0x80;
+    REFUSED(e, &g, TG_E_INVALID_ARGUMENT, "challenge_signals");
+    g.challenge_signals = TG_WARNING_UNVERIFIED_BY_COUNTRY_HOURLY;
+    g.challenge_pass_seconds = 0;
+    REFUSED(e, &g, TG_E_INVALID_ARGUMENT, "challenge_pass_seconds");
+    g.challenge_pass_seconds = 3601;
+    REFUSED(e, &g, TG_E_INVALID_ARGUMENT, "challenge_pass_seconds");
+    /* Good input is taken; a pass expires after challenge_pass_seconds. */
+    g = g_guard(TG_GUARD_ENFORCE);
+    g.country_hourly_minimum = 0;
+    g.country_hourly_divisor = 1000000;
+    g.challenge_signals = TG_WARNING_UNVERIFIED_BY_COUNTRY_HOURLY;
+    g.challenge_pass_seconds = 60;
+    ASSERT_STATUS(tg_guard_set(e, "login", &g), TG_OK);
+    ASSERT_STATUS(g_send(e, "login", "+447520001001", "2001:db8::1", NULL, NULL), TG_E_CHALLENGE_REQUIRED);
+    ASSERT_STATUS(tg_challenge_passed(e, "login", "+447520001001", "2001:db8::1"), TG_OK);
+    ASSERT_STATUS(tg_clock_advance(e, 61 * 1000), TG_OK);
+    ASSERT_STATUS(g_send(e, "login", "+447520001001", "2001:db8::1", NULL, NULL), TG_E_CHALLENGE_REQUIRED);
+    ASSERT_STATUS(tg_challenge_passed(e, "login", "+447520001001", "2001:db8::1"), TG_OK);
+    ASSERT_STATUS(tg_clock_advance(e, 59 * 1000), TG_OK);
+    ASSERT_STATUS(g_grant_in(e, "login", "+447520001001", "2001:db8::1", NULL), TG_OK);
+    tg_engine_close(e);
 }
 
 static void test_number_parse(void)
@@ -539,6 +615,7 @@ int main(void)
     RUN_TEST(test_guard_init);
     RUN_TEST(test_guard_set_bad_input);
     RUN_TEST(test_send_begin_from_bad_input);
+    RUN_TEST(test_challenge_passed_bad_input);
     RUN_TEST(test_number_parse);
     RUN_TEST(test_guard_subscribe_bad_input);
     RUN_TEST(test_callback_reenters);

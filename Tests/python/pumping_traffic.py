@@ -67,6 +67,17 @@ VERIFY_MIN_MS, VERIFY_MEAN_MS, VERIFY_MAX_MS = 10 * SECOND, 50 * SECOND, 10 * MI
 # unverified_after_seconds; the anchor counts it from its send).
 UNVERIFIED_AFTER = 120 * SECOND
 RESEND_AFTER_MS = (70 * SECOND, 180 * SECOND)  # the policy's cooldown is 60 s
+# Who passes a challenge (tickgate.ChallengeRequired) when the guard asks
+# one: people nearly always, bots nearly never.
+P_PASS = {"legit": 0.95, "attack": 0.02}
+# The guard's settings that answer every country and range signal with a
+# challenge instead of a refusal (the address signals keep refusing).
+CHALLENGES = dict(
+    range_signals=1,
+    challenge_signals=W.UNVERIFIED_BY_COUNTRY_DAILY | W.UNVERIFIED_BY_COUNTRY_HOURLY
+    | W.UNVERIFIED_BY_RANGE_DAILY | W.UNVERIFIED_BY_RANGE_HOURLY,
+)
+RANGE_WARNINGS = W.UNVERIFIED_BY_RANGE_DAILY | W.UNVERIFIED_BY_RANGE_HOURLY
 
 
 @dataclass(frozen=True)
@@ -395,7 +406,9 @@ class Attempt:
     address: Optional[str]
     granted: bool
     refusal: str  # "" when granted, else the error's class name
-    expected: Optional[Tuple[Dict[str, int], Dict[str, int], W]]  # the ledger's counts, thresholds, warnings
+    # Challenged, then the person passed and sent again (the next attempt).
+    passed: bool = False
+    expected: Optional[Tuple[Dict[str, int], Dict[str, int], W]] = None  # the ledger's counts, thresholds, warnings
     record: Optional[tickgate.GuardRecord] = None
 
 
@@ -410,6 +423,15 @@ class Outcome:
 
     def of(self, kind: str) -> List[Attempt]:
         return [a for a in self.attempts if a.kind == kind]
+
+    def challenged(self, kind: str) -> int:
+        """Sends of `kind` answered with a challenge."""
+        return sum(1 for a in self.attempts if a.kind == kind and a.refusal == "ChallengeRequired")
+
+    def turned_away(self, kind: str) -> int:
+        """Sends of `kind` that got no code: refused, or challenged and
+        the challenge not passed."""
+        return sum(1 for a in self.attempts if a.kind == kind and not a.granted and not a.passed)
 
     def granted(self, kind: str) -> int:
         return sum(1 for a in self.attempts if a.kind == kind and a.granted)
@@ -450,8 +472,13 @@ class Outcome:
 
 
 class _Run:
-    def __init__(self, scenario: Scenario, mode: tickgate.GuardMode, seed: str) -> None:
+    def __init__(self, scenario: Scenario, mode: tickgate.GuardMode, seed: str,
+                 guard: Optional[Dict[str, object]] = None) -> None:
         self.scenario, self.size, self.mode, self.seed = scenario, scenario.size, mode, seed
+        self.guard = dict(guard or {})
+        # Challenges passed or not: draws of their own, so that the day's
+        # traffic is the same with challenges or without.
+        self.passes = random.Random(f"tickgate pumping passes {scenario.key}{seed}")
         # The history is the same for every scenario of a size; the day's
         # draws are the scenario's own.
         self.rng = random.Random(f"tickgate pumping history {self.size.key}{seed}")
@@ -474,7 +501,7 @@ class _Run:
 
     def set_guard(self, mode: tickgate.GuardMode) -> None:
         self.engine.set_guard(SCOPE, mode, always_allow_numbers=[self.size.qa_pattern],
-                              always_allow_addresses=[OFFICE_CIDR])
+                              always_allow_addresses=[OFFICE_CIDR], **self.guard)  # type: ignore[arg-type]
 
     # -- the clock and the queue -------------------------------------------------
 
@@ -517,11 +544,16 @@ class _Run:
             ticket.succeeded()
             if judged and self.tracking:
                 self.ledger.sent(self.now, number, country, address)
+        # Asked a challenge: a person passes it (nearly always), then asks again.
+        passed = refusal == "ChallengeRequired" and self.passes.random() < P_PASS.get(kind, 0.0)
         if self.recording:
             self.outcome.attempts.append(
-                Attempt(kind, self.now - self.day_start, number, address, not refusal, refusal, expected))
-        elif refusal:
+                Attempt(kind, self.now - self.day_start, number, address, not refusal, refusal, passed, expected))
+        elif refusal and not passed:
             self.outcome.history_refused += 1
+        if passed:
+            self.engine.challenge_passed(SCOPE, number, address)
+            return self.send(kind, number, country, address)
         return not refusal
 
     def verify(self, number: str) -> None:
@@ -665,18 +697,22 @@ class _Run:
             else:
                 counts, thresholds, warnings = attempt.expected
                 got, want = dict(record.counts), dict(counts, **thresholds)
-                if got != want or record.warnings != warnings:
+                # (The ranges are the stores' vectors' to check: the
+                # formulas here are the country's and the address's.)
+                if got != want or record.warnings & ~RANGE_WARNINGS != warnings:
                     diff = {k: (got.get(k), v) for k, v in want.items() if got.get(k) != v}
                     self.outcome.mismatches.append(
                         f"{clock(attempt.at)} {attempt.kind} {attempt.number} from {attempt.address}: "
                         f"(engine, formulas) {diff}, warnings {record.warnings!r} vs {warnings!r}")
 
 
-def simulate(scenario: Scenario, mode: tickgate.GuardMode = tickgate.GuardMode.ENFORCE, seed: str = "") -> Outcome:
+def simulate(scenario: Scenario, mode: tickgate.GuardMode = tickgate.GuardMode.ENFORCE, seed: str = "",
+             guard: Optional[Dict[str, object]] = None) -> Outcome:
     """Plays `scenario` with the guard in `mode`; `seed` (default: none)
-    draws other traffic of the same kind."""
+    draws other traffic of the same kind; `guard`: more of set_guard's
+    settings (CHALLENGES: ranges, and challenges instead of refusals)."""
     started = time.perf_counter()
-    outcome = _Run(scenario, mode, seed).run()
+    outcome = _Run(scenario, mode, seed, guard).run()
     outcome.seconds = time.perf_counter() - started
     return outcome
 

@@ -802,6 +802,150 @@ def test_two_engines_judge_by_the_same_counts(shared: Store) -> None:
     wait_unguarded(b)
 
 
+def test_a_range_over_its_threshold_is_refused_and_named(store: Store) -> None:
+    """Codes of one carrier's block (+44752000...) are refused by the
+    narrowest range that holds them, named in the refusal and the record;
+    another kind of number (+4474...) is judged by its own ranges."""
+    engine = store.open()
+    records = Records(engine)
+    engine.set_guard("login", GuardMode.ENFORCE, range_signals=1, range_daily_minimum=1000,
+                     range_hourly_minimum=2, country_hourly_divisor=1000000, **QUIET)
+    grant(engine, "+447520001001", "198.51.100.1")
+    grant(engine, "+447520001002", "198.51.100.2")
+    with pytest.raises(tickgate.PumpingSuspected) as refused:
+        engine.send_begin("login", "+447520001003", client_address="198.51.100.3")
+    assert "range +44752000: 2 of 1000 a day, 2 of 2 an hour" in str(refused.value)
+    record = records.last()
+    assert record.warnings == PumpingWarning.UNVERIFIED_BY_RANGE_HOURLY
+    assert record.warnings.names == ("unverified_by_range_hourly",)
+    assert record.range == "+44752000"
+    assert (record.count("range_unverified_hour"), record.count("range_hourly_threshold")) == (2, 2)
+    assert record.count("range_daily_threshold") == 1000
+    # The country (its thresholds 1000) and another kind of number pass.
+    grant(engine, "+447400123456", "198.51.100.4")
+    assert records.last().warnings == PumpingWarning(0)
+    assert records.last().range == ""
+    # A verified code leaves the range's count: room for one more.
+    engine.verified("login", "+447520001001")
+    grant(engine, "+447520001004")
+    with pytest.raises(tickgate.PumpingSuspected):
+        engine.send_begin("login", "+447520001005")
+
+
+def test_ranges_are_off_unless_set(store: Store) -> None:
+    engine = store.open()
+    records = Records(engine)
+    engine.set_guard("login", GuardMode.ENFORCE, range_hourly_minimum=0, **QUIET)
+    for n in range(3):
+        grant(engine, f"+44752000100{n}")
+    assert records.last().warnings == PumpingWarning(0)
+    assert records.last().range == ""
+
+
+def test_record_only_records_a_range_and_grants(store: Store) -> None:
+    engine = store.open()
+    records = Records(engine)
+    engine.set_guard("login", GuardMode.RECORD_ONLY, range_signals=1, range_daily_minimum=1,
+                     range_hourly_minimum=1, **QUIET)
+    grant(engine, "+447520001001")
+    grant(engine, "+447520001002")
+    record = records.last()
+    assert record.granted
+    assert record.warnings == PumpingWarning.UNVERIFIED_BY_RANGE_DAILY | PumpingWarning.UNVERIFIED_BY_RANGE_HOURLY
+    assert record.range == "+44752000"
+
+
+def test_two_engines_count_the_same_ranges(shared: Store) -> None:
+    a = shared.open()
+    b = shared.open()
+    records_b = Records(b)
+    a.set_guard("login", GuardMode.ENFORCE, range_signals=1, range_daily_minimum=1000, range_hourly_minimum=2,
+                country_hourly_divisor=1000000, **QUIET)
+    wait_guarded(b)
+    grant(a, "+447520001001")
+    grant(b, "+447520001002")
+    with pytest.raises(tickgate.PumpingSuspected):
+        a.send_begin("login", "+447520001003")
+    with pytest.raises(tickgate.PumpingSuspected):
+        b.send_begin("login", "+447520001004")
+    assert records_b.last().range == "+44752000"
+    # A verification on B frees the range on A.
+    b.verified("login", "+447520001001")
+    grant(a, "+447520001005")
+
+
+CHALLENGED = dict(range_signals=1, range_daily_minimum=1000, range_hourly_minimum=1, country_hourly_divisor=1000000,
+                  challenge_signals=PumpingWarning.UNVERIFIED_BY_RANGE_DAILY | PumpingWarning.UNVERIFIED_BY_RANGE_HOURLY)
+
+
+def test_a_challenge_instead_of_a_refusal(store: Store) -> None:
+    """A send whose warnings all challenge raises ChallengeRequired (its
+    message and record name the signal); once the person passed, the next
+    send of the number from the address goes through, once, counted."""
+    engine = store.open()
+    records = Records(engine)
+    engine.set_guard("login", GuardMode.ENFORCE, **CHALLENGED, **QUIET)
+    x = "198.51.100.2"
+    grant(engine, "+447520001001", "198.51.100.1")
+    with pytest.raises(tickgate.ChallengeRequired) as asked:
+        engine.send_begin("login", "+447520001002", client_address=x)
+    assert asked.value.status == Status.E_CHALLENGE_REQUIRED
+    assert "a challenge is required: unverified_by_range_hourly" in str(asked.value)
+    record = records.last()
+    assert record.status == Status.E_CHALLENGE_REQUIRED and not record.challenge_passed
+    assert record.range == "+44752000"
+    engine.challenge_passed("login", "+447520001002", x)
+    with pytest.raises(tickgate.ChallengeRequired):  # another address: no pass
+        engine.send_begin("login", "+447520001002", client_address="198.51.100.3")
+    grant(engine, "+447520001002", x)
+    record = records.last()
+    assert record.granted and record.challenge_passed
+    assert record.warnings == PumpingWarning.UNVERIFIED_BY_RANGE_HOURLY
+    # Once: the pass is used up; and the code was counted.
+    with pytest.raises(tickgate.ChallengeRequired):
+        engine.send_begin("login", "+447520001003", client_address=x)
+    assert records.last().count("range_unverified_hour") == 2
+    # Never past a cooldown.
+    engine.challenge_passed("login", "+447520001002", x)
+    with pytest.raises(tickgate.CoolingDown):
+        engine.send_begin("login", "+447520001002", client_address=x)
+
+
+def test_a_pass_is_one_truth_on_a_shared_store(shared: Store) -> None:
+    a = shared.open()
+    b = shared.open()
+    a.set_guard("login", GuardMode.ENFORCE, **CHALLENGED, **QUIET)
+    wait_guarded(b)
+    grant(a, "+447520001001")
+    with pytest.raises(tickgate.ChallengeRequired):
+        b.send_begin("login", "+447520001002")
+    b.challenge_passed("login", "+447520001002")
+    grant(a, "+447520001002")
+    with pytest.raises(tickgate.ChallengeRequired):
+        b.send_begin("login", "+447520001003")
+
+
+def test_challenge_passed_refuses_bad_input(store: Store) -> None:
+    engine = store.open()
+    with pytest.raises(tickgate.NotFound):
+        engine.challenge_passed("login", "+447520001001")
+    engine.set_guard("login", GuardMode.ENFORCE, **QUIET)
+    with pytest.raises(tickgate.NotFound, match="no guard with challenge signals"):
+        engine.challenge_passed("login", "+447520001001")
+    engine.set_guard("login", GuardMode.ENFORCE, **CHALLENGED, **QUIET)
+    for number in ["447520001001", "+44 7520", "alice", "+4475200010011234567"]:
+        with pytest.raises(tickgate.InvalidNumber):
+            engine.challenge_passed("login", number)
+    with pytest.raises(tickgate.InvalidArgument):
+        engine.challenge_passed("login", "+447520001001", "203.0.113.256")
+    with pytest.raises(tickgate.InvalidKey):
+        engine.challenge_passed("", "+447520001001")
+    with pytest.raises(tickgate.InvalidArgument, match="challenge_signals"):
+        engine.set_guard("login", GuardMode.ENFORCE, challenge_signals=0x80)
+    with pytest.raises(tickgate.InvalidArgument, match="challenge_pass_seconds"):
+        engine.set_guard("login", GuardMode.ENFORCE, challenge_signals=1, challenge_pass_seconds=0)
+
+
 def test_a_verification_on_an_engine_that_never_sent_counts(shared: Store) -> None:
     a = shared.open()
     b = shared.open()
@@ -945,6 +1089,9 @@ def test_a_record_callback_that_raises_does_not_stop_the_engine(store: Store) ->
     (dict(allowed_destinations=["CN,US"]), tickgate.InvalidArgument, "one entry"),
     (dict(allowed_destinations=["CN"] * 30000), tickgate.InvalidArgument, "65536"),
     (dict(always_allow_numbers=["+1555"] * 1001), tickgate.InvalidArgument, "1000"),
+    (dict(range_signals=2), tickgate.InvalidArgument, "range_signals"),
+    (dict(range_signals=1, range_daily_minimum=1000001), tickgate.InvalidArgument, "range_daily_minimum"),
+    (dict(range_signals=1, range_hourly_minimum=-1), tickgate.InvalidArgument, "range_hourly_minimum"),
 ])
 def test_bad_guards_are_refused_and_change_nothing(store: Store, options: dict, error: type,
                                                   named: str) -> None:

@@ -14,7 +14,7 @@ import pytest
 
 import tickgate
 from pumping_traffic import (
-    MANY_COUNTRIES, OFFICE_CIDR, OFFICE_CODES, QA_CODES, SCENARIOS, SIZE_20, SIZES, UNVERIFIED_AFTER, Outcome, W,
+    CHALLENGES, HOUR, MANY_COUNTRIES, OFFICE_CIDR, OFFICE_CODES, QA_CODES, SCENARIOS, SIZE_20, SIZES, UNVERIFIED_AFTER, Outcome, W,
     clock,
     scenarios_of, simulate, table, warning_names,
 )
@@ -130,6 +130,34 @@ def test_always_allowed_are_never_blocked_nor_counted(size) -> None:
     assert all(a.record.warnings == W(0) and a.record.count("country_unverified_day") == 0 for a in qa + office)
     assert o.mismatches == []
     assert o.most("country_unverified_day") < o.most("country_daily_threshold")
+
+
+# Ten draws of the launch day besides the default one.
+LAUNCH_SEEDS = [f" draw {n}" for n in range(10)]
+
+
+@pytest.mark.parametrize("size", ["1k", "20"])
+def test_a_launch_in_enforce_with_challenges_refuses_no_one(size: str) -> None:
+    """With no history, ENFORCE with the country's and the ranges' signals
+    answering with a challenge (CHALLENGES): over 10 draws no legitimate
+    user is refused; the only ones turned away are those who did not pass
+    the challenge (5 % of the challenged), and those who passed and
+    verified grow the thresholds like any verified code. `pytest -s`
+    prints, per draw, the challenges by hour."""
+    for seed in LAUNCH_SEEDS:
+        o = simulate(BY_KEY[f"{size}-launch"], ENFORCE, seed, CHALLENGES)
+        legit = o.of("legit")
+        assert o.mismatches == [], seed
+        assert {a.refusal for a in legit if not a.granted} <= {"ChallengeRequired"}, seed
+        challenged = [a for a in legit if a.refusal == "ChallengeRequired"]
+        failed = [a for a in challenged if not a.passed]
+        assert o.turned_away("legit") == len(failed)
+        assert len(failed) <= 0.1 * len(challenged) + 3, seed
+        by_hour: dict = {}
+        for a in challenged:
+            by_hour[a.at // HOUR] = by_hour.get(a.at // HOUR, 0) + 1
+        print(f"{size}{seed}: {len(legit) - sum(1 for a in legit if a.passed)} legit sends, "
+              f"{len(challenged)} challenged, {len(failed)} did not pass; by hour {by_hour}")
 
 
 def test_print_the_table() -> None:

@@ -30,12 +30,19 @@ local run = {
     for k, v in pairs(i.t) do t[k] = v end
     local j = R.guard_judge(t, i.c)
     local names, bits = {}, {'unverified_by_country_daily', 'unverified_by_country_hourly',
-      'unverified_by_address_daily', 'unverified_by_address_hourly', 'countries_by_address_daily'}
+      'unverified_by_address_daily', 'unverified_by_address_hourly', 'countries_by_address_daily',
+      'unverified_by_range_daily', 'unverified_by_range_hourly'}
     for b, name in ipairs(bits) do
       if math.floor(j.warnings / 2 ^ (b - 1)) % 2 == 1 then names[#names + 1] = name end
     end
-    return {warnings = names, country_daily = num(j.country_daily), country_hourly = num(j.country_hourly),
-            address_daily = num(j.address_daily), address_hourly = num(j.address_hourly)}
+    local out = {warnings = names, country_daily = num(j.country_daily), country_hourly = num(j.country_hourly),
+                 address_daily = num(j.address_daily), address_hourly = num(j.address_hourly)}
+    if i.c.ranges then
+      out.range, out.range_unverified_day, out.range_unverified_hour = j.range, num(j.range_unverified_day),
+        num(j.range_unverified_hour)
+      out.range_daily, out.range_hourly = num(j.range_daily), num(j.range_hourly)
+    end
+    return out
   end,
   guard_windows = function(i)
     local w = R.guard_windows(i.now, i.after)
@@ -43,6 +50,9 @@ local run = {
             verified_day = num(w.verified_day), verified_hour = num(w.verified_hour)}
   end,
   guard_refuses = function(i) return {refuses = R.guard_refuses(i.mode, {warnings = i.warnings})} end,
+  guard_answer = function(i)
+    return {answer = R.guard_answer(i.mode, {warnings = i.warnings}, i.challenge, i.passed)}
+  end,
   verified_daily_maximum = function(i)
     local days = {}
     for _, pair in ipairs(i.days) do days[pair[1]] = pair[2] end

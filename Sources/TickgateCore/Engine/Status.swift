@@ -95,6 +95,13 @@ public enum Status: Int32, Sendable {
     /// the message says how many. Nothing was changed: stop or upgrade them,
     /// then call again.
     case olderEnginesLive = 24
+    /// The guard of the scope (in TG_GUARD_ENFORCE mode) asks for a challenge:
+    /// every signal the send crossed answers with a challenge
+    /// (tg_guard.challenge_signals), not a refusal; the message names them.
+    /// Show the person a challenge (a CAPTCHA, a proof of work, another
+    /// factor); once passed, call tg_challenge_passed and send again. Nothing
+    /// was charged.
+    case challengeRequired = 25
 
     /// Static English text for the status (`tg_status_string`).
     public var text: StaticString {
@@ -124,6 +131,7 @@ public enum Status: Int32, Sendable {
         case .destinationRefused: "destination refused"
         case .pumpingSuspected: "SMS pumping suspected"
         case .olderEnginesLive: "engines of an older format live"
+        case .challengeRequired: "challenge required"
         }
     }
 }

@@ -10,6 +10,8 @@ struct ConversionLedger {
         var subject: KeyName
         var country: String
         var address: ClientAddress?
+        /// The number's ranges it was counted in (none: no range signals).
+        var ranges: [String] = []
         var sentAt: Instant
         var verified: Bool
     }
@@ -68,10 +70,14 @@ struct ConversionLedger {
     private(set) var latest: [KeyName: String] = [:]
     private var countries: [String: Series] = [:]
     private var addresses: [ClientAddress: Series] = [:]
+    /// Per number range (`GuardRules.ranges`), as per country.
+    private(set) var ranges: [String: Series] = [:]
     /// Per address, per country: its last send and last verification.
     private var addressCountries: [ClientAddress: [String: (sent: Instant, verified: Instant?)]] = [:]
     /// Per country, per day of the clock: codes verified.
     private var days: [String: [Int64: Int]] = [:]
+    /// Per range, per day of the clock: codes verified.
+    private(set) var rangeDays: [String: [Int64: Int]] = [:]
     private var lastPrune: Instant?
 
     static func dayNumber(_ instant: Instant) -> Int64 {
@@ -80,10 +86,11 @@ struct ConversionLedger {
         return nanoseconds >= 0 ? nanoseconds / day : -((-(nanoseconds &+ 1)) / day) - 1
     }
 
-    /// The counts for a send to `country` from `address` at `now`, codes
-    /// counted unverified from `unverifiedAfter` past their send.
-    func counts(country: String, address: ClientAddress?, historyDays: Int, unverifiedAfter: Span,
-                at now: Instant) -> GuardCounts {
+    /// The counts for a send to `country` (and its `ranges`) from
+    /// `address` at `now`, codes counted unverified from `unverifiedAfter`
+    /// past their send.
+    func counts(country: String, ranges names: [String] = [], address: ClientAddress?, historyDays: Int,
+                unverifiedAfter: Span, at now: Instant) -> GuardCounts {
         var counts = GuardCounts()
         let w = GuardRules.windows(at: now, unverifiedAfter: unverifiedAfter)
         let (dayAgo, hourAgo, due) = (w.verifiedSinceDay, w.verifiedSinceHour, w.unverifiedUntil)
@@ -98,6 +105,20 @@ struct ConversionLedger {
             let today = Self.dayNumber(now)
             counts.countryVerifiedDailyMaximum = GuardRules.verifiedDailyMaximum(history, today: today,
                                                                                  historyDays: historyDays)
+        }
+        for name in names {
+            var range = RangeCounts(range: name)
+            if let series = ranges[name] {
+                range.unverifiedDay = series.unverified(since: sentDayAgo, until: due)
+                range.unverifiedHour = series.unverified(since: sentHourAgo, until: due)
+                range.verifiedDay = series.verified(since: dayAgo)
+                range.verifiedHour = series.verified(since: hourAgo)
+            }
+            if let history = rangeDays[name] {
+                range.verifiedDailyMaximum = GuardRules.verifiedDailyMaximum(history, today: Self.dayNumber(now),
+                                                                             historyDays: historyDays)
+            }
+            counts.ranges.append(range)
         }
         if let address {
             counts.hasAddress = true
@@ -119,12 +140,14 @@ struct ConversionLedger {
     }
 
     /// A code went out to `subject` (its key's last code from now on).
-    mutating func sent(_ id: String, subject: KeyName, country: String, address: ClientAddress?, at now: Instant,
-                       historyDays: Int) {
+    mutating func sent(_ id: String, subject: KeyName, country: String, ranges names: [String] = [],
+                       address: ClientAddress?, at now: Instant, historyDays: Int) {
         prune(at: now, historyDays: historyDays)
-        codes[id] = Code(subject: subject, country: country, address: address, sentAt: now, verified: false)
+        codes[id] = Code(subject: subject, country: country, address: address, ranges: names, sentAt: now,
+                         verified: false)
         latest[subject] = id
         countries[country, default: Series()].sent.append(now)
+        for name in names { ranges[name, default: Series()].sent.append(now) }
         if let address {
             addresses[address, default: Series()].sent.append(now)
             let verified = addressCountries[address]?[country]?.verified
@@ -140,6 +163,7 @@ struct ConversionLedger {
             if let index = list.lastIndex(of: instant) { list.remove(at: index) }
         }
         remove(code.sentAt, &countries[code.country, default: Series()].sent)
+        for name in code.ranges { remove(code.sentAt, &ranges[name, default: Series()].sent) }
         if let address = code.address {
             remove(code.sentAt, &addresses[address, default: Series()].sent)
             // The country stays one the address asked for only by another
@@ -172,6 +196,11 @@ struct ConversionLedger {
         codes[id] = code
         address = code.address
         Series.insertSorted(code.sentAt, into: &countries[code.country, default: Series()].verifiedSent)
+        for name in code.ranges {
+            Series.insertSorted(code.sentAt, into: &ranges[name, default: Series()].verifiedSent)
+            ranges[name, default: Series()].verifiedAt.append(now)
+            rangeDays[name, default: [:]][Self.dayNumber(now), default: 0] += 1
+        }
         if let address {
             Series.insertSorted(code.sentAt, into: &addresses[address, default: Series()].verifiedSent)
         }
@@ -199,6 +228,10 @@ struct ConversionLedger {
             countries[key]?.prune(sentBefore: sentDayAgo, before: dayAgo)
             if countries[key]?.isEmpty == true { countries.removeValue(forKey: key) }
         }
+        for key in Array(ranges.keys) {
+            ranges[key]?.prune(sentBefore: sentDayAgo, before: dayAgo)
+            if ranges[key]?.isEmpty == true { ranges.removeValue(forKey: key) }
+        }
         for key in Array(addresses.keys) {
             addresses[key]?.prune(sentBefore: sentDayAgo, before: dayAgo)
             if addresses[key]?.isEmpty == true { addresses.removeValue(forKey: key) }
@@ -209,6 +242,10 @@ struct ConversionLedger {
         }
         let oldest = Self.dayNumber(now) - Int64(max(historyDays, GuardThresholds.maximumHistoryDays))
         days = days.compactMapValues { history in
+            let kept = history.filter { $0.key > oldest }
+            return kept.isEmpty ? nil : kept
+        }
+        rangeDays = rangeDays.compactMapValues { history in
             let kept = history.filter { $0.key > oldest }
             return kept.isEmpty ? nil : kept
         }

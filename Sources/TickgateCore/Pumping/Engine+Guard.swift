@@ -92,6 +92,7 @@ extension Engine {
             // knows it, which its notices keep the store's: no bypass, no
             // destination rule first).
             if let rules = state.guards.rules[key.scope], rules.mode == .enforce,
+               rules.challengeSignals.isDisjoint(with: [.unverifiedByCountryDaily, .unverifiedByCountryHourly]),
                rules.alwaysAllowed(number, address) == nil, rules.refusal(of: number) == nil,
                let known = state.refusals.refuseGuarded(spot, at: state.now()) {
                 record.mode = rules.mode
@@ -192,10 +193,12 @@ extension Engine {
         }
         record.judgment = judgment
         record.counts = counts
-        if GuardRules.refuses(judgment, mode: rules.mode) {
+        let answer = GuardRules.answer(judgment, mode: rules.mode, challenge: rules.challengeSignals,
+                                       passed: judgment.challengePassed)
+        if answer != .grant {
             if counted {
                 giveBack(pending)
-            } else if let store, let reading = screened?.reading, store.refusesLocally, store.hearsKeys,
+            } else if answer == .refuse, let store, let reading = screened?.reading, store.refusesLocally, store.hearsKeys,
                       !judgment.warnings.isDisjoint(with: [.unverifiedByCountryDaily, .unverifiedByCountryHourly]) {
                 // Refused by the country's counts as the store read them:
                 // the country's next sends are refused here until they can
@@ -206,7 +209,8 @@ extension Engine {
                                                 at: state.now())
                 }
             }
-            throw Self.pumpingSuspected(judgment, counts, country: country, rules: rules, known: false)
+            throw Self.pumpingSuspected(judgment, counts, country: country, rules: rules, known: false,
+                                        challenge: answer == .challenge)
         }
         let ticket: UInt64
         do {
@@ -276,7 +280,9 @@ extension Engine {
             case let .judged(reading, judgment, false)?:
                 take(answer, record: &record)
                 let counts = reading.counts
-                if store?.refusesLocally == true, store?.hearsKeys == true,
+                let answer = GuardRules.answer(judgment, mode: rules.mode, challenge: rules.challengeSignals,
+                                               passed: judgment.challengePassed)
+                if answer == .refuse, store?.refusesLocally == true, store?.hearsKeys == true,
                    !judgment.warnings.isDisjoint(with: [.unverifiedByCountryDaily, .unverifiedByCountryHourly]) {
                     locked.withLock { state in
                         state.refusals.guards.learn(spot, mark: mark, read: reading, counts: counts,
@@ -284,7 +290,8 @@ extension Engine {
                                                     unverifiedAfter: rules.thresholds.unverifiedAfter, at: state.now())
                     }
                 }
-                throw Self.pumpingSuspected(judgment, counts, country: country, rules: rules, known: false)
+                throw Self.pumpingSuspected(judgment, counts, country: country, rules: rules, known: false,
+                                            challenge: answer == .challenge)
             default:
                 throw TickgateError(.storeCorrupt, "the store's guard answered a send it screened without its screen",
                                     store: .corrupt)
@@ -305,6 +312,34 @@ extension Engine {
         }
     }
 
+    /// The person asking codes for `key`'s number from `address` passed a
+    /// challenge: the next send of the number from the address goes
+    /// through the guard's challenge signals, once, within its
+    /// `challengePassSeconds` (the store's guard on a store, which keeps
+    /// the pass). `.notFound` when the scope has no guard with challenge
+    /// signals; nothing is kept on an error.
+    public func challengePassed(_ key: CountdownKey, from address: ClientAddress?) throws(TickgateError) {
+        _ = try PhoneNumber.parse(key.subject.value)
+        if let store {
+            try store.guardChallengePassed(scope: key.scope, subject: key.subject, address: address)
+            return
+        }
+        try locked.withLock { (state) throws(TickgateError) in
+            try state.checkOpen()
+            guard let rules = state.guards.rules[key.scope], !rules.challengeSignals.isEmpty else {
+                throw TickgateError(.notFound, "the scope \(key.scope.value) has no guard with challenge signals")
+            }
+            let now = state.now()
+            var passes = (state.guards.passes[key.scope] ?? [:]).filter { $0.value > now }
+            guard passes.count < GuardBook.maximumPasses else {
+                throw TickgateError(.busy, "\(GuardBook.maximumPasses) challenge passes of \(key.scope.value) wait for their send")
+            }
+            passes[GuardBook.passKey(key.subject, address)] =
+                now.advanced(by: Span(nanoseconds: Int64(rules.challengePassSeconds) * 1_000_000_000))
+            state.guards.passes[key.scope] = passes
+        }
+    }
+
     /// A granted code is counted unverified: given back if its send fails.
     private func keepPending(_ pending: GuardBook.PendingCode, ticket: UInt64) {
         locked.withLock { state in
@@ -319,15 +354,20 @@ extension Engine {
 
     /// The refusal of a send judged with `judgment` (`known`: by a refusal
     /// known already, whose address counts are not known).
+    /// (`challenge`: every warning asks a challenge: `.challengeRequired`.)
     private static func pumpingSuspected(_ judgment: GuardJudgment, _ counts: GuardCounts, country: String,
-                                         rules: Guard, known: Bool) -> TickgateError {
+                                         rules: Guard, known: Bool, challenge: Bool = false) -> TickgateError {
         var warnings = judgment.warnings
         if known { warnings.formIntersection([.unverifiedByCountryDaily, .unverifiedByCountryHourly]) }
         let address = counts.hasAddress && !known
             ? "; address: \(counts.addressUnverifiedDay) of \(judgment.addressDaily) a day, \(counts.addressUnverifiedHour) of \(judgment.addressHourly) an hour, \(counts.addressCountriesDay) countries of \(rules.thresholds.addressCountriesMaximum)"
             : ""
-        return TickgateError(.pumpingSuspected,
-            "\(warnings.names) (\(country): \(counts.countryUnverifiedDay) unverified in a day of \(judgment.countryDaily) allowed, \(counts.countryUnverifiedHour) in an hour of \(judgment.countryHourly)\(address))"
+        // The narrowest range that warned: numbers outside it are not
+        // refused by it.
+        let range = judgment.range.isEmpty || known ? ""
+            : "; range \(judgment.range): \(judgment.rangeUnverifiedDay) of \(judgment.rangeDaily) a day, \(judgment.rangeUnverifiedHour) of \(judgment.rangeHourly) an hour"
+        return TickgateError(challenge ? .challengeRequired : .pumpingSuspected,
+            (challenge ? "a challenge is required: " : "") + "\(warnings.names) (\(country): \(counts.countryUnverifiedDay) unverified in a day of \(judgment.countryDaily) allowed, \(counts.countryUnverifiedHour) in an hour of \(judgment.countryHourly)\(range)\(address))"
             + (known ? "; known from an earlier read of the store, until a code is verified or given back" : ""))
     }
 
@@ -341,12 +381,24 @@ extension Engine {
             try state.checkOpen()
             let now = state.now()
             var ledger = state.guards.ledgers[code.scope] ?? ConversionLedger()
-            let counts = ledger.counts(country: code.country, address: code.address, historyDays: historyDays,
-                                       unverifiedAfter: rules.thresholds.unverifiedAfter, at: now)
-            let judgment = GuardRules.judge(counts, by: rules.thresholds)
-            if GuardRules.refuses(judgment, mode: rules.mode) { return (counts, judgment, false) }
-            ledger.sent(code.code, subject: code.subject, country: code.country, address: code.address, at: now,
-                        historyDays: historyDays)
+            let ranges = rules.rangeSignals ? GuardRules.ranges(ofSubject: code.subject) : []
+            let counts = ledger.counts(country: code.country, ranges: ranges, address: code.address,
+                                       historyDays: historyDays, unverifiedAfter: rules.thresholds.unverifiedAfter,
+                                       at: now)
+            var judgment = GuardRules.judge(counts, by: rules.thresholds)
+            let passKey = GuardBook.passKey(code.subject, code.address)
+            let passed = state.guards.passes[code.scope]?[passKey].map { $0 > now } ?? false
+            switch GuardRules.answer(judgment, mode: rules.mode, challenge: rules.challengeSignals, passed: passed) {
+            case .refuse, .challenge: return (counts, judgment, false)
+            case .grant:
+                if GuardRules.refuses(judgment, mode: rules.mode) {
+                    // Through its warnings by the pass, used up.
+                    judgment.challengePassed = true
+                    state.guards.passes[code.scope]?[passKey] = nil
+                }
+            }
+            ledger.sent(code.code, subject: code.subject, country: code.country, ranges: ranges,
+                        address: code.address, at: now, historyDays: historyDays)
             state.guards.ledgers[code.scope] = ledger
             return (counts, judgment, true)
         }
@@ -403,7 +455,10 @@ extension Engine {
         if let store {
             // Best effort: the verification stands; a miss leaves the code
             // counted unverified (the safe side).
-            try? store.guardVerified(scope: key.scope, subject: key.subject, country: country)
+            // (The number's ranges: the store counts them if its guard has
+            // range signals, whatever this engine's copy says.)
+            try? store.guardVerified(scope: key.scope, subject: key.subject, country: country,
+                                     ranges: GuardRules.ranges(of: number))
             locked.withLock { state in state.refusals.guards.noticed() }
         } else {
             locked.withLock { state in

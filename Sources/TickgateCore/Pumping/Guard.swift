@@ -32,6 +32,19 @@ public struct Guard: Sendable, Equatable {
     /// On Redis: keep about this many decision records in the scope's
     /// stream ("P u{SCOPE}records"); 0: none.
     public var recordStreamLength = 0
+    /// Count and judge the number's ranges too (`GuardRules.ranges`),
+    /// each by the country's formulas over its own verified history
+    /// (docs/pumping.md, "Number ranges").
+    public var rangeSignals = false
+    /// The signals that answer with a challenge instead of a refusal in
+    /// `.enforce` (`GuardRules.answer`): `.challengeRequired`, and a send
+    /// after `Engine.challengePassed` goes through them, once.
+    public var challengeSignals: PumpingWarnings = []
+    /// How long a passed challenge waits for its send.
+    public var challengePassSeconds = 600
+
+    /// The longest `challengePassSeconds`.
+    public static let maximumChallengePassSeconds = 3600
 
     /// Most entries a record stream may keep.
     public static let maximumStreamLength = 10_000_000
@@ -66,6 +79,14 @@ public struct Guard: Sendable, Equatable {
             throw TickgateError(.invalidArgument, "always-allow country \"\(region.prefix(20))\" is not a region code such as CN or US")
         }
         try thresholds.validate()
+        guard challengeSignals.isSubset(of: PumpingWarnings.every) else {
+            throw TickgateError(.invalidArgument,
+                "challenge_signals is \(challengeSignals.rawValue); it holds bits that are no TG_WARNING_*")
+        }
+        guard (1...Self.maximumChallengePassSeconds).contains(challengePassSeconds) else {
+            throw TickgateError(.invalidArgument,
+                "challenge_pass_seconds is \(challengePassSeconds); it must be 1 ... \(Self.maximumChallengePassSeconds)")
+        }
         guard (0...Self.maximumStreamLength).contains(recordStreamLength) else {
             throw TickgateError(.invalidArgument,
                 "record_stream_length is \(recordStreamLength); it must be 0 ... \(Self.maximumStreamLength)")
@@ -116,6 +137,55 @@ public struct Guard: Sendable, Equatable {
                 list(alwaysAllowAddresses), alwaysAllowCountries.joined(separator: ","),
                 alwaysAllowSkipsBudgets ? "1" : "0", thresholds.encoded, String(recordStreamLength)]
             .joined(separator: ";")
+    }
+
+    /// What a release before 0.2.0 does not read, kept beside `encoded`
+    /// (not in it: 0.1.0 takes a guard text of other fields for corrupt):
+    /// "" when every such setting is at its default.
+    var extensionText: String {
+        let t = thresholds
+        let fields = [("ranges", rangeSignals ? 1 : 0), ("range_daily_minimum", t.rangeDailyMinimum),
+                      ("range_hourly_minimum", t.rangeHourlyMinimum), ("challenge", Int(challengeSignals.rawValue)),
+                      ("challenge_pass_seconds", challengePassSeconds)]
+        let defaults = Guard()
+        guard self.extensionFields != defaults.extensionFields else { return "" }
+        return fields.map { "\($0.0)=\($0.1)" }.joined(separator: ";")
+    }
+
+    private var extensionFields: [Int] {
+        [rangeSignals ? 1 : 0, thresholds.rangeDailyMinimum, thresholds.rangeHourlyMinimum,
+         Int(challengeSignals.rawValue), challengePassSeconds]
+    }
+
+    /// The guard as a store compares it: `encoded`, then a line with
+    /// `extensionText` if it is not empty.
+    var storedText: String { extensionText.isEmpty ? encoded : encoded + "\n" + extensionText }
+
+    /// Applies an extension read back from a store (`extensionText`).
+    mutating func extend(_ text: String, _ bad: (String) -> TickgateError) throws(TickgateError) {
+        for field in text.split(separator: ";") {
+            let pair = field.split(separator: "=", maxSplits: 1).map(String.init)
+            guard pair.count == 2, let value = Int(pair[1]), (0...GuardThresholds.maximumValue).contains(value) else {
+                throw bad("holds a bad guard setting \"\(field.prefix(40))\"")
+            }
+            switch pair[0] {
+            case "ranges" where value <= 1: rangeSignals = value == 1
+            case "range_daily_minimum": thresholds.rangeDailyMinimum = value
+            case "range_hourly_minimum": thresholds.rangeHourlyMinimum = value
+            case "challenge": challengeSignals = PumpingWarnings(rawValue: UInt32(value))
+            case "challenge_pass_seconds": challengePassSeconds = value
+            default: throw bad("holds an unknown guard setting \"\(field.prefix(40))\"")
+            }
+        }
+    }
+
+    /// A guard read back as `storedText` wrote it.
+    static func decodeStored(_ text: String, _ bad: (String) -> TickgateError) throws(TickgateError) -> Guard {
+        let lines = text.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
+        var parsed = try decode(lines[0], bad)
+        guard lines.count > 1 else { return parsed }
+        try parsed.extend(lines[1], bad)
+        do { return try parsed.validated() } catch { throw bad("holds a bad guard: \(error.message)") }
     }
 
     /// A guard read back from a store; throws `bad(why)` on anything not

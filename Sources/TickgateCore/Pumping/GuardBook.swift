@@ -14,6 +14,15 @@ struct GuardBook {
     private(set) var rules: [KeyName: Guard] = [:]
     var ledgers: [KeyName: ConversionLedger] = [:]
     var pending: [UInt64: PendingCode] = [:]
+    /// Memory's passed challenges: per scope, per number and address
+    /// (`passKey`), until when the pass waits for its send.
+    var passes: [KeyName: [String: Instant]] = [:]
+    /// Most passes one scope holds waiting.
+    static let maximumPasses = 100_000
+
+    static func passKey(_ subject: KeyName, _ address: ClientAddress?) -> String {
+        subject.value + "|" + (address?.description ?? "")
+    }
     /// Most codes held until their send ends.
     static let maximumPending = 100_000
     /// Makes this engine's code ids unique among every engine on a store.

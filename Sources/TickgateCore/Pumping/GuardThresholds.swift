@@ -39,6 +39,11 @@ public struct GuardThresholds: Sendable, Equatable {
     public var addressCountriesMaximum = 3
     public var historyDays = 14
     public var unverifiedAfterSeconds = 120
+    /// A number range's least thresholds (`GuardRules.rangeThresholds`),
+    /// a day and an hour. Kept beside the others (`Guard.extensionText`),
+    /// not in `encoded`, which 0.1.0 reads.
+    public var rangeDailyMinimum = 20
+    public var rangeHourlyMinimum = 3
 
     public init() {}
 
@@ -68,7 +73,9 @@ public struct GuardThresholds: Sendable, Equatable {
                         "unverified_after_seconds"]
 
     func validate() throws(TickgateError) {
-        for (name, value) in zip(Self.names, all) where !(0...Self.maximumValue).contains(value) {
+        for (name, value) in zip(Self.names + ["range_daily_minimum", "range_hourly_minimum"],
+                                 all + [rangeDailyMinimum, rangeHourlyMinimum])
+        where !(0...Self.maximumValue).contains(value) {
             throw TickgateError(.invalidArgument, "\(name) is \(value); it must be 0 ... \(Self.maximumValue)")
         }
         for (name, value) in [("country_hourly_divisor", countryHourlyDivisor),
@@ -130,8 +137,26 @@ public struct GuardCounts: Sendable, Equatable {
     /// Distinct countries the address asked codes for in the last day, this
     /// send's included, leaving out those it verified a code for that day.
     public var addressCountriesDay = 0
+    /// The number's ranges, widest first (`GuardRules.ranges`), when the
+    /// guard has range signals; empty otherwise.
+    public var ranges: [RangeCounts] = []
 
     public init() {}
+}
+
+/// One number range's counts: codes to numbers of the range (the E.164
+/// prefix `range`, "+447520"), as the country's are counted.
+public struct RangeCounts: Sendable, Equatable {
+    public var range: String
+    public var unverifiedDay = 0
+    public var unverifiedHour = 0
+    public var verifiedDay = 0
+    public var verifiedHour = 0
+    /// The most codes of the range verified in one UTC day of the last
+    /// `historyDays` days (today included).
+    public var verifiedDailyMaximum = 0
+
+    public init(range: String) { self.range = range }
 }
 
 /// The warnings a send raised, and the thresholds it was judged by.
@@ -141,6 +166,16 @@ public struct GuardJudgment: Sendable, Equatable {
     public var countryHourly = 0
     public var addressDaily = 0
     public var addressHourly = 0
+    /// The narrowest range whose signal warned ("" when none did), and
+    /// its counts and thresholds.
+    public var range = ""
+    public var rangeUnverifiedDay = 0
+    public var rangeUnverifiedHour = 0
+    public var rangeDaily = 0
+    public var rangeHourly = 0
+    /// The send went through its warnings by a challenge the person passed
+    /// (its pass used up).
+    public var challengePassed = false
 
     public init() {}
 }
@@ -155,6 +190,11 @@ public struct PumpingWarnings: OptionSet, Sendable, Hashable {
     public static let unverifiedByAddressDaily = PumpingWarnings(rawValue: 0x4)
     public static let unverifiedByAddressHourly = PumpingWarnings(rawValue: 0x8)
     public static let countriesByAddressDaily = PumpingWarnings(rawValue: 0x10)
+    public static let unverifiedByRangeDaily = PumpingWarnings(rawValue: 0x20)
+    public static let unverifiedByRangeHourly = PumpingWarnings(rawValue: 0x40)
+
+    /// Every warning.
+    public static let every = PumpingWarnings(rawValue: 0x7F)
 
     public static let all: [(PumpingWarnings, String)] = [
         (.unverifiedByCountryDaily, "unverified_by_country_daily"),
@@ -162,6 +202,8 @@ public struct PumpingWarnings: OptionSet, Sendable, Hashable {
         (.unverifiedByAddressDaily, "unverified_by_address_daily"),
         (.unverifiedByAddressHourly, "unverified_by_address_hourly"),
         (.countriesByAddressDaily, "countries_by_address_daily"),
+        (.unverifiedByRangeDaily, "unverified_by_range_daily"),
+        (.unverifiedByRangeHourly, "unverified_by_range_hourly"),
     ]
 
     /// The warnings' names, comma-separated.

@@ -36,6 +36,51 @@ enum GuardRules {
         days.filter { $0.key > today - Int64(historyDays) && $0.key <= today }.map(\.value).max() ?? 0
     }
 
+    /// How many national digits (after the country calling code) name a
+    /// number's ranges: a carrier's block of numbers is found at one of
+    /// these lengths (docs/pumping.md, "Number ranges").
+    static let rangeNationalDigits = [2, 4, 6]
+
+    /// The ranges of `number`, widest first: "+" and the calling code and
+    /// 2, 4, 6 national digits ("+4475", "+447520", "+44752000"); a length
+    /// that would leave fewer than 2 national digits out of the range
+    /// (a number of one or two ranges only) has none.
+    static func ranges(of number: PhoneNumber) -> [String] {
+        let national = number.digits.count - number.callingCode.count
+        return rangeNationalDigits.filter { $0 + 2 <= national }
+            .map { "+" + String(number.digits.prefix(number.callingCode.count + $0)) }
+    }
+
+    /// The ranges of a guarded key's subject (none if it is no number).
+    static func ranges(ofSubject subject: KeyName) -> [String] {
+        (try? PhoneNumber.parse(subject.value)).map { ranges(of: $0) } ?? []
+    }
+
+    /// A range's daily and hourly thresholds: the country's formulas (and
+    /// its percents and divisor) over the range's own verified history,
+    /// with the range's minimums.
+    static func rangeThresholds(_ r: RangeCounts, by t: GuardThresholds) -> (daily: Int, hourly: Int) {
+        let daily = max(t.rangeDailyMinimum, percent(r.verifiedDailyMaximum, t.countryHistoryPercent),
+                        percent(r.verifiedDay, t.countryDayPercent))
+        let hourly = max(t.rangeHourlyMinimum, daily / max(t.countryHourlyDivisor, 1),
+                         percent(r.verifiedHour, t.countryHourPercent))
+        return (daily, hourly)
+    }
+
+    /// What a guard answers a send judged `judgment`: granted (and
+    /// counted), refused, or a challenge asked (neither counted). In
+    /// `.enforce`, a send whose every warning is one of `challenge` is
+    /// asked for a challenge, or granted if the person `passed` one
+    /// (guard.lua's screen: R.guard_answer).
+    enum Answer: Equatable { case grant, refuse, challenge }
+
+    static func answer(_ judgment: GuardJudgment, mode: Guard.Mode, challenge: PumpingWarnings,
+                       passed: Bool) -> Answer {
+        guard refuses(judgment, mode: mode) else { return .grant }
+        guard judgment.warnings.isSubset(of: challenge) else { return .refuse }
+        return passed ? .grant : .challenge
+    }
+
     /// True if a guard in `mode` refuses a send judged `judgment` (enforced
     /// and warned): it is not counted (guard.lua's screen: mode 2 and any
     /// warning bit).
@@ -65,6 +110,20 @@ enum GuardRules {
             if counts.addressUnverifiedDay + 1 > addressDaily { judgment.warnings.insert(.unverifiedByAddressDaily) }
             if counts.addressUnverifiedHour + 1 > addressHourly { judgment.warnings.insert(.unverifiedByAddressHourly) }
             if counts.addressCountriesDay > t.addressCountriesMaximum { judgment.warnings.insert(.countriesByAddressDaily) }
+        }
+        // The ranges, widest first: the narrowest that warns is named.
+        for r in counts.ranges {
+            let (daily, hourly) = rangeThresholds(r, by: t)
+            var warned: PumpingWarnings = []
+            if r.unverifiedDay + 1 > daily { warned.insert(.unverifiedByRangeDaily) }
+            if r.unverifiedHour + 1 > hourly { warned.insert(.unverifiedByRangeHourly) }
+            guard !warned.isEmpty else { continue }
+            judgment.warnings.formUnion(warned)
+            judgment.range = r.range
+            judgment.rangeUnverifiedDay = r.unverifiedDay
+            judgment.rangeUnverifiedHour = r.unverifiedHour
+            judgment.rangeDaily = daily
+            judgment.rangeHourly = hourly
         }
         return judgment
     }

@@ -86,8 +86,16 @@ final class MeasuredStore: Store {
         }
     }
 
-    func guardVerified(scope: KeyName, subject: KeyName, country: String) throws(TickgateError) {
-        try timed { () throws(TickgateError) in try inner.guardVerified(scope: scope, subject: subject, country: country) }
+    func guardVerified(scope: KeyName, subject: KeyName, country: String, ranges: [String]) throws(TickgateError) {
+        try timed { () throws(TickgateError) in
+            try inner.guardVerified(scope: scope, subject: subject, country: country, ranges: ranges)
+        }
+    }
+
+    func guardChallengePassed(scope: KeyName, subject: KeyName, address: ClientAddress?) throws(TickgateError) {
+        try timed { () throws(TickgateError) in
+            try inner.guardChallengePassed(scope: scope, subject: subject, address: address)
+        }
     }
 
     func appendRecord(_ record: GuardRecord, maximumLength: Int) throws(TickgateError) {

@@ -126,6 +126,8 @@ final class SQLiteFile {
     private let wait = BusyWait()
     private var statements: [String: OpaquePointer] = [:]
     private(set) var inTransaction = false
+    /// The tables of `createExtensionTables` exist.
+    private var extensionTablesSeen = false
 
     /// Opens the store at `path`; a corrupt one is moved aside and replaced
     /// by a new one if `startFreshIfCorrupt`, else refused.
@@ -683,6 +685,48 @@ final class SQLiteFile {
         } else {
             try run("DELETE FROM guards WHERE scope = ?", [.text(scope.value)])
         }
+        // The settings 0.1.0 does not read, beside its row (see
+        // `createExtensionTables`): kept with the text they extend, so a guard
+        // set by 0.1.0 since has none.
+        if let rules, !rules.extensionText.isEmpty {
+            try createExtensionTables()
+            try run("INSERT OR REPLACE INTO guard_extensions(scope, rules, extension) VALUES(?, ?, ?)",
+                    [.text(scope.value), .text(rules.encoded), .text(rules.extensionText)])
+        } else if try extensionTablesExist() {
+            try run("DELETE FROM guard_extensions WHERE scope = ?", [.text(scope.value)])
+        }
+    }
+
+    /// The tables of the settings and state 0.1.0 does not know (range
+    /// signals, challenges), made when a guard first has them:
+    /// schema 4 holds none, and a file without them is one 0.1.0 wrote or
+    /// reads as it always did (the schema version is not raised, so 0.1.0
+    /// keeps opening the file; it never reads these tables).
+    private func createExtensionTables() throws(TickgateError) {
+        guard !(try extensionTablesExist()) else { return }
+        try execute("""
+            CREATE TABLE IF NOT EXISTS guard_extensions(scope TEXT PRIMARY KEY NOT NULL, rules TEXT NOT NULL,
+                extension TEXT NOT NULL) WITHOUT ROWID
+            """)
+        try execute("""
+            CREATE TABLE IF NOT EXISTS guard_range_verifications(scope TEXT NOT NULL, range TEXT NOT NULL,
+                at_ns INTEGER NOT NULL)
+            """)
+        try execute("CREATE INDEX IF NOT EXISTS guard_range_verifications_by_range ON guard_range_verifications(scope, range, at_ns)")
+        try execute("""
+            CREATE TABLE IF NOT EXISTS guard_challenges(scope TEXT NOT NULL, subject TEXT NOT NULL, address TEXT NOT NULL,
+                until_ns INTEGER NOT NULL, PRIMARY KEY(scope, subject, address)) WITHOUT ROWID
+            """)
+        extensionTablesSeen = true
+    }
+
+    private func extensionTablesExist() throws(TickgateError) -> Bool {
+        if extensionTablesSeen { return true }
+        var found = false
+        try query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'guard_extensions'", [],
+                  table: "sqlite_master") { _ throws(TickgateError) in found = true }
+        extensionTablesSeen = found
+        return found
     }
 
     /// Every guard, or the scope's.
@@ -695,6 +739,23 @@ final class SQLiteFile {
             let text = try row.text(1, "rules", maximumBytes: 1 << 20)
             let snapshot = row
             rows.append((name, try Guard.decode(text) { snapshot.corrupt("rules", $0) }))
+        }
+        guard try extensionTablesExist(), !rows.isEmpty else { return rows }
+        var extensions: [String: (rules: String, text: String)] = [:]
+        try query("SELECT scope, rules, extension FROM guard_extensions" + (scope == nil ? "" : " WHERE scope = ?"),
+                  scope.map { [.text($0.value)] } ?? [], table: "guard_extensions") { (row) throws(TickgateError) in
+            extensions[try row.text(0, "scope", maximumBytes: 1 << 16)] =
+                (try row.text(1, "rules", maximumBytes: 1 << 20), try row.text(2, "extension", maximumBytes: 1 << 10))
+        }
+        for index in rows.indices {
+            // An extension of another text: the guard was set since by a
+            // release that keeps none.
+            guard let found = extensions[rows[index].0.value], found.rules == rows[index].1.encoded else { continue }
+            func bad(_ why: String) -> TickgateError {
+                TickgateError(.storeCorrupt, "the store \(path) table guard_extensions \(why)", store: .corrupt)
+            }
+            try rows[index].1.extend(found.text, bad)
+            do { rows[index].1 = try rows[index].1.validated() } catch { throw bad("holds a bad guard: \(error.message)") }
         }
         return rows
     }
@@ -710,8 +771,8 @@ final class SQLiteFile {
     /// The signals' counts of a send to `country` from `address` at wall
     /// time `now` (ns), codes counted unverified from `unverifiedAfter`
     /// past their send.
-    func guardCounts(scope: KeyName, country: String, address: String?, unverifiedAfter: Span,
-                     now: Int64) throws(TickgateError) -> (counts: GuardCounts, days: [Int64: Int]) {
+    func guardCounts(scope: KeyName, country: String, ranges: [String] = [], address: String?, unverifiedAfter: Span,
+                     now: Int64) throws(TickgateError) -> (counts: GuardCounts, days: [Int64: Int], rangeDays: [[Int64: Int]]) {
         let day: Int64 = 86_400_000_000_000
         let s = Value.text(scope.value), c = Value.text(country)
         let w = GuardRules.windows(at: Instant(nanoseconds: now), unverifiedAfter: unverifiedAfter)
@@ -732,6 +793,32 @@ final class SQLiteFile {
                   table: "guard_verifications") { (row) throws(TickgateError) in
             days[try row.integer(0, "day", Int64.min...Int64.max)] = Int(try row.integer(1, "count", 0...Int64.max))
         }
+        // A range's codes are its country's whose subject starts with it.
+        var rangeDays: [[Int64: Int]] = []
+        var rangeTables = false
+        if !ranges.isEmpty { rangeTables = try extensionTablesExist() }
+        for name in ranges {
+            var range = RangeCounts(range: name)
+            let r = Value.text(name), length = Value.int(Int64(name.utf8.count))
+            let byRange = "SELECT COUNT(*) FROM guard_codes WHERE scope = ? AND country = ? AND sent_ns > ? AND sent_ns <= ? AND verified_ns IS NULL AND substr(subject, 1, ?) = ?"
+            range.unverifiedDay = try count(byRange, [s, c, .int(sentDayAgo), .int(due), length, r])
+            range.unverifiedHour = try count(byRange, [s, c, .int(sentHourAgo), .int(due), length, r])
+            var history: [Int64: Int] = [:]
+            if rangeTables {
+                let verifiedInRange = "SELECT COUNT(*) FROM guard_range_verifications WHERE scope = ? AND range = ? AND at_ns > ?"
+                range.verifiedDay = try count(verifiedInRange, [s, r, .int(w.verifiedSinceDay.nanoseconds)])
+                range.verifiedHour = try count(verifiedInRange, [s, r, .int(w.verifiedSinceHour.nanoseconds)])
+                try query("""
+                    SELECT at_ns / \(day), COUNT(*) FROM guard_range_verifications WHERE scope = ? AND range = ? AND at_ns > ?
+                    GROUP BY at_ns / \(day)
+                    """, [s, r, .int(now - Int64(GuardThresholds.maximumHistoryDays + 1) * day)],
+                          table: "guard_range_verifications") { (row) throws(TickgateError) in
+                    history[try row.integer(0, "day", Int64.min...Int64.max)] = Int(try row.integer(1, "count", 0...Int64.max))
+                }
+            }
+            counts.ranges.append(range)
+            rangeDays.append(history)
+        }
         if let address {
             let a = Value.text(address)
             counts.hasAddress = true
@@ -751,7 +838,7 @@ final class SQLiteFile {
             }
             counts.addressCountriesDay = asked.count
         }
-        return (counts, days)
+        return (counts, days, rangeDays)
     }
 
     func guardSent(scope: KeyName, subject: KeyName, code: String, country: String, address: String?,
@@ -764,11 +851,33 @@ final class SQLiteFile {
                  address.map { .text($0) } ?? .null, .int(now)])
     }
 
+    /// A passed challenge for `subject` from `address` ("" none), until
+    /// `until` (wall ns); the scope's expired passes go.
+    func keepChallengePass(scope: KeyName, subject: KeyName, address: String?, now: Int64,
+                           until: Int64) throws(TickgateError) {
+        try createExtensionTables()
+        try run("DELETE FROM guard_challenges WHERE scope = ? AND until_ns <= ?", [.text(scope.value), .int(now)])
+        try run("INSERT OR REPLACE INTO guard_challenges(scope, subject, address, until_ns) VALUES(?, ?, ?, ?)",
+                [.text(scope.value), .text(subject.value), .text(address ?? ""), .int(until)])
+    }
+
+    /// Uses up the pass of `subject` from `address`, if one waits: true.
+    func takeChallengePass(scope: KeyName, subject: KeyName, address: String?, now: Int64) throws(TickgateError) -> Bool {
+        guard try extensionTablesExist() else { return false }
+        let values: [Value] = [.text(scope.value), .text(subject.value), .text(address ?? ""), .int(now)]
+        let held = try count("SELECT COUNT(*) FROM guard_challenges WHERE scope = ? AND subject = ? AND address = ? AND until_ns > ?",
+                             values)
+        guard held > 0 else { return false }
+        try run("DELETE FROM guard_challenges WHERE scope = ? AND subject = ? AND address = ?", Array(values.prefix(3)))
+        return true
+    }
+
     func guardReturned(scope: KeyName, code: String) throws(TickgateError) {
         try run("DELETE FROM guard_codes WHERE scope = ? AND id = ? AND verified_ns IS NULL", [.text(scope.value), .text(code)])
     }
 
-    func guardVerified(scope: KeyName, subject: KeyName, country: String, now: Int64) throws(TickgateError) {
+    func guardVerified(scope: KeyName, subject: KeyName, country: String, ranges: [String],
+                       now: Int64) throws(TickgateError) {
         var latest: (id: String, verified: Bool, address: String?)?
         try query("""
             SELECT id, verified_ns IS NOT NULL, address FROM guard_codes WHERE scope = ? AND subject = ?
@@ -787,6 +896,14 @@ final class SQLiteFile {
                 [.text(scope.value), .int(now - Int64(GuardThresholds.maximumHistoryDays + 1) * 86_400_000_000_000)])
         try run("INSERT INTO guard_verifications(scope, country, address, at_ns) VALUES(?, ?, ?, ?)",
                 [.text(scope.value), .text(country), address.map { .text($0) } ?? .null, .int(now)])
+        guard !ranges.isEmpty else { return }
+        try createExtensionTables()
+        try run("DELETE FROM guard_range_verifications WHERE scope = ? AND at_ns < ?",
+                [.text(scope.value), .int(now - Int64(GuardThresholds.maximumHistoryDays + 1) * 86_400_000_000_000)])
+        for range in ranges {
+            try run("INSERT INTO guard_range_verifications(scope, range, at_ns) VALUES(?, ?, ?)",
+                    [.text(scope.value), .text(range), .int(now)])
+        }
     }
 
     enum Value {

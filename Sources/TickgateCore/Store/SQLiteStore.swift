@@ -337,14 +337,23 @@ final class SQLiteStore: Store {
         try transaction { (file) throws(TickgateError) -> GuardScreen in
             let now = clock.wallNow()
             let stored = try file.guards(scope: scope).first?.1
-            guard stored?.encoded == rules.encoded else { return .stale(stored) }
+            guard stored?.storedText == rules.storedText else { return .stale(stored) }
             guard judge else { return .same }
-            let (counts, days) = try file.guardCounts(scope: scope, country: country, address: address?.description,
-                                                      unverifiedAfter: rules.thresholds.unverifiedAfter, now: now)
+            let ranges = rules.rangeSignals ? GuardRules.ranges(ofSubject: subject) : []
+            let (counts, days, rangeDays) = try file.guardCounts(scope: scope, country: country, ranges: ranges,
+                                                                 address: address?.description,
+                                                                 unverifiedAfter: rules.thresholds.unverifiedAfter, now: now)
             var reading = GuardReading(counts: counts, days: days, today: now / 86_400_000_000_000)
+            reading.rangeDays = rangeDays
             reading.counts = reading.judged(by: rules.thresholds)
-            let judgment = GuardRules.judge(reading.counts, by: rules.thresholds)
-            let counted = !GuardRules.refuses(judgment, mode: rules.mode)
+            var judgment = GuardRules.judge(reading.counts, by: rules.thresholds)
+            var answer = GuardRules.answer(judgment, mode: rules.mode, challenge: rules.challengeSignals, passed: false)
+            if answer == .challenge,
+               try file.takeChallengePass(scope: scope, subject: subject, address: address?.description, now: now) {
+                judgment.challengePassed = true
+                answer = .grant
+            }
+            let counted = answer == .grant
             if counted {
                 try file.guardSent(scope: scope, subject: subject, code: code, country: country,
                                    address: address?.description, now: now)
@@ -353,14 +362,27 @@ final class SQLiteStore: Store {
         }
     }
 
+    func guardChallengePassed(scope: KeyName, subject: KeyName, address: ClientAddress?) throws(TickgateError) {
+        try transaction { (file) throws(TickgateError) in
+            guard let rules = try file.guards(scope: scope).first?.1, !rules.challengeSignals.isEmpty else {
+                throw TickgateError(.notFound, "the scope \(scope.value) has no guard with challenge signals")
+            }
+            let now = clock.wallNow()
+            try file.keepChallengePass(scope: scope, subject: subject, address: address?.description, now: now,
+                                       until: now + Int64(rules.challengePassSeconds) * 1_000_000_000)
+        }
+    }
+
     func guardReturned(scope: KeyName, subject: KeyName, code: String, country: String,
                        address: ClientAddress?) throws(TickgateError) {
         try transaction { (file) throws(TickgateError) in try file.guardReturned(scope: scope, code: code) }
     }
 
-    func guardVerified(scope: KeyName, subject: KeyName, country: String) throws(TickgateError) {
+    func guardVerified(scope: KeyName, subject: KeyName, country: String, ranges: [String]) throws(TickgateError) {
         try transaction { (file) throws(TickgateError) in
-            try file.guardVerified(scope: scope, subject: subject, country: country, now: clock.wallNow())
+            let counted = try file.guards(scope: scope).first?.1.rangeSignals == true
+            try file.guardVerified(scope: scope, subject: subject, country: country, ranges: counted ? ranges : [],
+                                   now: clock.wallNow())
         }
     }
 

@@ -66,6 +66,9 @@ struct GuardReading {
     var counts: GuardCounts
     /// Codes to the country verified per day of the store's clock.
     var days: [Int64: Int] = [:]
+    /// The same per range of `counts.ranges` (SQLite; Redis answers each
+    /// range's maximum).
+    var rangeDays: [[Int64: Int]] = []
     var today: Int64 = 0
     /// Redis: the server's clock at the read (µs), and when the oldest code
     /// counted in the country's day and in its hour was sent (nil: none),
@@ -80,6 +83,10 @@ struct GuardReading {
         var counts = self.counts
         counts.countryVerifiedDailyMaximum = GuardRules.verifiedDailyMaximum(days, today: today,
                                                                              historyDays: thresholds.historyDays)
+        for (index, history) in rangeDays.enumerated() where index < counts.ranges.count {
+            counts.ranges[index].verifiedDailyMaximum = GuardRules.verifiedDailyMaximum(
+                history, today: today, historyDays: thresholds.historyDays)
+        }
         return counts
     }
 }
@@ -137,7 +144,14 @@ protocol Store: AnyObject, Sendable {
     /// Appends a decision record to the scope's record stream (Redis).
     func appendRecord(_ record: GuardRecord, maximumLength: Int) throws(TickgateError)
     /// `subject`'s last code was verified (`country`: the subject's).
-    func guardVerified(scope: KeyName, subject: KeyName, country: String) throws(TickgateError)
+    /// The person passed a challenge: a pass for the next send of `subject`
+    /// from `address`, for the store's guard's `challengePassSeconds`
+    /// (`.notFound` if the scope has no guard with challenge signals). A
+    /// screen uses it up (`GuardJudgment.challengePassed`).
+    func guardChallengePassed(scope: KeyName, subject: KeyName, address: ClientAddress?) throws(TickgateError)
+    /// `ranges`: the subject's; counted if the store's guard has range
+    /// signals.
+    func guardVerified(scope: KeyName, subject: KeyName, country: String, ranges: [String]) throws(TickgateError)
 
     /// A budget key's charges, oldest first (none: an empty list).
     func charges(of key: BudgetKey) throws(TickgateError) -> [Instant]

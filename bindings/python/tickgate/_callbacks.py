@@ -276,11 +276,14 @@ def guard_record_from_c(r: _ffi.tg_guard_record) -> GuardRecord:
         message=decode(r.message),
         ticket=int(r.ticket),
         mode=enum_or_int(GuardMode, r.mode),
-        warnings=PumpingWarning(int(r.warnings) & 0x1F),
+        warnings=PumpingWarning(int(r.warnings) & 0x7F),
         bypass=None if r.bypass is None else decode(r.bypass),
         rule=None if r.rule is None else decode(r.rule),
         counts=tuple((name, int(getattr(r, name))) for name in _ffi.GUARD_RECORD_COUNTS),
+        range_counts=tuple((name, int(getattr(r, name))) for name in _ffi.GUARD_RECORD_RANGE_COUNTS),
         address_signals_skipped=bool(r.address_skipped),
+        range=decode(r.range) if r.range is not None else "",
+        challenge_passed=bool(r.challenge_passed),
     )
 
 

@@ -576,8 +576,9 @@ class Engine(Managed[int]):
         On a guarded scope (:meth:`set_guard`) the subject is an E.164 number
         and ``client_address`` (IPv4 or IPv6 text) the client's: the guard
         may raise :class:`tickgate.InvalidNumber`,
-        :class:`tickgate.DestinationRefused` or
-        :class:`tickgate.PumpingSuspected` first.
+        :class:`tickgate.DestinationRefused`,
+        :class:`tickgate.PumpingSuspected` or
+        :class:`tickgate.ChallengeRequired` first.
         """
         ticket = _ffi.tg_ticket(0)
         wait = c_int64(0)
@@ -653,6 +654,26 @@ class Engine(Managed[int]):
         """
         self._lib.tg_verified(self._h, _convert.key(scope, "scope"), _convert.key(subject, "subject"))
 
+    def challenge_passed(self, scope: Key, number: Key, client_address: Optional[str] = None) -> None:
+        """The person asking codes for ``number`` from ``client_address``
+        passed the challenge shown after :class:`tickgate.ChallengeRequired`:
+        the next send of that number from that address goes through the
+        guard's ``challenge_signals``, once, within its
+        ``challenge_pass_seconds``, and is counted as usual (cooldowns,
+        windows, budgets and the other signals still hold).
+
+        Raises :class:`tickgate.NotFound` when the scope has no guard with
+        ``challenge_signals``, :class:`tickgate.InvalidNumber` for a number
+        that is no E.164 number, :class:`tickgate.InvalidArgument` for a bad
+        address; nothing is kept then.
+        """
+        address: Optional[bytes] = None
+        if client_address is not None:
+            if not isinstance(client_address, str) or "\0" in client_address:
+                raise InvalidArgument("client_address must be an IP address as text")
+            address = client_address.encode("utf-8", "surrogatepass")
+        self._lib.tg_challenge_passed(self._h, _convert.key(scope, "scope"), _convert.key(number, "number"), address)
+
     def verify_failed(self, scope: Key, subject: Key) -> Optional[int]:
         """The user typed a wrong code: count it against the key's current code.
 
@@ -724,7 +745,14 @@ class Engine(Managed[int]):
         ``address_day_percent``, ``address_hourly_minimum``,
         ``address_hourly_divisor``, ``address_countries_maximum``,
         ``history_days``, ``unverified_after_seconds``: 120, a code counts
-        as unverified that long after its send unless verified), and on
+        as unverified that long after its send unless verified),
+        ``range_signals=1`` (count the number's ranges too, with
+        ``range_daily_minimum``: 20 and ``range_hourly_minimum``: 3;
+        docs/pumping.md, "Number ranges"), ``challenge_signals`` (the
+        :class:`tickgate.PumpingWarning` bits that answer with
+        :class:`tickgate.ChallengeRequired` instead of a refusal) and
+        ``challenge_pass_seconds`` (600: how long a passed challenge
+        waits for its send; see :meth:`challenge_passed`), and on
         Redis ``record_stream_length`` (keep about that many decision
         records in the scope's stream)."""
         scope_b = _convert.key(scope, "scope")

@@ -149,6 +149,8 @@ class PumpingWarning(IntFlag):
     UNVERIFIED_BY_ADDRESS_DAILY = 0x4
     UNVERIFIED_BY_ADDRESS_HOURLY = 0x8
     COUNTRIES_BY_ADDRESS_DAILY = 0x10
+    UNVERIFIED_BY_RANGE_DAILY = 0x20
+    UNVERIFIED_BY_RANGE_HOURLY = 0x40
 
     @property
     def names(self) -> Tuple[str, ...]:

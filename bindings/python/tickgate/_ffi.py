@@ -80,6 +80,8 @@ TG_WARNING_UNVERIFIED_BY_COUNTRY_HOURLY = 0x2
 TG_WARNING_UNVERIFIED_BY_ADDRESS_DAILY = 0x4
 TG_WARNING_UNVERIFIED_BY_ADDRESS_HOURLY = 0x8
 TG_WARNING_COUNTRIES_BY_ADDRESS_DAILY = 0x10
+TG_WARNING_UNVERIFIED_BY_RANGE_DAILY = 0x20
+TG_WARNING_UNVERIFIED_BY_RANGE_HOURLY = 0x40
 TG_TITLE_MAX_BYTES = 128
 TG_TITLE_MAX_PLACEHOLDERS = 8
 TG_TITLE_BUFFER_BYTES = 512
@@ -274,7 +276,8 @@ class tg_guard(Structure):
             "country_daily_minimum", "country_history_percent", "country_day_percent", "country_hourly_minimum",
             "country_hourly_divisor", "country_hour_percent", "address_daily_minimum", "address_day_percent",
             "address_hourly_minimum", "address_hourly_divisor", "address_countries_maximum", "history_days",
-            "record_stream_length", "unverified_after_seconds",
+            "record_stream_length", "unverified_after_seconds", "range_signals", "range_daily_minimum",
+            "range_hourly_minimum", "challenge_signals", "challenge_pass_seconds",
         )],
     ]
 
@@ -298,6 +301,11 @@ GUARD_RECORD_COUNTS = (
     "address_hourly_threshold",
 )
 
+#: The range counts of a ``tg_guard_record`` (0.2.0 on), in order.
+GUARD_RECORD_RANGE_COUNTS = (
+    "range_unverified_day", "range_unverified_hour", "range_daily_threshold", "range_hourly_threshold",
+)
+
 
 class tg_guard_record(Structure):
     """``struct tg_guard_record`` (valid only during the callback)."""
@@ -318,6 +326,9 @@ class tg_guard_record(Structure):
         ("rule", c_char_p),
         *[(name, c_uint32) for name in GUARD_RECORD_COUNTS],
         ("address_skipped", ctypes.c_int),
+        ("range", c_char_p),
+        *[(name, c_uint32) for name in GUARD_RECORD_RANGE_COUNTS],
+        ("challenge_passed", ctypes.c_int),
     ]
 
 
@@ -493,6 +504,7 @@ FUNCTIONS: Dict[str, Tuple[Any, Sequence[Any]]] = {
         ),
     ),
     "tg_number_parse": (tg_status, (c_char_p, POINTER(tg_number_info))),
+    "tg_challenge_passed": (tg_status, (tg_engine_p, c_char_p, c_char_p, c_char_p)),
     "tg_guard_subscribe": (
         tg_status,
         (tg_engine_p, c_char_p, tg_guard_record_fn, c_void_p, tg_destroy_fn, POINTER(tg_subscription)),

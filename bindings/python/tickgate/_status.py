@@ -108,6 +108,13 @@ class Status(IntEnum):
     #: the message says how many. Nothing was changed: stop or upgrade them,
     #: then call again.
     E_OLDER_ENGINES_LIVE = 24
+    #: The guard of the scope (in TG_GUARD_ENFORCE mode) asks for a challenge:
+    #: every signal the send crossed answers with a challenge
+    #: (tg_guard.challenge_signals), not a refusal; the message names them.
+    #: Show the person a challenge (a CAPTCHA, a proof of work, another
+    #: factor); once passed, call tg_challenge_passed and send again. Nothing
+    #: was charged.
+    E_CHALLENGE_REQUIRED = 25
 
 
 class StoreFailure(IntEnum):
@@ -173,4 +180,5 @@ STATUS_TEXT: Dict[Status, str] = {
     Status.E_DESTINATION_REFUSED: "destination refused",
     Status.E_PUMPING_SUSPECTED: "SMS pumping suspected",
     Status.E_OLDER_ENGINES_LIVE: "engines of an older format live",
+    Status.E_CHALLENGE_REQUIRED: "challenge required",
 }

@@ -374,6 +374,16 @@ class GuardRecord:
     #: :attr:`message` says so ("no client address: the address signals were
     #: skipped"). Informational: it refuses nothing.
     address_signals_skipped: bool = False
+    #: The narrowest range of the number whose signal warned ("+447520"),
+    #: or "" when none did (``range_signals`` of :meth:`Engine.set_guard`).
+    range: str = ""
+    #: :attr:`range`'s counts and thresholds: ``range_unverified_day``,
+    #: ``range_unverified_hour``, ``range_daily_threshold``,
+    #: ``range_hourly_threshold`` (zeros when no range warned).
+    range_counts: Tuple[Tuple[str, int], ...] = ()
+    #: True when a passed challenge (:meth:`Engine.challenge_passed`) let
+    #: the send through its warnings (the pass is used up).
+    challenge_passed: bool = False
 
     @property
     def granted(self) -> bool:
@@ -386,8 +396,8 @@ class GuardRecord:
         return self.wall_ms / 1000.0
 
     def count(self, name: str) -> int:
-        """One of :attr:`counts` by name."""
-        return dict(self.counts)[name]
+        """One of :attr:`counts` or :attr:`range_counts` by name."""
+        return dict(self.counts + self.range_counts)[name]
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,7 @@ __all__ = [
     "DestinationRefused",
     "PumpingSuspected",
     "OlderEnginesLive",
+    "ChallengeRequired",
     "RequestCancelled",
     "LibraryError",
     "LibraryNotFound",
@@ -357,6 +358,16 @@ class OlderEnginesLive(TickgateError):
     STATUS = Status.E_OLDER_ENGINES_LIVE
 
 
+class ChallengeRequired(TickgateError):
+    """``TG_E_CHALLENGE_REQUIRED``: every pumping signal the send crossed
+    answers with a challenge (``challenge_signals`` of
+    :meth:`tickgate.Engine.set_guard`); the message names them. Show the
+    person a challenge, call :meth:`tickgate.Engine.challenge_passed` once
+    it is passed, and send again."""
+
+    STATUS = Status.E_CHALLENGE_REQUIRED
+
+
 class RequestCancelled(Exception):
     """A gate request was cancelled instead of run (raised by
     :meth:`tickgate.aio.AsyncGate.require`); ``reason`` is the
@@ -396,6 +407,7 @@ _BY_STATUS: Dict[int, Type[TickgateError]] = {
         DestinationRefused,
         PumpingSuspected,
         OlderEnginesLive,
+        ChallengeRequired,
     )
 }
 # TG_E_STORE_IO by the kind of its failure (any other kind: StoreIO itself).

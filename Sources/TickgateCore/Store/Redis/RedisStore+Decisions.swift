@@ -78,8 +78,10 @@ extension RedisStore {
                 guardKey = base + Array("guard".utf8)
                 names.append(guardKey)
                 arguments += [base, Array(screen.country.utf8), Array((screen.address?.description ?? "").utf8),
-                              Array(screen.code.utf8), Array(key.subject.value.utf8), Array(screen.rules.encoded.utf8),
-                              screen.judge ? [UInt8(ascii: "1")] : []]
+                              Array(screen.code.utf8), Array(key.subject.value.utf8), Array(screen.rules.storedText.utf8),
+                              screen.judge ? [UInt8(ascii: "1")] : [],
+                              Array((screen.rules.rangeSignals ? GuardRules.ranges(ofSubject: key.subject) : [])
+                                .joined(separator: ",").utf8)]
             }
         }
         let reply = try run("decide", keys: names, arguments: arguments, by: call.deadline)

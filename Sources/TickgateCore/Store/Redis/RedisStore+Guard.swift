@@ -5,13 +5,19 @@
 extension RedisStore {
     @discardableResult
     func runGuard(_ op: String, scope: KeyName, country: String, address client: ClientAddress?,
-                  extra: [[UInt8]] = []) throws(TickgateError) -> ReplyReader {
+                  extra: [[UInt8]] = [], ranges: [String] = []) throws(TickgateError) -> ReplyReader {
         let call = clock.begin()
         let base = keys.guardBase(scope)
         let name = base + Array("guard".utf8)
-        let reply = try run("guardSignals", keys: [name], arguments: [
+        var arguments = [
             Array(op.utf8), base, Array(country.utf8), Array((client?.description ?? "").utf8), call.notAfter,
-        ] + extra, by: call.deadline)
+        ] + extra
+        if !ranges.isEmpty {
+            // ARGV 10 (the store's time: read by the script), 11 the ranges.
+            while arguments.count < 10 { arguments.append([]) }
+            arguments.append(Array(ranges.joined(separator: ",").utf8))
+        }
+        let reply = try run("guardSignals", keys: [name], arguments: arguments, by: call.deadline)
         if case let .array(parts) = reply, parts.first?.text == "late" { throw late("the guard's \(op)") }
         return try guardReply(reply, name)
     }
@@ -35,8 +41,9 @@ extension RedisStore {
     func guardScreen(scope: KeyName, subject: KeyName, code: String, country: String, address: ClientAddress?,
                      rules: Guard, judge: Bool) throws(TickgateError) -> GuardScreen {
         try guardScreen(try runGuard("screen", scope: scope, country: country, address: address,
-                                     extra: [Array(code.utf8), Array(subject.value.utf8), Array(rules.encoded.utf8),
-                                             judge ? [UInt8(ascii: "1")] : []]),
+                                     extra: [Array(code.utf8), Array(subject.value.utf8), Array(rules.storedText.utf8),
+                                             judge ? [UInt8(ascii: "1")] : []],
+                                     ranges: rules.rangeSignals ? GuardRules.ranges(ofSubject: subject) : []),
                         address: address)
     }
 
@@ -53,7 +60,7 @@ extension RedisStore {
         switch reader.elements.first?.text {
         case "stale":
             let text = try reader.text(1)
-            return .stale(text.isEmpty ? nil : try Guard.decode(text, bad))
+            return .stale(text.isEmpty ? nil : try Guard.decodeStored(text, bad))
         case "same":
             return .same
         default:
@@ -61,12 +68,33 @@ extension RedisStore {
             guard reader.elements.count >= 21 else { throw bad("answered a screen of \(reader.elements.count) parts") }
             let count: ClosedRange<Int64> = 0...Int64(1) << 40
             var judgment = GuardJudgment()
-            judgment.warnings = PumpingWarnings(rawValue: UInt32(try reader.integer(15, 0...31)))
+            judgment.warnings = PumpingWarnings(rawValue: UInt32(try reader.integer(15, 0...127)))
             judgment.countryDaily = Int(try reader.integer(16, count))
             judgment.countryHourly = Int(try reader.integer(17, count))
             judgment.addressDaily = Int(try reader.integer(18, count))
             judgment.addressHourly = Int(try reader.integer(19, count))
             read.counts.countryVerifiedDailyMaximum = Int(try reader.integer(20, count))
+            if reader.elements.count >= 27 {
+                // A pass used, the range that warned, then each range's
+                // counts (guard.lua).
+                judgment.challengePassed = try reader.text(21) == "1"
+                judgment.range = try reader.text(22)
+                judgment.rangeUnverifiedDay = Int(try reader.integer(23, count))
+                judgment.rangeUnverifiedHour = Int(try reader.integer(24, count))
+                judgment.rangeDaily = Int(try reader.integer(25, count))
+                judgment.rangeHourly = Int(try reader.integer(26, count))
+                var index = 27
+                while index + 6 <= reader.elements.count {
+                    var range = RangeCounts(range: try reader.text(index))
+                    range.unverifiedDay = Int(try reader.integer(index + 1, count))
+                    range.unverifiedHour = Int(try reader.integer(index + 2, count))
+                    range.verifiedDay = Int(try reader.integer(index + 3, count))
+                    range.verifiedHour = Int(try reader.integer(index + 4, count))
+                    range.verifiedDailyMaximum = Int(try reader.integer(index + 5, count))
+                    read.counts.ranges.append(range)
+                    index += 6
+                }
+            }
             return .judged(read, judgment, counted: try reader.text(14) == "1")
         }
     }
@@ -119,7 +147,16 @@ extension RedisStore {
     func guardReturned(scope: KeyName, subject: KeyName, code: String, country: String,
                        address: ClientAddress?) throws(TickgateError) {
         try runGuard("returned", scope: scope, country: country, address: address,
-                     extra: [Array(code.utf8), Array(subject.value.utf8), keys.keyChannel, keys.guardCountsNotice])
+                     extra: [Array(code.utf8), Array(subject.value.utf8), keys.keyChannel, keys.guardCountsNotice],
+                     ranges: GuardRules.ranges(ofSubject: subject))
+    }
+
+    func guardChallengePassed(scope: KeyName, subject: KeyName, address: ClientAddress?) throws(TickgateError) {
+        let reader = try runGuard("pass", scope: scope, country: "", address: address,
+                                  extra: [[], Array(subject.value.utf8)])
+        if reader.elements.first?.text == "none" {
+            throw TickgateError(.notFound, "the scope \(scope.value) has no guard with challenge signals")
+        }
     }
 
     func appendRecord(_ record: GuardRecord, maximumLength: Int) throws(TickgateError) {
@@ -128,13 +165,15 @@ extension RedisStore {
         var fields: [(String, String)] = [
             ("time_ms", String(record.wallMilliseconds)), ("scope", record.scope.value), ("number", record.number),
             ("country", record.country), ("address", record.address?.description ?? ""),
-            ("status", String(record.status.rawValue)), ("outcome", record.status == .ok ? "granted" : "refused"),
+            ("status", String(record.status.rawValue)),
+            ("outcome", record.status == .ok ? "granted" : record.status == .challengeRequired ? "challenged" : "refused"),
             ("message", record.message), ("mode", String(record.mode.rawValue)), ("warnings", record.warnings.names),
         ]
         if record.ticket != 0 { fields.append(("ticket", String(record.ticket))) }
         if let bypass = record.bypass { fields.append(("bypass", bypass)) }
         if let rule = record.rule { fields.append(("rule", rule)) }
         if record.addressSignalsSkipped { fields.append(("address_skipped", "1")) }
+        if record.judgment?.challengePassed == true { fields.append(("challenge_passed", "1")) }
         if let counts = record.counts, let judgment = record.judgment {
             fields += [("country_unverified_day", counts.countryUnverifiedDay),
                        ("country_unverified_hour", counts.countryUnverifiedHour),
@@ -143,14 +182,21 @@ extension RedisStore {
                        ("address_unverified_day", counts.addressUnverifiedDay),
                        ("address_unverified_hour", counts.addressUnverifiedHour),
                        ("address_countries_day", counts.addressCountriesDay)].map { ($0.0, String($0.1)) }
+            if !judgment.range.isEmpty {
+                fields.append(("range", judgment.range))
+                fields += [("range_unverified_day", judgment.rangeUnverifiedDay),
+                           ("range_unverified_hour", judgment.rangeUnverifiedHour),
+                           ("range_daily_threshold", judgment.rangeDaily),
+                           ("range_hourly_threshold", judgment.rangeHourly)].map { ($0.0, String($0.1)) }
+            }
         }
         var arguments = [Array(String(maximumLength).utf8)]
         for (field, value) in fields { arguments += [Array(field.utf8), Array(value.utf8)] }
         _ = try guardReply(try run("guardRecord", keys: [name], arguments: arguments, by: call.deadline), name)
     }
 
-    func guardVerified(scope: KeyName, subject: KeyName, country: String) throws(TickgateError) {
+    func guardVerified(scope: KeyName, subject: KeyName, country: String, ranges: [String]) throws(TickgateError) {
         try runGuard("verified", scope: scope, country: country, address: nil,
-                     extra: [[], Array(subject.value.utf8), keys.keyChannel, keys.guardCountsNotice])
+                     extra: [[], Array(subject.value.utf8), keys.keyChannel, keys.guardCountsNotice], ranges: ranges)
     }
 }

@@ -42,7 +42,8 @@ extension RedisStore {
         // The scope's slot first (what its sends are judged by), then the
         // settings (what engines copy, with the notice).
         let text = Array((rules?.encoded ?? "").utf8)
-        try runGuard("set", scope: scope, country: "", address: nil, extra: [text])
+        try runGuard("set", scope: scope, country: "", address: nil,
+                     extra: [text, Array((rules?.extensionText ?? "").utf8)])
         try put(field: "u:" + scope.value, value: text)
     }
 

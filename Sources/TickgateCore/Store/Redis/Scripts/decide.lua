@@ -151,7 +151,8 @@ local G
 local function undone(reply)
   if G and G[1] ~= 'same' and G[15] == '1' then
     local g = 14 + NB
-    guard_run({'returned', ARGV[g], ARGV[g + 1], ARGV[g + 2], '', ARGV[g + 3], ARGV[g + 4], '', '', fmt(real)})
+    guard_run({'returned', ARGV[g], ARGV[g + 1], ARGV[g + 2], '', ARGV[g + 3], ARGV[g + 4], '', '', fmt(real),
+               ARGV[g + 7] or ''})
   end
   if G then reply[9] = G end
   return reply
@@ -217,13 +218,13 @@ end
 -- A guarded send on one server: the guard screens it first, in this
 -- step (guard.lua's screen: ARGV 14 + NB ... the guard's base, the
 -- country, the address, the code's id, the subject, the guard's text as
--- the engine knows it, '1' to judge). Another guard, a corrupt or late
+-- the engine knows it, '1' to judge, the number's ranges). Another guard, a corrupt or late
 -- screen, or a send the signals refuse uncounted: answered 'guard' (see
 -- above), nothing changed.
 if screening then
   local g = 14 + NB
   G = guard_run({'screen', ARGV[g], ARGV[g + 1], ARGV[g + 2], ARGV[3], ARGV[g + 3], ARGV[g + 4], ARGV[g + 5],
-                 ARGV[g + 6], fmt(real)})
+                 ARGV[g + 6], fmt(real), ARGV[g + 7] or ''})
   if G[1] == 'stale' or G[1] == 'corrupt' or G[1] == 'late' or (G[1] ~= 'same' and G[15] == '0') then
     return {'guard', now, real, before, '', '', -1, -1, G}
   end

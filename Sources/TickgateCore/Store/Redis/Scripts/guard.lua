@@ -13,10 +13,22 @@
 --   B va:A       sorted set: address A's verifications, by when
 --   B ac:A       hash: country -> when A last asked a code for it
 --   B avc:A      hash: country -> when A last verified a code of it
+--   B guardx     string: the guard's settings that 0.1.0 does not read:
+--                its text, a newline and Guard.extensionText; holds only
+--                while its text is B guard's (0.1.0's set leaves it stale)
+--   B ur:R       sorted set: number range R's unverified codes, by when
+--                sent (as uc:, for a guard with range signals)
+--   B vr:R       sorted set: R's verifications, by when
+--   B dr:R       hash: UTC day number -> codes of R verified that day
+--   B ch:S|A     string: a challenge passed for subject S from address A
+--                ('' = none), waiting for its send (its expiry: the
+--                guard's challenge_pass_seconds)
 -- KEYS: 1 B guard (the slot's key). ARGV: 1 the operation, 2 B, 3 the
 -- country, 4 the address ('' = none), 5 not after (server µs, '' = none:
 -- past it a change changes nothing and answers {'late'}, so a request a
--- stopped server runs late counts no code), then per operation:
+-- stopped server runs late counts no code), 10 the store's time ('' =
+-- read it), 11 the number's ranges, widest first, comma-separated ('' =
+-- none: the guard has no range signals), then per operation:
 --   (the counts, as a screen answers them: {guard or '', c_unverified_day, c_unverified_hour,
 --             c_verified_day, c_verified_hour, today, {day, n, ...},
 --             a_unverified_day, a_unverified_hour, a_verified_day,
@@ -31,13 +43,27 @@
 --             code was counted ('0': enforced and warned, not counted),
 --             16 the warnings' bits, 17 the country's daily and 18 hourly
 --             thresholds, 19 the address's daily and 20 hourly, 21 the
---             most codes verified in one day of the history.
+--             most codes verified in one day of the history, 22 the
+--             narrowest range that warned ('' = none), 23 and 24 its
+--             unverified codes in a day and an hour, 25 and 26 its daily
+--             and hourly thresholds, then per range of ARGV 11: its name,
+--             unverified in a day, in an hour, verified in a day, in an
+--             hour, the most verified in one day of the history.
+--             Element 22 is '1' when a challenge pass let the send
+--             through its warnings (used up), else ''; the range's part
+--             starts at 23 (see above, each one later).
 --   returned: 6 code id, 7 subject, 8 the key channel, 9 the notice
 --             ('' = none) published: the counts have room again.
 --             Answers {'ok'}.
 --   verified: 7 subject (the country is the subject's), 8 and 9 as for
 --             returned, published if a code was verified. Answers {'ok'}.
---   set:      6 the guard's text ('' = none). Answers {'ok'}.
+--   set:      6 the guard's text ('' = none), 7 its extension ('' =
+--             none). Answers {'ok'}.
+--   pass:     7 subject: a challenge passed (B ch:SUBJECT|ADDRESS, for the
+--             guard's challenge_pass_seconds). Answers {'ok'}, or {'none'}
+--             when the guard has no challenge signals.
+-- The guard the screen compares (and answers when stale) is B guard's
+-- text, and B guardx's extension on a line of its own when it holds.
 -- A key of another type is answered {'corrupt', key, why}: every key an
 -- operation touches is type-checked first, and a screen's reads are the
 -- checks of the keys it reads (a TYPE call only for the two it writes
@@ -50,19 +76,56 @@ local function typed(key, want)
   return t == want or t == 'none'
 end
 if op == 'set' then
-  -- ARGV 6: the guard's text ('' = none).
+  -- ARGV 6: the guard's text ('' = none), 7 its extension.
   if not typed(B .. 'guard', 'string') then return {'corrupt', B .. 'guard', 'is not a string'} end
+  if not typed(B .. 'guardx', 'string') then return {'corrupt', B .. 'guardx', 'is not a string'} end
   if ARGV[6] == '' then redis.call('DEL', B .. 'guard') else redis.call('SET', B .. 'guard', ARGV[6]) end
+  if ARGV[6] == '' or (ARGV[7] or '') == '' then
+    redis.call('DEL', B .. 'guardx')
+  else
+    redis.call('SET', B .. 'guardx', ARGV[6] .. '\n' .. ARGV[7])
+  end
   return {'ok'}
 end
+-- The guard's text (B guard) with its extension line (B guardx) when that
+-- holds: what a screen compares.
+local function stored_guard()
+  local g = redis.call('GET', B .. 'guard') or ''
+  local x = redis.call('GET', B .. 'guardx')
+  if g ~= '' and x and string.sub(x, 1, #g + 1) == g .. '\n' then return x end
+  return g
+end
+-- A setting of the extension line of guard text g (Guard.extensionText).
+local function extension(g, name)
+  return tonumber(string.match(g, '\n.-' .. name .. '=(%d+)') or '0') or 0
+end
+if op == 'pass' then
+  if not typed(B .. 'guard', 'string') or not typed(B .. 'guardx', 'string') then
+    return {'corrupt', B .. 'guard', 'is not a string'}
+  end
+  local g = stored_guard()
+  local seconds = extension(g, 'challenge_pass_seconds')
+  if extension(g, 'challenge') == 0 or seconds < 1 then return {'none'} end
+  local key = B .. 'ch:' .. ARGV[7] .. '|' .. A
+  if not typed(key, 'string') then return {'corrupt', key, 'is not a string'} end
+  redis.call('SET', key, '1', 'PX', fmt(math.min(seconds, 3600) * 1000))
+  return {'ok'}
+end
+-- The number's ranges (ARGV 11).
+local RANGES = {}
+for r in string.gmatch(ARGV[11] or '', '[^,]+') do RANGES[#RANGES + 1] = r end
 -- The store's time (ARGV 10: given by decide.lua, which read it already).
 local now = tonumber(ARGV[10] or '') or store_time()
 local names = {B .. 'guard', B .. 'codes', B .. 'latest', B .. 'uc:' .. CTY, B .. 'vc:' .. CTY, B .. 'd:' .. CTY,
-               B .. 'prev'}
-local kinds = {'string', 'hash', 'hash', 'zset', 'zset', 'hash', 'hash'}
+               B .. 'prev', B .. 'guardx'}
+local kinds = {'string', 'hash', 'hash', 'zset', 'zset', 'hash', 'hash', 'string'}
 if A ~= '' then
   for _, n in ipairs({'ua:', 'va:'}) do names[#names + 1] = B .. n .. A; kinds[#kinds + 1] = 'zset' end
   for _, n in ipairs({'ac:', 'avc:'}) do names[#names + 1] = B .. n .. A; kinds[#kinds + 1] = 'hash' end
+end
+for _, r in ipairs(RANGES) do
+  for _, n in ipairs({'ur:', 'vr:'}) do names[#names + 1] = B .. n .. r; kinds[#kinds + 1] = 'zset' end
+  names[#names + 1] = B .. 'dr:' .. r; kinds[#kinds + 1] = 'hash'
 end
 if op == 'screen' then names, kinds = {B .. 'codes', B .. 'prev'}, {'hash', 'hash'} end
 for i, key in ipairs(names) do
@@ -152,6 +215,10 @@ local function count_sent()
   keep(B .. 'codes', DAY + LATE); keep(B .. 'latest', DAY + LATE)
   redis.call('ZADD', B .. 'uc:' .. CTY, fmt(now), id); trim(B .. 'uc:' .. CTY, DAY + LATE)
   keep(B .. 'uc:' .. CTY, DAY + LATE)
+  for _, r in ipairs(RANGES) do
+    redis.call('ZADD', B .. 'ur:' .. r, fmt(now), id); trim(B .. 'ur:' .. r, DAY + LATE)
+    keep(B .. 'ur:' .. r, DAY + LATE)
+  end
   if A ~= '' then
     redis.call('ZADD', B .. 'ua:' .. A, fmt(now), id); trim(B .. 'ua:' .. A, DAY + LATE)
     keep(B .. 'ua:' .. A, DAY + LATE)
@@ -174,10 +241,18 @@ local function thresholds(g)
     if not t[THRESHOLDS[n] or 'extra'] then return nil end
   end
   if n ~= 12 and n ~= 13 then return nil end
+  -- The ranges' minimums, on the extension line (Guard.extensionText),
+  -- which a guard with range signals always has.
+  local x = string.match(g, '\n(.*)$') or ''
+  t.range_daily_minimum = int(string.match(x, 'range_daily_minimum=(%d+)') or '', 0, 1000000)
+  t.range_hourly_minimum = int(string.match(x, 'range_hourly_minimum=(%d+)') or '', 0, 1000000)
+  if #RANGES > 0 and not (t.range_daily_minimum and t.range_hourly_minimum) then return nil end
   return t
 end
 local function screen()
-  local g = rd('string', 'GET', B .. 'guard') or ''
+  rd('string', 'GET', B .. 'guard')
+  rd('string', 'GET', B .. 'guardx')
+  local g = stored_guard()
   if g ~= ARGV[8] then return {'stale', g} end
   if ARGV[9] ~= '1' then return {'same'} end
   local t = thresholds(g)
@@ -189,10 +264,33 @@ local function screen()
              country_verified_day = reply[4], country_verified_hour = reply[5],
              country_verified_daily_maximum = R.verified_daily_maximum(days, today, t.history_days),
              has_address = A ~= '', address_unverified_day = reply[8], address_unverified_hour = reply[9],
-             address_verified_day = reply[10], address_countries_day = reply[11]}
+             address_verified_day = reply[10], address_countries_day = reply[11], ranges = {}}
+  local per_range = {}
+  for _, r in ipairs(RANGES) do
+    local rdays, history = rd('hash', 'HGETALL', B .. 'dr:' .. r), {}
+    for k = 1, #rdays, 2 do history[tonumber(rdays[k])] = tonumber(rdays[k + 1]) or 0 end
+    local rc = {range = r, unverified_day = unverified(B .. 'ur:' .. r, w.unverified_day, w.due),
+                unverified_hour = unverified(B .. 'ur:' .. r, w.unverified_hour, w.due),
+                verified_day = count(B .. 'vr:' .. r, w.verified_day), verified_hour = count(B .. 'vr:' .. r, w.verified_hour),
+                verified_daily_maximum = R.verified_daily_maximum(history, today, t.history_days)}
+    c.ranges[#c.ranges + 1] = rc
+    for _, v in ipairs({rc.range, rc.unverified_day, rc.unverified_hour, rc.verified_day, rc.verified_hour,
+                        rc.verified_daily_maximum}) do per_range[#per_range + 1] = v end
+  end
   local j = R.guard_judge(t, c)
-  -- Enforced (mode 2) and warned: refused, and not counted.
-  local counted = not R.guard_refuses(tonumber(string.match(g, '^[^;]*;(%d+);')), j)
+  -- Enforced (mode 2) and warned: refused or challenged, and not counted,
+  -- unless a challenge passed for the subject and address lets it through
+  -- (used up).
+  local mode, challenge = tonumber(string.match(g, '^[^;]*;(%d+);')), extension(g, 'challenge')
+  local answer, passed = R.guard_answer(mode, j, challenge, false), ''
+  if answer == 'challenge' then
+    local key = B .. 'ch:' .. subject .. '|' .. A
+    if rd('string', 'GET', key) then
+      redis.call('DEL', key)
+      answer, passed = 'grant', '1'
+    end
+  end
+  local counted = answer == 'grant'
   if counted then
     count_sent()
   else
@@ -200,6 +298,10 @@ local function screen()
   end
   reply[15], reply[16], reply[17], reply[18] = counted and '1' or '0', j.warnings, j.country_daily, j.country_hourly
   reply[19], reply[20], reply[21] = j.address_daily, j.address_hourly, c.country_verified_daily_maximum
+  reply[22] = passed
+  reply[23], reply[24], reply[25], reply[26], reply[27] = j.range, j.range_unverified_day, j.range_unverified_hour,
+                                                         j.range_daily, j.range_hourly
+  for _, v in ipairs(per_range) do reply[#reply + 1] = v end
   return reply
 end
 if op == 'screen' then
@@ -211,6 +313,7 @@ end
 
 if op == 'returned' then
   redis.call('ZREM', B .. 'uc:' .. CTY, id)
+  for _, r in ipairs(RANGES) do redis.call('ZREM', B .. 'ur:' .. r, id) end
   if A ~= '' then
     redis.call('ZREM', B .. 'ua:' .. A, id)
     -- C stays a country A asked for only by another of A's codes to C
@@ -260,6 +363,7 @@ if op == 'verified' then
   end
   if code then
     if country then redis.call('ZREM', B .. 'uc:' .. country, code) end
+    for _, r in ipairs(RANGES) do redis.call('ZREM', B .. 'ur:' .. r, code) end
     if address ~= '' then redis.call('ZREM', B .. 'ua:' .. address, code) end
     redis.call('HDEL', B .. 'codes', code)
     redis.call('HDEL', B .. 'latest', subject)
@@ -269,10 +373,18 @@ if op == 'verified' then
   if not held then return {'ok'} end
   freed()
   local member = fmt(now) .. '|' .. subject
+  -- The ranges count the verification if the guard has range signals.
+  if not string.find(stored_guard(), '\nranges=1', 1, true) then RANGES = {} end
   redis.call('ZADD', B .. 'vc:' .. CTY, fmt(now), member); trim(B .. 'vc:' .. CTY, DAY); keep(B .. 'vc:' .. CTY, DAY)
   redis.call('HINCRBY', B .. 'd:' .. CTY, fmt(today), 1)
   redis.call('HDEL', B .. 'd:' .. CTY, fmt(today - 61))
   keep(B .. 'd:' .. CTY, 61 * DAY)
+  for _, r in ipairs(RANGES) do
+    redis.call('ZADD', B .. 'vr:' .. r, fmt(now), member); trim(B .. 'vr:' .. r, DAY); keep(B .. 'vr:' .. r, DAY)
+    redis.call('HINCRBY', B .. 'dr:' .. r, fmt(today), 1)
+    redis.call('HDEL', B .. 'dr:' .. r, fmt(today - 61))
+    keep(B .. 'dr:' .. r, 61 * DAY)
+  end
   if address ~= '' then
     redis.call('ZADD', B .. 'va:' .. address, fmt(now), member); trim(B .. 'va:' .. address, DAY)
     keep(B .. 'va:' .. address, DAY)

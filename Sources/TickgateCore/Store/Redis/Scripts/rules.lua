@@ -101,6 +101,29 @@ function R.verified_daily_maximum(days, today, history)
   end
   return most
 end
+-- What a guard of mode `mode` answers a send judged j: 'grant' (counted),
+-- 'refuse', or 'challenge' when every warning is one of the bits of
+-- `challenge` (a pass `passed`: 'grant') (GuardRules.answer).
+function R.guard_answer(mode, j, challenge, passed)
+  if not R.guard_refuses(mode, j) then return 'grant' end
+  local w, c = j.warnings, challenge
+  for _ = 1, 7 do
+    if w % 2 == 1 and c % 2 == 0 then return 'refuse' end
+    w, c = math.floor(w / 2), math.floor(c / 2)
+  end
+  if passed then return 'grant' end
+  return 'challenge'
+end
+-- A range's daily and hourly thresholds: the country's formulas (its
+-- percents and divisor of t) over the range's own counts r, with the
+-- range's minimums (GuardRules.rangeThresholds).
+function R.range_thresholds(t, r)
+  local daily = math.max(t.range_daily_minimum, pct(r.verified_daily_maximum, t.country_history_percent),
+                         pct(r.verified_day, t.country_day_percent))
+  local hourly = math.max(t.range_hourly_minimum, math.floor(daily / math.max(t.country_hourly_divisor, 1)),
+                          pct(r.verified_hour, t.country_hour_percent))
+  return daily, hourly
+end
 -- True if a guard of mode `mode` (0 off, 1 record only, 2 enforce) refuses
 -- a send judged j: enforced and warned (GuardRules.refuses).
 function R.guard_refuses(mode, j)
@@ -125,5 +148,21 @@ function R.guard_judge(t, c)
     if c.address_unverified_hour + 1 > j.address_hourly then j.warnings = j.warnings + 8 end
     if c.address_countries_day > t.address_countries_maximum then j.warnings = j.warnings + 16 end
   end
+  -- The number's ranges, widest first (GuardRules.ranges): each by the
+  -- country's formulas over its own history; the narrowest that warns is
+  -- named (j.range, '' when none).
+  j.range, j.range_unverified_day, j.range_unverified_hour, j.range_daily, j.range_hourly = '', 0, 0, 0, 0
+  local daily_bit, hourly_bit = false, false
+  for _, r in ipairs(c.ranges or {}) do
+    local daily, hourly = R.range_thresholds(t, r)
+    local d, h = r.unverified_day + 1 > daily, r.unverified_hour + 1 > hourly
+    if d or h then
+      daily_bit, hourly_bit = daily_bit or d, hourly_bit or h
+      j.range, j.range_unverified_day, j.range_unverified_hour = r.range, r.unverified_day, r.unverified_hour
+      j.range_daily, j.range_hourly = daily, hourly
+    end
+  end
+  if daily_bit then j.warnings = j.warnings + 32 end
+  if hourly_bit then j.warnings = j.warnings + 64 end
   return j
 end

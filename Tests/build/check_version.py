@@ -95,8 +95,12 @@ except (OSError, subprocess.CalledProcessError):
              if "/build" not in d and "/.git" not in d for f in fs]
 # The release history: CHANGELOG.md, and the upgrade page's table of releases.
 allowed = {"CHANGELOG.md", "docs/upgrading.md"}
-# A version inside a longer dotted number (an address such as 192.0.2.1) is none.
+# A version inside a longer dotted number (an address such as 192.0.2.1) is none;
+# nor is a note of history ("added in 0.2.0", "before 0.2.0", "0.2.0 on"),
+# which stays true when the version moves on.
 pattern = re.compile(r"(?<![\d.])" + re.escape(version) + r"(?!\.?\d)")
+history = re.compile(r"(?:\b(?:in|before|since|from)\s+)" + re.escape(version) + r"(?!\.?\d)|"
+                     + re.escape(version) + r"\s+on\b", re.I)
 stray = []
 for name in files:
     if name in allowed or "/corpus/" in name or name.endswith((".png", ".db")):
@@ -105,7 +109,7 @@ for name in files:
         content = open(os.path.join(source, name), encoding="utf-8", errors="ignore").read()
     except OSError:
         continue
-    if pattern.search(content):
+    if pattern.search(history.sub("", content)):
         stray.append(name)
 check(not stray, f"no other file writes {version}: {stray}")
 

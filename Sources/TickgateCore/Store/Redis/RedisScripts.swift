@@ -20,9 +20,9 @@ enum RedisScripts {
         ("guardRecord", guardRecord),
     ]
     /// The SHA1 of `probe`, run by it before any SCRIPT LOAD answered.
-    static let probeSHA = "47e72bab94f3ec91b9ed5c8c2f530d036f4a6f3c"
+    static let probeSHA = "59bd7ceda296e1535cc9e102a3c6270c77a10a4e"
     /// The SHA1 of `setClock`, run by it before any SCRIPT LOAD answered.
-    static let setClockSHA = "a9024519685705d95b5ba842f7cfe6dc25a3f725"
+    static let setClockSHA = "543f930455f8f2fcd4458a13e9783e13fac3ae69"
 
     /// Scripts/decide.lua
     static let decide = #"""
@@ -34,18 +34,26 @@ enum RedisScripts {
     -- Every number here is a whole number of at most 2^53 (µs, counts). Each
     -- call of a C function costs (Redis's Lua): checks are one find each.
     local find, tonumber = string.find, tonumber
-    local function fmt(x) return string.format('%d', x) end
+    -- The values written most (-1: none, 0, 1) cost no C call, here and in int.
+    local function fmt(x)
+      if x == -1 then return '-1' elseif x == 0 then return '0' elseif x == 1 then return '1' end
+      return string.format('%d', x)
+    end
     -- A string of digits (a '-' first allowed) within lo..hi, or nil.
     local function int(v, lo, hi)
-      if not v or #v > 17 or not find(v, '^%-?%d+$') then return nil end
-      local n = tonumber(v)
+      local n
+      if v == '-1' then n = -1 elseif v == '0' then n = 0 elseif v == '1' then n = 1
+      else
+        if not v or #v > 17 or not find(v, '^%-?%d+$') then return nil end
+        n = tonumber(v)
+      end
       if n < lo or n > hi then return nil end
       return n
     end
     -- digits: a string already matched as digits, within lo..hi, or nil.
     local function digits(v, lo, hi)
       if #v > 17 then return nil end
-      local n = tonumber(v)
+      local n = v == '0' and 0 or tonumber(v)
       if n < lo or n > hi then return nil end
       return n
     end
@@ -97,10 +105,16 @@ enum RedisScripts {
         string.match(text, '^([%d,]+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)$')
       if not steps then return nil end
       local cooldowns = {}
-      for part in string.gmatch(steps, '[^,]+') do
-        local v = digits(part, 1, C.YEAR)
-        if not v then return nil end
-        cooldowns[#cooldowns + 1] = v
+      if not find(steps, ',', 1, true) then
+        -- One step (no comma): itself, without a walk of its parts.
+        cooldowns[1] = digits(steps, 1, C.YEAR)
+        if not cooldowns[1] then return nil end
+      else
+        for part in string.gmatch(steps, '[^,]+') do
+          local v = digits(part, 1, C.YEAR)
+          if not v then return nil end
+          cooldowns[#cooldowns + 1] = v
+        end
       end
       if #cooldowns == 0 or #cooldowns > C.MAX_STEPS then return nil end
       local p = {cooldowns = cooldowns, wmax = digits(wmax, 0, C.MAX_WINDOW_SENDS), window = digits(window, 0, C.YEAR),
@@ -738,9 +752,8 @@ enum RedisScripts {
     local screening = ARGV[1] == 'begin' and ARGV[10] == 'g'
     local NB = screening and NK - 1 or NK
     local FIELDS = {'d', 'p', 'l', 'i', 'c', 'k', 'h', 'n', 'w', 'x', 's', 't'}
-    local KNOWN = {d = 1, p = 1, l = 1, i = 1, c = 1, k = 1, h = 1, n = 1, w = 1, x = 1, s = 1, t = 1}
     local op = ARGV[1]
-    local mine = 'q' .. ARGV[14]
+    local mine, mine_id = 'q' .. ARGV[14], ARGV[13] .. '|'
     -- Keys of another type are refused by the calls themselves (pcall): no
     -- TYPE call of its own on the way of every decision.
     local all = redis.pcall('HGETALL', K)
@@ -751,18 +764,25 @@ enum RedisScripts {
     local function stamped(notice) return (string.gsub(notice, ' ', '@' .. fmt(real) .. ' ', 1)) end
     -- The key's fields, and the answers kept.
     -- others: fresh answers of other engines, kept until `kept_until` (server µs).
-    local h, stale, others, kept_until = {}, {}, 0, 0
+    -- n_fields: how many fields the hash holds beside the answers.
+    local h, stale, others, kept_until, n_fields = {}, {}, 0, 0, 0
     for j = 1, #all, 2 do
       local f, v = all[j], all[j + 1]
       if #f > 1 and string.sub(f, 1, 1) == 'q' then
-        local id, at, kept = string.match(v, '^([^|]*)|(%d+)|(%d+)|')
-        if f == mine and id == ARGV[13] then
-          local t, a, b4, af = string.match(v, '^[^|]*|%d+|%d+|(%d*)|(%-?%d+)|([^~]*)~(.*)$')
-          if not t then return {'corrupt', K, 'field ' .. mine .. ' is not an answer'} end
-          local r = tonumber(at)
-          return {'ok', t == '' and r or tonumber(t), r, b4, af, '', tonumber(a), -1}
-        end
-        if f ~= mine then
+        if f == mine then
+          -- This engine's answer is read only when its id is this decision's
+          -- (a plain find first: no pattern on the way of every decision).
+          if find(v, mine_id, 1, true) == 1 then
+            local id, at = string.match(v, '^([^|]*)|(%d+)|(%d+)|')
+            if id == ARGV[13] then
+              local t, a, b4, af = string.match(v, '^[^|]*|%d+|%d+|(%d*)|(%-?%d+)|([^~]*)~(.*)$')
+              if not t then return {'corrupt', K, 'field ' .. mine .. ' is not an answer'} end
+              local r = tonumber(at)
+              return {'ok', t == '' and r or tonumber(t), r, b4, af, '', tonumber(a), -1}
+            end
+          end
+        else
+          local id, at, kept = string.match(v, '^([^|]*)|(%d+)|(%d+)|')
           local untl = id and #at <= 17 and #kept <= 17 and tonumber(at) + tonumber(kept)
           if not untl or untl < real then
             stale[#stale + 1] = f
@@ -773,6 +793,7 @@ enum RedisScripts {
         end
       else
         h[f] = v
+        n_fields = n_fields + 1
       end
     end
     if ARGV[3] ~= '' and real > tonumber(ARGV[3]) then return {'late', now, real} end
@@ -780,11 +801,20 @@ enum RedisScripts {
     local function bad(f) return {'corrupt', K, 'field ' .. f .. ' holds "' .. string.sub(tostring(h[f]), 1, 40) .. '"'} end
     -- A key's hash holds all twelve fields (-1 or '': absent), or none; a hash
     -- of format 1 has the first eleven (no ticket).
-    local n_fields = 0
-    for f, _ in pairs(h) do
-      n_fields = n_fields + 1
-      if not KNOWN[f] then
-        return {'corrupt', K, 'unknown field "' .. string.sub(f, 1, 40) .. '"'}
+    -- Every field is one of the twelve when as many of the twelve are there
+    -- as fields; only otherwise is the unknown one looked for.
+    if n_fields > 0 then
+      local known = 0
+      for j = 1, 12 do
+        if h[FIELDS[j]] then known = known + 1 end
+      end
+      if known ~= n_fields then
+        local KNOWN = {d = 1, p = 1, l = 1, i = 1, c = 1, k = 1, h = 1, n = 1, w = 1, x = 1, s = 1, t = 1}
+        for f, _ in pairs(h) do
+          if not KNOWN[f] then
+            return {'corrupt', K, 'unknown field "' .. string.sub(f, 1, 40) .. '"'}
+          end
+        end
       end
     end
     -- (A hash of format 1 gets its ticket field at its first write.)
@@ -967,9 +997,10 @@ enum RedisScripts {
       if latest then return refused('budget', latest, index) end
       -- A charge's member is its time and its ticket's name (this engine's
       -- and its number): no two charges share one.
-      local member = fmt(now) .. '-' .. ARGV[12]
+      local at = fmt(now)
+      local member = at .. '-' .. ARGV[12]
       for _, b in ipairs(budgets) do
-        redis.call('ZADD', b.key, fmt(now), member)
+        redis.call('ZADD', b.key, at, member)
         expire(b.key, now + b.horizon, now, slack)
       end
       cd = {d = now + pol.ticket, p = 0, l = pol.ticket, i = tick, c = now, k = ARGV[12]}
@@ -1069,10 +1100,10 @@ enum RedisScripts {
       for j, x in ipairs(rec.sends) do parts[j] = fmt(x) end
       t = table.concat(parts, ',')
     end
-    local v = {cd and fmt(cd.d) or '-1', cd and tostring(cd.p) or '-1', cd and fmt(cd.l) or '-1',
+    local v = {cd and fmt(cd.d) or '-1', cd and fmt(cd.p) or '-1', cd and fmt(cd.l) or '-1',
                cd and fmt(cd.i) or '-1', cd and fmt(cd.c) or '-1', cd and cd.k or '',
-               rec and tostring(rec.h) or '-1', rec and fmt(rec.n) or '-1', rec and tostring(rec.w) or '-1',
-               rec and tostring(rec.x) or '-1', rec and fmt(rec.s) or '-1', t}
+               rec and fmt(rec.h) or '-1', rec and fmt(rec.n) or '-1', rec and fmt(rec.w) or '-1',
+               rec and fmt(rec.x) or '-1', rec and fmt(rec.s) or '-1', t}
     local after = table.concat(v, '|')
     -- Only the fields that changed are written (each costs the server).
     local set = {mine, answer .. after}
@@ -1100,18 +1131,26 @@ enum RedisScripts {
     -- Every number here is a whole number of at most 2^53 (µs, counts). Each
     -- call of a C function costs (Redis's Lua): checks are one find each.
     local find, tonumber = string.find, tonumber
-    local function fmt(x) return string.format('%d', x) end
+    -- The values written most (-1: none, 0, 1) cost no C call, here and in int.
+    local function fmt(x)
+      if x == -1 then return '-1' elseif x == 0 then return '0' elseif x == 1 then return '1' end
+      return string.format('%d', x)
+    end
     -- A string of digits (a '-' first allowed) within lo..hi, or nil.
     local function int(v, lo, hi)
-      if not v or #v > 17 or not find(v, '^%-?%d+$') then return nil end
-      local n = tonumber(v)
+      local n
+      if v == '-1' then n = -1 elseif v == '0' then n = 0 elseif v == '1' then n = 1
+      else
+        if not v or #v > 17 or not find(v, '^%-?%d+$') then return nil end
+        n = tonumber(v)
+      end
       if n < lo or n > hi then return nil end
       return n
     end
     -- digits: a string already matched as digits, within lo..hi, or nil.
     local function digits(v, lo, hi)
       if #v > 17 then return nil end
-      local n = tonumber(v)
+      local n = v == '0' and 0 or tonumber(v)
       if n < lo or n > hi then return nil end
       return n
     end
@@ -1163,10 +1202,16 @@ enum RedisScripts {
         string.match(text, '^([%d,]+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)$')
       if not steps then return nil end
       local cooldowns = {}
-      for part in string.gmatch(steps, '[^,]+') do
-        local v = digits(part, 1, C.YEAR)
-        if not v then return nil end
-        cooldowns[#cooldowns + 1] = v
+      if not find(steps, ',', 1, true) then
+        -- One step (no comma): itself, without a walk of its parts.
+        cooldowns[1] = digits(steps, 1, C.YEAR)
+        if not cooldowns[1] then return nil end
+      else
+        for part in string.gmatch(steps, '[^,]+') do
+          local v = digits(part, 1, C.YEAR)
+          if not v then return nil end
+          cooldowns[#cooldowns + 1] = v
+        end
       end
       if #cooldowns == 0 or #cooldowns > C.MAX_STEPS then return nil end
       local p = {cooldowns = cooldowns, wmax = digits(wmax, 0, C.MAX_WINDOW_SENDS), window = digits(window, 0, C.YEAR),
@@ -1227,18 +1272,26 @@ enum RedisScripts {
     -- Every number here is a whole number of at most 2^53 (µs, counts). Each
     -- call of a C function costs (Redis's Lua): checks are one find each.
     local find, tonumber = string.find, tonumber
-    local function fmt(x) return string.format('%d', x) end
+    -- The values written most (-1: none, 0, 1) cost no C call, here and in int.
+    local function fmt(x)
+      if x == -1 then return '-1' elseif x == 0 then return '0' elseif x == 1 then return '1' end
+      return string.format('%d', x)
+    end
     -- A string of digits (a '-' first allowed) within lo..hi, or nil.
     local function int(v, lo, hi)
-      if not v or #v > 17 or not find(v, '^%-?%d+$') then return nil end
-      local n = tonumber(v)
+      local n
+      if v == '-1' then n = -1 elseif v == '0' then n = 0 elseif v == '1' then n = 1
+      else
+        if not v or #v > 17 or not find(v, '^%-?%d+$') then return nil end
+        n = tonumber(v)
+      end
       if n < lo or n > hi then return nil end
       return n
     end
     -- digits: a string already matched as digits, within lo..hi, or nil.
     local function digits(v, lo, hi)
       if #v > 17 then return nil end
-      local n = tonumber(v)
+      local n = v == '0' and 0 or tonumber(v)
       if n < lo or n > hi then return nil end
       return n
     end
@@ -1290,10 +1343,16 @@ enum RedisScripts {
         string.match(text, '^([%d,]+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)$')
       if not steps then return nil end
       local cooldowns = {}
-      for part in string.gmatch(steps, '[^,]+') do
-        local v = digits(part, 1, C.YEAR)
-        if not v then return nil end
-        cooldowns[#cooldowns + 1] = v
+      if not find(steps, ',', 1, true) then
+        -- One step (no comma): itself, without a walk of its parts.
+        cooldowns[1] = digits(steps, 1, C.YEAR)
+        if not cooldowns[1] then return nil end
+      else
+        for part in string.gmatch(steps, '[^,]+') do
+          local v = digits(part, 1, C.YEAR)
+          if not v then return nil end
+          cooldowns[#cooldowns + 1] = v
+        end
       end
       if #cooldowns == 0 or #cooldowns > C.MAX_STEPS then return nil end
       local p = {cooldowns = cooldowns, wmax = digits(wmax, 0, C.MAX_WINDOW_SENDS), window = digits(window, 0, C.YEAR),
@@ -1342,18 +1401,26 @@ enum RedisScripts {
     -- Every number here is a whole number of at most 2^53 (µs, counts). Each
     -- call of a C function costs (Redis's Lua): checks are one find each.
     local find, tonumber = string.find, tonumber
-    local function fmt(x) return string.format('%d', x) end
+    -- The values written most (-1: none, 0, 1) cost no C call, here and in int.
+    local function fmt(x)
+      if x == -1 then return '-1' elseif x == 0 then return '0' elseif x == 1 then return '1' end
+      return string.format('%d', x)
+    end
     -- A string of digits (a '-' first allowed) within lo..hi, or nil.
     local function int(v, lo, hi)
-      if not v or #v > 17 or not find(v, '^%-?%d+$') then return nil end
-      local n = tonumber(v)
+      local n
+      if v == '-1' then n = -1 elseif v == '0' then n = 0 elseif v == '1' then n = 1
+      else
+        if not v or #v > 17 or not find(v, '^%-?%d+$') then return nil end
+        n = tonumber(v)
+      end
       if n < lo or n > hi then return nil end
       return n
     end
     -- digits: a string already matched as digits, within lo..hi, or nil.
     local function digits(v, lo, hi)
       if #v > 17 then return nil end
-      local n = tonumber(v)
+      local n = v == '0' and 0 or tonumber(v)
       if n < lo or n > hi then return nil end
       return n
     end
@@ -1405,10 +1472,16 @@ enum RedisScripts {
         string.match(text, '^([%d,]+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)$')
       if not steps then return nil end
       local cooldowns = {}
-      for part in string.gmatch(steps, '[^,]+') do
-        local v = digits(part, 1, C.YEAR)
-        if not v then return nil end
-        cooldowns[#cooldowns + 1] = v
+      if not find(steps, ',', 1, true) then
+        -- One step (no comma): itself, without a walk of its parts.
+        cooldowns[1] = digits(steps, 1, C.YEAR)
+        if not cooldowns[1] then return nil end
+      else
+        for part in string.gmatch(steps, '[^,]+') do
+          local v = digits(part, 1, C.YEAR)
+          if not v then return nil end
+          cooldowns[#cooldowns + 1] = v
+        end
       end
       if #cooldowns == 0 or #cooldowns > C.MAX_STEPS then return nil end
       local p = {cooldowns = cooldowns, wmax = digits(wmax, 0, C.MAX_WINDOW_SENDS), window = digits(window, 0, C.YEAR),
@@ -1472,18 +1545,26 @@ enum RedisScripts {
     -- Every number here is a whole number of at most 2^53 (µs, counts). Each
     -- call of a C function costs (Redis's Lua): checks are one find each.
     local find, tonumber = string.find, tonumber
-    local function fmt(x) return string.format('%d', x) end
+    -- The values written most (-1: none, 0, 1) cost no C call, here and in int.
+    local function fmt(x)
+      if x == -1 then return '-1' elseif x == 0 then return '0' elseif x == 1 then return '1' end
+      return string.format('%d', x)
+    end
     -- A string of digits (a '-' first allowed) within lo..hi, or nil.
     local function int(v, lo, hi)
-      if not v or #v > 17 or not find(v, '^%-?%d+$') then return nil end
-      local n = tonumber(v)
+      local n
+      if v == '-1' then n = -1 elseif v == '0' then n = 0 elseif v == '1' then n = 1
+      else
+        if not v or #v > 17 or not find(v, '^%-?%d+$') then return nil end
+        n = tonumber(v)
+      end
       if n < lo or n > hi then return nil end
       return n
     end
     -- digits: a string already matched as digits, within lo..hi, or nil.
     local function digits(v, lo, hi)
       if #v > 17 then return nil end
-      local n = tonumber(v)
+      local n = v == '0' and 0 or tonumber(v)
       if n < lo or n > hi then return nil end
       return n
     end
@@ -1535,10 +1616,16 @@ enum RedisScripts {
         string.match(text, '^([%d,]+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)$')
       if not steps then return nil end
       local cooldowns = {}
-      for part in string.gmatch(steps, '[^,]+') do
-        local v = digits(part, 1, C.YEAR)
-        if not v then return nil end
-        cooldowns[#cooldowns + 1] = v
+      if not find(steps, ',', 1, true) then
+        -- One step (no comma): itself, without a walk of its parts.
+        cooldowns[1] = digits(steps, 1, C.YEAR)
+        if not cooldowns[1] then return nil end
+      else
+        for part in string.gmatch(steps, '[^,]+') do
+          local v = digits(part, 1, C.YEAR)
+          if not v then return nil end
+          cooldowns[#cooldowns + 1] = v
+        end
       end
       if #cooldowns == 0 or #cooldowns > C.MAX_STEPS then return nil end
       local p = {cooldowns = cooldowns, wmax = digits(wmax, 0, C.MAX_WINDOW_SENDS), window = digits(window, 0, C.YEAR),
@@ -1583,18 +1670,26 @@ enum RedisScripts {
     -- Every number here is a whole number of at most 2^53 (µs, counts). Each
     -- call of a C function costs (Redis's Lua): checks are one find each.
     local find, tonumber = string.find, tonumber
-    local function fmt(x) return string.format('%d', x) end
+    -- The values written most (-1: none, 0, 1) cost no C call, here and in int.
+    local function fmt(x)
+      if x == -1 then return '-1' elseif x == 0 then return '0' elseif x == 1 then return '1' end
+      return string.format('%d', x)
+    end
     -- A string of digits (a '-' first allowed) within lo..hi, or nil.
     local function int(v, lo, hi)
-      if not v or #v > 17 or not find(v, '^%-?%d+$') then return nil end
-      local n = tonumber(v)
+      local n
+      if v == '-1' then n = -1 elseif v == '0' then n = 0 elseif v == '1' then n = 1
+      else
+        if not v or #v > 17 or not find(v, '^%-?%d+$') then return nil end
+        n = tonumber(v)
+      end
       if n < lo or n > hi then return nil end
       return n
     end
     -- digits: a string already matched as digits, within lo..hi, or nil.
     local function digits(v, lo, hi)
       if #v > 17 then return nil end
-      local n = tonumber(v)
+      local n = v == '0' and 0 or tonumber(v)
       if n < lo or n > hi then return nil end
       return n
     end
@@ -1646,10 +1741,16 @@ enum RedisScripts {
         string.match(text, '^([%d,]+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)$')
       if not steps then return nil end
       local cooldowns = {}
-      for part in string.gmatch(steps, '[^,]+') do
-        local v = digits(part, 1, C.YEAR)
-        if not v then return nil end
-        cooldowns[#cooldowns + 1] = v
+      if not find(steps, ',', 1, true) then
+        -- One step (no comma): itself, without a walk of its parts.
+        cooldowns[1] = digits(steps, 1, C.YEAR)
+        if not cooldowns[1] then return nil end
+      else
+        for part in string.gmatch(steps, '[^,]+') do
+          local v = digits(part, 1, C.YEAR)
+          if not v then return nil end
+          cooldowns[#cooldowns + 1] = v
+        end
       end
       if #cooldowns == 0 or #cooldowns > C.MAX_STEPS then return nil end
       local p = {cooldowns = cooldowns, wmax = digits(wmax, 0, C.MAX_WINDOW_SENDS), window = digits(window, 0, C.YEAR),
@@ -1935,18 +2036,26 @@ enum RedisScripts {
     -- Every number here is a whole number of at most 2^53 (µs, counts). Each
     -- call of a C function costs (Redis's Lua): checks are one find each.
     local find, tonumber = string.find, tonumber
-    local function fmt(x) return string.format('%d', x) end
+    -- The values written most (-1: none, 0, 1) cost no C call, here and in int.
+    local function fmt(x)
+      if x == -1 then return '-1' elseif x == 0 then return '0' elseif x == 1 then return '1' end
+      return string.format('%d', x)
+    end
     -- A string of digits (a '-' first allowed) within lo..hi, or nil.
     local function int(v, lo, hi)
-      if not v or #v > 17 or not find(v, '^%-?%d+$') then return nil end
-      local n = tonumber(v)
+      local n
+      if v == '-1' then n = -1 elseif v == '0' then n = 0 elseif v == '1' then n = 1
+      else
+        if not v or #v > 17 or not find(v, '^%-?%d+$') then return nil end
+        n = tonumber(v)
+      end
       if n < lo or n > hi then return nil end
       return n
     end
     -- digits: a string already matched as digits, within lo..hi, or nil.
     local function digits(v, lo, hi)
       if #v > 17 then return nil end
-      local n = tonumber(v)
+      local n = v == '0' and 0 or tonumber(v)
       if n < lo or n > hi then return nil end
       return n
     end
@@ -1998,10 +2107,16 @@ enum RedisScripts {
         string.match(text, '^([%d,]+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)$')
       if not steps then return nil end
       local cooldowns = {}
-      for part in string.gmatch(steps, '[^,]+') do
-        local v = digits(part, 1, C.YEAR)
-        if not v then return nil end
-        cooldowns[#cooldowns + 1] = v
+      if not find(steps, ',', 1, true) then
+        -- One step (no comma): itself, without a walk of its parts.
+        cooldowns[1] = digits(steps, 1, C.YEAR)
+        if not cooldowns[1] then return nil end
+      else
+        for part in string.gmatch(steps, '[^,]+') do
+          local v = digits(part, 1, C.YEAR)
+          if not v then return nil end
+          cooldowns[#cooldowns + 1] = v
+        end
       end
       if #cooldowns == 0 or #cooldowns > C.MAX_STEPS then return nil end
       local p = {cooldowns = cooldowns, wmax = digits(wmax, 0, C.MAX_WINDOW_SENDS), window = digits(window, 0, C.YEAR),
@@ -2058,18 +2173,26 @@ enum RedisScripts {
     -- Every number here is a whole number of at most 2^53 (µs, counts). Each
     -- call of a C function costs (Redis's Lua): checks are one find each.
     local find, tonumber = string.find, tonumber
-    local function fmt(x) return string.format('%d', x) end
+    -- The values written most (-1: none, 0, 1) cost no C call, here and in int.
+    local function fmt(x)
+      if x == -1 then return '-1' elseif x == 0 then return '0' elseif x == 1 then return '1' end
+      return string.format('%d', x)
+    end
     -- A string of digits (a '-' first allowed) within lo..hi, or nil.
     local function int(v, lo, hi)
-      if not v or #v > 17 or not find(v, '^%-?%d+$') then return nil end
-      local n = tonumber(v)
+      local n
+      if v == '-1' then n = -1 elseif v == '0' then n = 0 elseif v == '1' then n = 1
+      else
+        if not v or #v > 17 or not find(v, '^%-?%d+$') then return nil end
+        n = tonumber(v)
+      end
       if n < lo or n > hi then return nil end
       return n
     end
     -- digits: a string already matched as digits, within lo..hi, or nil.
     local function digits(v, lo, hi)
       if #v > 17 then return nil end
-      local n = tonumber(v)
+      local n = v == '0' and 0 or tonumber(v)
       if n < lo or n > hi then return nil end
       return n
     end
@@ -2121,10 +2244,16 @@ enum RedisScripts {
         string.match(text, '^([%d,]+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)$')
       if not steps then return nil end
       local cooldowns = {}
-      for part in string.gmatch(steps, '[^,]+') do
-        local v = digits(part, 1, C.YEAR)
-        if not v then return nil end
-        cooldowns[#cooldowns + 1] = v
+      if not find(steps, ',', 1, true) then
+        -- One step (no comma): itself, without a walk of its parts.
+        cooldowns[1] = digits(steps, 1, C.YEAR)
+        if not cooldowns[1] then return nil end
+      else
+        for part in string.gmatch(steps, '[^,]+') do
+          local v = digits(part, 1, C.YEAR)
+          if not v then return nil end
+          cooldowns[#cooldowns + 1] = v
+        end
       end
       if #cooldowns == 0 or #cooldowns > C.MAX_STEPS then return nil end
       local p = {cooldowns = cooldowns, wmax = digits(wmax, 0, C.MAX_WINDOW_SENDS), window = digits(window, 0, C.YEAR),
@@ -2171,18 +2300,26 @@ enum RedisScripts {
     -- Every number here is a whole number of at most 2^53 (µs, counts). Each
     -- call of a C function costs (Redis's Lua): checks are one find each.
     local find, tonumber = string.find, tonumber
-    local function fmt(x) return string.format('%d', x) end
+    -- The values written most (-1: none, 0, 1) cost no C call, here and in int.
+    local function fmt(x)
+      if x == -1 then return '-1' elseif x == 0 then return '0' elseif x == 1 then return '1' end
+      return string.format('%d', x)
+    end
     -- A string of digits (a '-' first allowed) within lo..hi, or nil.
     local function int(v, lo, hi)
-      if not v or #v > 17 or not find(v, '^%-?%d+$') then return nil end
-      local n = tonumber(v)
+      local n
+      if v == '-1' then n = -1 elseif v == '0' then n = 0 elseif v == '1' then n = 1
+      else
+        if not v or #v > 17 or not find(v, '^%-?%d+$') then return nil end
+        n = tonumber(v)
+      end
       if n < lo or n > hi then return nil end
       return n
     end
     -- digits: a string already matched as digits, within lo..hi, or nil.
     local function digits(v, lo, hi)
       if #v > 17 then return nil end
-      local n = tonumber(v)
+      local n = v == '0' and 0 or tonumber(v)
       if n < lo or n > hi then return nil end
       return n
     end
@@ -2234,10 +2371,16 @@ enum RedisScripts {
         string.match(text, '^([%d,]+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)$')
       if not steps then return nil end
       local cooldowns = {}
-      for part in string.gmatch(steps, '[^,]+') do
-        local v = digits(part, 1, C.YEAR)
-        if not v then return nil end
-        cooldowns[#cooldowns + 1] = v
+      if not find(steps, ',', 1, true) then
+        -- One step (no comma): itself, without a walk of its parts.
+        cooldowns[1] = digits(steps, 1, C.YEAR)
+        if not cooldowns[1] then return nil end
+      else
+        for part in string.gmatch(steps, '[^,]+') do
+          local v = digits(part, 1, C.YEAR)
+          if not v then return nil end
+          cooldowns[#cooldowns + 1] = v
+        end
       end
       if #cooldowns == 0 or #cooldowns > C.MAX_STEPS then return nil end
       local p = {cooldowns = cooldowns, wmax = digits(wmax, 0, C.MAX_WINDOW_SENDS), window = digits(window, 0, C.YEAR),
@@ -2496,18 +2639,26 @@ enum RedisScripts {
     -- Every number here is a whole number of at most 2^53 (µs, counts). Each
     -- call of a C function costs (Redis's Lua): checks are one find each.
     local find, tonumber = string.find, tonumber
-    local function fmt(x) return string.format('%d', x) end
+    -- The values written most (-1: none, 0, 1) cost no C call, here and in int.
+    local function fmt(x)
+      if x == -1 then return '-1' elseif x == 0 then return '0' elseif x == 1 then return '1' end
+      return string.format('%d', x)
+    end
     -- A string of digits (a '-' first allowed) within lo..hi, or nil.
     local function int(v, lo, hi)
-      if not v or #v > 17 or not find(v, '^%-?%d+$') then return nil end
-      local n = tonumber(v)
+      local n
+      if v == '-1' then n = -1 elseif v == '0' then n = 0 elseif v == '1' then n = 1
+      else
+        if not v or #v > 17 or not find(v, '^%-?%d+$') then return nil end
+        n = tonumber(v)
+      end
       if n < lo or n > hi then return nil end
       return n
     end
     -- digits: a string already matched as digits, within lo..hi, or nil.
     local function digits(v, lo, hi)
       if #v > 17 then return nil end
-      local n = tonumber(v)
+      local n = v == '0' and 0 or tonumber(v)
       if n < lo or n > hi then return nil end
       return n
     end
@@ -2559,10 +2710,16 @@ enum RedisScripts {
         string.match(text, '^([%d,]+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)$')
       if not steps then return nil end
       local cooldowns = {}
-      for part in string.gmatch(steps, '[^,]+') do
-        local v = digits(part, 1, C.YEAR)
-        if not v then return nil end
-        cooldowns[#cooldowns + 1] = v
+      if not find(steps, ',', 1, true) then
+        -- One step (no comma): itself, without a walk of its parts.
+        cooldowns[1] = digits(steps, 1, C.YEAR)
+        if not cooldowns[1] then return nil end
+      else
+        for part in string.gmatch(steps, '[^,]+') do
+          local v = digits(part, 1, C.YEAR)
+          if not v then return nil end
+          cooldowns[#cooldowns + 1] = v
+        end
       end
       if #cooldowns == 0 or #cooldowns > C.MAX_STEPS then return nil end
       local p = {cooldowns = cooldowns, wmax = digits(wmax, 0, C.MAX_WINDOW_SENDS), window = digits(window, 0, C.YEAR),
@@ -2620,18 +2777,26 @@ enum RedisScripts {
     -- Every number here is a whole number of at most 2^53 (µs, counts). Each
     -- call of a C function costs (Redis's Lua): checks are one find each.
     local find, tonumber = string.find, tonumber
-    local function fmt(x) return string.format('%d', x) end
+    -- The values written most (-1: none, 0, 1) cost no C call, here and in int.
+    local function fmt(x)
+      if x == -1 then return '-1' elseif x == 0 then return '0' elseif x == 1 then return '1' end
+      return string.format('%d', x)
+    end
     -- A string of digits (a '-' first allowed) within lo..hi, or nil.
     local function int(v, lo, hi)
-      if not v or #v > 17 or not find(v, '^%-?%d+$') then return nil end
-      local n = tonumber(v)
+      local n
+      if v == '-1' then n = -1 elseif v == '0' then n = 0 elseif v == '1' then n = 1
+      else
+        if not v or #v > 17 or not find(v, '^%-?%d+$') then return nil end
+        n = tonumber(v)
+      end
       if n < lo or n > hi then return nil end
       return n
     end
     -- digits: a string already matched as digits, within lo..hi, or nil.
     local function digits(v, lo, hi)
       if #v > 17 then return nil end
-      local n = tonumber(v)
+      local n = v == '0' and 0 or tonumber(v)
       if n < lo or n > hi then return nil end
       return n
     end
@@ -2683,10 +2848,16 @@ enum RedisScripts {
         string.match(text, '^([%d,]+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)$')
       if not steps then return nil end
       local cooldowns = {}
-      for part in string.gmatch(steps, '[^,]+') do
-        local v = digits(part, 1, C.YEAR)
-        if not v then return nil end
-        cooldowns[#cooldowns + 1] = v
+      if not find(steps, ',', 1, true) then
+        -- One step (no comma): itself, without a walk of its parts.
+        cooldowns[1] = digits(steps, 1, C.YEAR)
+        if not cooldowns[1] then return nil end
+      else
+        for part in string.gmatch(steps, '[^,]+') do
+          local v = digits(part, 1, C.YEAR)
+          if not v then return nil end
+          cooldowns[#cooldowns + 1] = v
+        end
       end
       if #cooldowns == 0 or #cooldowns > C.MAX_STEPS then return nil end
       local p = {cooldowns = cooldowns, wmax = digits(wmax, 0, C.MAX_WINDOW_SENDS), window = digits(window, 0, C.YEAR),
@@ -2737,18 +2908,26 @@ enum RedisScripts {
     -- Every number here is a whole number of at most 2^53 (µs, counts). Each
     -- call of a C function costs (Redis's Lua): checks are one find each.
     local find, tonumber = string.find, tonumber
-    local function fmt(x) return string.format('%d', x) end
+    -- The values written most (-1: none, 0, 1) cost no C call, here and in int.
+    local function fmt(x)
+      if x == -1 then return '-1' elseif x == 0 then return '0' elseif x == 1 then return '1' end
+      return string.format('%d', x)
+    end
     -- A string of digits (a '-' first allowed) within lo..hi, or nil.
     local function int(v, lo, hi)
-      if not v or #v > 17 or not find(v, '^%-?%d+$') then return nil end
-      local n = tonumber(v)
+      local n
+      if v == '-1' then n = -1 elseif v == '0' then n = 0 elseif v == '1' then n = 1
+      else
+        if not v or #v > 17 or not find(v, '^%-?%d+$') then return nil end
+        n = tonumber(v)
+      end
       if n < lo or n > hi then return nil end
       return n
     end
     -- digits: a string already matched as digits, within lo..hi, or nil.
     local function digits(v, lo, hi)
       if #v > 17 then return nil end
-      local n = tonumber(v)
+      local n = v == '0' and 0 or tonumber(v)
       if n < lo or n > hi then return nil end
       return n
     end
@@ -2800,10 +2979,16 @@ enum RedisScripts {
         string.match(text, '^([%d,]+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)$')
       if not steps then return nil end
       local cooldowns = {}
-      for part in string.gmatch(steps, '[^,]+') do
-        local v = digits(part, 1, C.YEAR)
-        if not v then return nil end
-        cooldowns[#cooldowns + 1] = v
+      if not find(steps, ',', 1, true) then
+        -- One step (no comma): itself, without a walk of its parts.
+        cooldowns[1] = digits(steps, 1, C.YEAR)
+        if not cooldowns[1] then return nil end
+      else
+        for part in string.gmatch(steps, '[^,]+') do
+          local v = digits(part, 1, C.YEAR)
+          if not v then return nil end
+          cooldowns[#cooldowns + 1] = v
+        end
       end
       if #cooldowns == 0 or #cooldowns > C.MAX_STEPS then return nil end
       local p = {cooldowns = cooldowns, wmax = digits(wmax, 0, C.MAX_WINDOW_SENDS), window = digits(window, 0, C.YEAR),
@@ -3406,18 +3591,26 @@ enum RedisScripts {
     -- Every number here is a whole number of at most 2^53 (µs, counts). Each
     -- call of a C function costs (Redis's Lua): checks are one find each.
     local find, tonumber = string.find, tonumber
-    local function fmt(x) return string.format('%d', x) end
+    -- The values written most (-1: none, 0, 1) cost no C call, here and in int.
+    local function fmt(x)
+      if x == -1 then return '-1' elseif x == 0 then return '0' elseif x == 1 then return '1' end
+      return string.format('%d', x)
+    end
     -- A string of digits (a '-' first allowed) within lo..hi, or nil.
     local function int(v, lo, hi)
-      if not v or #v > 17 or not find(v, '^%-?%d+$') then return nil end
-      local n = tonumber(v)
+      local n
+      if v == '-1' then n = -1 elseif v == '0' then n = 0 elseif v == '1' then n = 1
+      else
+        if not v or #v > 17 or not find(v, '^%-?%d+$') then return nil end
+        n = tonumber(v)
+      end
       if n < lo or n > hi then return nil end
       return n
     end
     -- digits: a string already matched as digits, within lo..hi, or nil.
     local function digits(v, lo, hi)
       if #v > 17 then return nil end
-      local n = tonumber(v)
+      local n = v == '0' and 0 or tonumber(v)
       if n < lo or n > hi then return nil end
       return n
     end
@@ -3469,10 +3662,16 @@ enum RedisScripts {
         string.match(text, '^([%d,]+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)$')
       if not steps then return nil end
       local cooldowns = {}
-      for part in string.gmatch(steps, '[^,]+') do
-        local v = digits(part, 1, C.YEAR)
-        if not v then return nil end
-        cooldowns[#cooldowns + 1] = v
+      if not find(steps, ',', 1, true) then
+        -- One step (no comma): itself, without a walk of its parts.
+        cooldowns[1] = digits(steps, 1, C.YEAR)
+        if not cooldowns[1] then return nil end
+      else
+        for part in string.gmatch(steps, '[^,]+') do
+          local v = digits(part, 1, C.YEAR)
+          if not v then return nil end
+          cooldowns[#cooldowns + 1] = v
+        end
       end
       if #cooldowns == 0 or #cooldowns > C.MAX_STEPS then return nil end
       local p = {cooldowns = cooldowns, wmax = digits(wmax, 0, C.MAX_WINDOW_SENDS), window = digits(window, 0, C.YEAR),

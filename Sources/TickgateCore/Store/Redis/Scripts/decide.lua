@@ -46,9 +46,8 @@ if NK >= 2 then S = KEYS[2] end
 local screening = ARGV[1] == 'begin' and ARGV[10] == 'g'
 local NB = screening and NK - 1 or NK
 local FIELDS = {'d', 'p', 'l', 'i', 'c', 'k', 'h', 'n', 'w', 'x', 's', 't'}
-local KNOWN = {d = 1, p = 1, l = 1, i = 1, c = 1, k = 1, h = 1, n = 1, w = 1, x = 1, s = 1, t = 1}
 local op = ARGV[1]
-local mine = 'q' .. ARGV[14]
+local mine, mine_id = 'q' .. ARGV[14], ARGV[13] .. '|'
 -- Keys of another type are refused by the calls themselves (pcall): no
 -- TYPE call of its own on the way of every decision.
 local all = redis.pcall('HGETALL', K)
@@ -59,18 +58,25 @@ local now, real = clock(ARGV[2])
 local function stamped(notice) return (string.gsub(notice, ' ', '@' .. fmt(real) .. ' ', 1)) end
 -- The key's fields, and the answers kept.
 -- others: fresh answers of other engines, kept until `kept_until` (server µs).
-local h, stale, others, kept_until = {}, {}, 0, 0
+-- n_fields: how many fields the hash holds beside the answers.
+local h, stale, others, kept_until, n_fields = {}, {}, 0, 0, 0
 for j = 1, #all, 2 do
   local f, v = all[j], all[j + 1]
   if #f > 1 and string.sub(f, 1, 1) == 'q' then
-    local id, at, kept = string.match(v, '^([^|]*)|(%d+)|(%d+)|')
-    if f == mine and id == ARGV[13] then
-      local t, a, b4, af = string.match(v, '^[^|]*|%d+|%d+|(%d*)|(%-?%d+)|([^~]*)~(.*)$')
-      if not t then return {'corrupt', K, 'field ' .. mine .. ' is not an answer'} end
-      local r = tonumber(at)
-      return {'ok', t == '' and r or tonumber(t), r, b4, af, '', tonumber(a), -1}
-    end
-    if f ~= mine then
+    if f == mine then
+      -- This engine's answer is read only when its id is this decision's
+      -- (a plain find first: no pattern on the way of every decision).
+      if find(v, mine_id, 1, true) == 1 then
+        local id, at = string.match(v, '^([^|]*)|(%d+)|(%d+)|')
+        if id == ARGV[13] then
+          local t, a, b4, af = string.match(v, '^[^|]*|%d+|%d+|(%d*)|(%-?%d+)|([^~]*)~(.*)$')
+          if not t then return {'corrupt', K, 'field ' .. mine .. ' is not an answer'} end
+          local r = tonumber(at)
+          return {'ok', t == '' and r or tonumber(t), r, b4, af, '', tonumber(a), -1}
+        end
+      end
+    else
+      local id, at, kept = string.match(v, '^([^|]*)|(%d+)|(%d+)|')
       local untl = id and #at <= 17 and #kept <= 17 and tonumber(at) + tonumber(kept)
       if not untl or untl < real then
         stale[#stale + 1] = f
@@ -81,6 +87,7 @@ for j = 1, #all, 2 do
     end
   else
     h[f] = v
+    n_fields = n_fields + 1
   end
 end
 if ARGV[3] ~= '' and real > tonumber(ARGV[3]) then return {'late', now, real} end
@@ -88,11 +95,20 @@ local slack = tonumber(ARGV[4])
 local function bad(f) return {'corrupt', K, 'field ' .. f .. ' holds "' .. string.sub(tostring(h[f]), 1, 40) .. '"'} end
 -- A key's hash holds all twelve fields (-1 or '': absent), or none; a hash
 -- of format 1 has the first eleven (no ticket).
-local n_fields = 0
-for f, _ in pairs(h) do
-  n_fields = n_fields + 1
-  if not KNOWN[f] then
-    return {'corrupt', K, 'unknown field "' .. string.sub(f, 1, 40) .. '"'}
+-- Every field is one of the twelve when as many of the twelve are there
+-- as fields; only otherwise is the unknown one looked for.
+if n_fields > 0 then
+  local known = 0
+  for j = 1, 12 do
+    if h[FIELDS[j]] then known = known + 1 end
+  end
+  if known ~= n_fields then
+    local KNOWN = {d = 1, p = 1, l = 1, i = 1, c = 1, k = 1, h = 1, n = 1, w = 1, x = 1, s = 1, t = 1}
+    for f, _ in pairs(h) do
+      if not KNOWN[f] then
+        return {'corrupt', K, 'unknown field "' .. string.sub(f, 1, 40) .. '"'}
+      end
+    end
   end
 end
 -- (A hash of format 1 gets its ticket field at its first write.)
@@ -275,9 +291,10 @@ elseif op == 'begin' then
   if latest then return refused('budget', latest, index) end
   -- A charge's member is its time and its ticket's name (this engine's
   -- and its number): no two charges share one.
-  local member = fmt(now) .. '-' .. ARGV[12]
+  local at = fmt(now)
+  local member = at .. '-' .. ARGV[12]
   for _, b in ipairs(budgets) do
-    redis.call('ZADD', b.key, fmt(now), member)
+    redis.call('ZADD', b.key, at, member)
     expire(b.key, now + b.horizon, now, slack)
   end
   cd = {d = now + pol.ticket, p = 0, l = pol.ticket, i = tick, c = now, k = ARGV[12]}
@@ -377,10 +394,10 @@ if rec and #rec.sends > 0 then
   for j, x in ipairs(rec.sends) do parts[j] = fmt(x) end
   t = table.concat(parts, ',')
 end
-local v = {cd and fmt(cd.d) or '-1', cd and tostring(cd.p) or '-1', cd and fmt(cd.l) or '-1',
+local v = {cd and fmt(cd.d) or '-1', cd and fmt(cd.p) or '-1', cd and fmt(cd.l) or '-1',
            cd and fmt(cd.i) or '-1', cd and fmt(cd.c) or '-1', cd and cd.k or '',
-           rec and tostring(rec.h) or '-1', rec and fmt(rec.n) or '-1', rec and tostring(rec.w) or '-1',
-           rec and tostring(rec.x) or '-1', rec and fmt(rec.s) or '-1', t}
+           rec and fmt(rec.h) or '-1', rec and fmt(rec.n) or '-1', rec and fmt(rec.w) or '-1',
+           rec and fmt(rec.x) or '-1', rec and fmt(rec.s) or '-1', t}
 local after = table.concat(v, '|')
 -- Only the fields that changed are written (each costs the server).
 local set = {mine, answer .. after}

@@ -4,18 +4,26 @@ local MAXT = C.MAXT
 -- Every number here is a whole number of at most 2^53 (µs, counts). Each
 -- call of a C function costs (Redis's Lua): checks are one find each.
 local find, tonumber = string.find, tonumber
-local function fmt(x) return string.format('%d', x) end
+-- The values written most (-1: none, 0, 1) cost no C call, here and in int.
+local function fmt(x)
+  if x == -1 then return '-1' elseif x == 0 then return '0' elseif x == 1 then return '1' end
+  return string.format('%d', x)
+end
 -- A string of digits (a '-' first allowed) within lo..hi, or nil.
 local function int(v, lo, hi)
-  if not v or #v > 17 or not find(v, '^%-?%d+$') then return nil end
-  local n = tonumber(v)
+  local n
+  if v == '-1' then n = -1 elseif v == '0' then n = 0 elseif v == '1' then n = 1
+  else
+    if not v or #v > 17 or not find(v, '^%-?%d+$') then return nil end
+    n = tonumber(v)
+  end
   if n < lo or n > hi then return nil end
   return n
 end
 -- digits: a string already matched as digits, within lo..hi, or nil.
 local function digits(v, lo, hi)
   if #v > 17 then return nil end
-  local n = tonumber(v)
+  local n = v == '0' and 0 or tonumber(v)
   if n < lo or n > hi then return nil end
   return n
 end
@@ -67,10 +75,16 @@ local function policy(text)
     string.match(text, '^([%d,]+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)$')
   if not steps then return nil end
   local cooldowns = {}
-  for part in string.gmatch(steps, '[^,]+') do
-    local v = digits(part, 1, C.YEAR)
-    if not v then return nil end
-    cooldowns[#cooldowns + 1] = v
+  if not find(steps, ',', 1, true) then
+    -- One step (no comma): itself, without a walk of its parts.
+    cooldowns[1] = digits(steps, 1, C.YEAR)
+    if not cooldowns[1] then return nil end
+  else
+    for part in string.gmatch(steps, '[^,]+') do
+      local v = digits(part, 1, C.YEAR)
+      if not v then return nil end
+      cooldowns[#cooldowns + 1] = v
+    end
   end
   if #cooldowns == 0 or #cooldowns > C.MAX_STEPS then return nil end
   local p = {cooldowns = cooldowns, wmax = digits(wmax, 0, C.MAX_WINDOW_SENDS), window = digits(window, 0, C.YEAR),

@@ -44,6 +44,7 @@ EXPECTED = {
     Status.E_DESTINATION_REFUSED: tickgate.DestinationRefused,
     Status.E_PUMPING_SUSPECTED: tickgate.PumpingSuspected,
     Status.E_OLDER_ENGINES_LIVE: tickgate.OlderEnginesLive,
+    Status.E_CHALLENGE_REQUIRED: tickgate.ChallengeRequired,
 }
 # TG_E_STORE_IO by the kind of its failure (tg_last_store_failure()).
 STORE_IO_BY_FAILURE = {

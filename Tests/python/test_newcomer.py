@@ -18,33 +18,22 @@ Each test here pins one thing the review found reading wrong:
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import inspect
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
-from typing import Any, Iterator, List, Optional, Tuple
+from typing import Any, Iterator, List, Tuple
 
 import pytest
 
 import tickgate
 import tickgate.aio
 import tickgate.prometheus
+from test_typing import mypy_python
 
 REPO = Path(__file__).resolve().parent.parent.parent
 BINDINGS = REPO / "bindings" / "python"
-
-
-def mypy_python() -> Optional[str]:
-    """This interpreter if it has mypy, else build/mypy-venv's (as test_typing.py)."""
-    if importlib.util.find_spec("mypy") is not None:
-        return sys.executable
-    venv = REPO / "build" / "mypy-venv" / "bin" / "python"
-    if venv.exists() and subprocess.run([str(venv), "-c", "import mypy"], capture_output=True).returncode == 0:
-        return str(venv)
-    return None
 
 
 def run_mypy(tmp_path: Path, *targets: str) -> subprocess.CompletedProcess[str]:

@@ -372,7 +372,7 @@ extension Engine {
             try state.checkOpen()
             let now = state.now()
             var ledger = state.guards.ledgers[code.scope] ?? ConversionLedger()
-            let ranges = rules.rangeSignals ? GuardRules.ranges(ofSubject: code.subject) : []
+            let ranges = rules.ranges(ofSubject: code.subject)
             let counts = ledger.counts(country: code.country, ranges: ranges, address: code.address,
                                        historyDays: historyDays, unverifiedAfter: rules.thresholds.unverifiedAfter,
                                        at: now)

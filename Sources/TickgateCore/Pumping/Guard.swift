@@ -111,6 +111,12 @@ public struct Guard: Sendable, Equatable {
     }
 
     /// The destination rule that refuses `number`, if one does.
+    /// The ranges a send to `subject` is counted in: none unless
+    /// `rangeSignals` (`GuardRules.ranges`).
+    func ranges(ofSubject subject: KeyName) -> [String] {
+        rangeSignals ? GuardRules.ranges(ofSubject: subject) : []
+    }
+
     func refusal(of number: PhoneNumber) -> String? {
         if !allowed.isEmpty, !allowed.contains(where: { $0.matches(number) }) {
             return "\(Self.country(of: number)) is not on the allowed list"

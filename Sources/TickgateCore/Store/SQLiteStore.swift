@@ -339,7 +339,7 @@ final class SQLiteStore: Store {
             let stored = try file.guards(scope: scope).first?.1
             guard stored?.storedText == rules.storedText else { return .stale(stored) }
             guard judge else { return .same }
-            let ranges = rules.rangeSignals ? GuardRules.ranges(ofSubject: subject) : []
+            let ranges = rules.ranges(ofSubject: subject)
             let (counts, days, rangeDays) = try file.guardCounts(scope: scope, country: country, ranges: ranges,
                                                                  address: address?.description,
                                                                  unverifiedAfter: rules.thresholds.unverifiedAfter, now: now)

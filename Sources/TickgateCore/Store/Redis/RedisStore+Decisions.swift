@@ -80,8 +80,7 @@ extension RedisStore {
                 arguments += [base, Array(screen.country.utf8), Array((screen.address?.description ?? "").utf8),
                               Array(screen.code.utf8), Array(key.subject.value.utf8), Array(screen.rules.storedText.utf8),
                               screen.judge ? [UInt8(ascii: "1")] : [],
-                              Array((screen.rules.rangeSignals ? GuardRules.ranges(ofSubject: key.subject) : [])
-                                .joined(separator: ",").utf8)]
+                              Array(screen.rules.ranges(ofSubject: key.subject).joined(separator: ",").utf8)]
             }
         }
         let reply = try run("decide", keys: names, arguments: arguments, by: call.deadline)

@@ -43,7 +43,7 @@ extension RedisStore {
         try guardScreen(try runGuard("screen", scope: scope, country: country, address: address,
                                      extra: [Array(code.utf8), Array(subject.value.utf8), Array(rules.storedText.utf8),
                                              judge ? [UInt8(ascii: "1")] : []],
-                                     ranges: rules.rangeSignals ? GuardRules.ranges(ofSubject: subject) : []),
+                                     ranges: rules.ranges(ofSubject: subject)),
                         address: address)
     }
 

@@ -41,7 +41,7 @@ public func tg_send_begin(_ engine: OpaquePointer?, _ scope: UnsafePointer<CChar
                           _ out_ticket: UnsafeMutablePointer<UInt64>?,
                           _ out_wait_ms: UnsafeMutablePointer<Int64>?) -> tg_status {
     Boundary.call(engine) { (engine) throws(TickgateError) in
-        let key = try Boundary.key(scope, subject)
+        let key = try Boundary.rawKey(scope, subject)
         let out = try Boundary.required(out_ticket, "out_ticket")
         do throws(TickgateError) {
             out.pointee = try engine.sendBegin(key)

@@ -130,6 +130,59 @@ import Testing
         }
     }
 
+    /// The same sequences through an engine with no store (manual clock
+    /// from 0): sends begun on the caller's bytes and ended by ticket, bare
+    /// countdowns on bytes, verifications by names. The send path on bytes
+    /// decides by the rules' parts (`KeyDecision.windowFull`,
+    /// `KeyDecision.succeeded`) without `KeyDecision.apply`: it must answer
+    /// and leave the key as `apply` does.
+    @Test func everySequenceOnTheEngine() throws {
+        var engines: [Engine] = []
+        defer { for engine in engines { _ = engine.close() } }
+        let key = self.key
+        func onBytes<T>(_ body: (RawKey) throws(TickgateError) -> T) throws(TickgateError) -> T {
+            try key.withBytes { scope, subject in
+                Result { () throws(TickgateError) -> T in try body(RawKey(scope: scope, subject: subject)) }
+            }.get()
+        }
+        try run("engine") {
+            let engine = try Engine(options: EngineOptions(delivery: .hostThread, clock: .manual))
+            engines.append(engine)
+            var ticket: UInt64 = 0
+            var policySet = false
+            return { decision, now in
+                if now > engine.now() { try engine.advance(by: now.since(engine.now())) }
+                if !policySet, let policy = decision.policy {
+                    try engine.setPolicy(policy, scope: key.scope)
+                    policySet = true
+                }
+                do throws(TickgateError) {
+                    switch decision {
+                    case let .start(duration, _, restart):
+                        _ = try onBytes { (raw) throws(TickgateError) in
+                            try engine.start(raw, duration: duration, restart: restart)
+                        }
+                    case .cancel:
+                        try onBytes { (raw) throws(TickgateError) in try engine.cancel(raw) }
+                    case .sendBegin:
+                        ticket = try onBytes { (raw) throws(TickgateError) in try engine.sendBegin(raw) }
+                    case let .sendEnd(_, _, outcome, retry, _, _, _):
+                        _ = try engine.sendEnd(ticket, outcome, serverRetryAfter: retry)
+                    case .verified:
+                        try engine.verified(key)
+                    case .verifyFailed:
+                        _ = try engine.verifyFailed(key)
+                    case .read:
+                        break
+                    }
+                } catch {
+                    return (nil, error)
+                }
+                return (engine.locked.withLock { $0.keyRows(key, at: now).rows }, nil)
+            }
+        }
+    }
+
     @Test func everySequenceOnSQLite() throws {
         let folder = FileManager.default.temporaryDirectory
             .appendingPathComponent("tickgate-vectors-\(getpid())-\(UInt64.random(in: 0 ... .max))")

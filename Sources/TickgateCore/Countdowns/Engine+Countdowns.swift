@@ -111,7 +111,7 @@ extension Engine {
     /// below find the key by its bytes and make no names; observers of
     /// other scopes cost them one comparison each. Lock held.
     @inline(__always)
-    private func needsFullPath(_ key: RawKey, _ state: EngineState) -> Bool {
+    func needsFullPath(_ key: RawKey, _ state: EngineState) -> Bool {
         store != nil || state.closed || state.dispatch.runningEvent != nil
             || state.isObserved(scopeBytes: key.scope)
     }
@@ -190,8 +190,9 @@ extension Engine {
 
 extension EngineState {
     /// Puts `countdown` in its key's slot, ending whatever ran there (an
-    /// open ticket becomes cancelled).
-    func replace(with countdown: Countdown, at now: Instant, known: SlotLookup = .notLookedUp) {
+    /// open ticket becomes cancelled). Returns the slot.
+    @discardableResult
+    func replace(with countdown: Countdown, at now: Instant, known: SlotLookup = .notLookedUp) -> Int32 {
         // The old run is read from its record: no names are made (nor
         // copied) unless an observer is told of its end.
         let slot: Int32?
@@ -215,8 +216,9 @@ extension EngineState {
                 poller.wake()
             }
         }
-        insert(countdown, at: now, known: SlotLookup(slot))
+        let placed = insert(countdown, at: now, known: SlotLookup(slot))
         armIfEarlier()
+        return placed
     }
 
     /// Ends every countdown of `scope` (or all) in memory.

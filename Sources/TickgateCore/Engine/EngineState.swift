@@ -176,6 +176,29 @@ final class EngineState {
         return sends.policies[scope] ?? SendPolicy.standard
     }
 
+    /// `policy(of:)` for a scope given as bytes.
+    func policy(scopeBytes: UnsafeRawBufferPointer) -> SendPolicy {
+        if sends.policies.isEmpty { return SendPolicy.standard }
+        return sends.policies[KeyName(validated: scopeBytes)] ?? SendPolicy.standard
+    }
+
+    /// Whether the scope with these bytes has a guard (its sends go
+    /// through it).
+    func isGuarded(scopeBytes: UnsafeRawBufferPointer) -> Bool {
+        if guards.rules.isEmpty { return false }
+        return guards.rules[KeyName(validated: scopeBytes)] != nil
+    }
+
+    /// Where a granted run is, for its ticket.
+    func place(of slot: Int32) -> TicketPlace { TicketPlace(slot: slot, hash: table.record(slot).hash) }
+
+    /// The slot that holds the open ticket's run, if one does.
+    func slot(ofTicket ticket: UInt64) -> Int32? {
+        guard let place = sends.tickets[ticket], table.isLive(place.slot) else { return nil }
+        let record = table.record(place.slot)
+        return record.ticket == ticket && record.hash == place.hash ? place.slot : nil
+    }
+
     /// The state of a key with nothing running.
     func restingState(_ key: CountdownKey) -> ButtonState {
         if sends.records.isEmpty { return .idle }
@@ -213,7 +236,9 @@ final class EngineState {
 
     /// Puts a countdown in its key's slot; `known` is the key's slot if
     /// the caller looked it up already (saves hashing the key again).
-    func insert(_ countdown: Countdown, at now: Instant, known: SlotLookup = .notLookedUp) {
+    /// Returns the slot.
+    @discardableResult
+    func insert(_ countdown: Countdown, at now: Instant, known: SlotLookup = .notLookedUp) -> Int32 {
         // A plain switch, no `??`: an autoclosure capturing `countdown`
         // copied it (two names, a retain each) at every use.
         let existing: Int32?
@@ -236,6 +261,7 @@ final class EngineState {
         let observed = hasCountdownObservers && isObserved(countdown.key)
         wheel.schedule(slot, at: Self.nextFireTime(deadline: countdown.deadline, interval: countdown.tickInterval,
                                                   phase: countdown.phase, at: now, observed: observed))
+        return slot
     }
 
     /// Ends the record in a slot and its timer.

@@ -25,6 +25,15 @@ extension Engine {
         try countingSend { () throws(TickgateError) in try screenedSendBegin(key, budgets: budgets, from: address) }
     }
 
+    /// `sendBegin` (no budgets, no address) for a key given as bytes: made
+    /// on the bytes when nothing needs the full path, else by names.
+    public func sendBegin(_ key: RawKey) throws(TickgateError) -> UInt64 {
+        try countingSend { () throws(TickgateError) -> UInt64 in
+            if let ticket = try decideSendBegin(key) { return ticket }
+            return try screenedSendBegin(key.names(), budgets: [], from: nil)
+        }
+    }
+
     private func screenedSendBegin(_ key: CountdownKey, budgets: [BudgetKey],
                                    from address: ClientAddress?) throws(TickgateError) -> UInt64 {
         let guarded = try locked.withLock { (state) throws(TickgateError) -> Bool in
@@ -412,6 +421,9 @@ extension Engine {
     /// send failed is given back to the signals.
     public func sendEnd(_ ticket: UInt64, _ outcome: SendOutcome,
                         serverRetryAfter: Span = .zero) throws(TickgateError) -> Span {
+        if outcome == .succeeded, let cooldown = decideSendEnd(succeeded: ticket, serverRetryAfter: serverRetryAfter) {
+            return cooldown
+        }
         let result: Span
         do {
             result = try decideSendEnd(ticket, outcome, serverRetryAfter: serverRetryAfter)

@@ -67,11 +67,12 @@ extension Engine {
             guard var countdown = result.after.countdown else {
                 throw TickgateError(.storeCorrupt, "the store granted a send for \(key.description) without a ticket")
             }
-            state.sends.open(ticket, key: key, charged: budgets, at: result.now, local: result.localOnly)
             state.nextInstance &+= 1
             countdown.instance = state.nextInstance
             countdown.ticket = ticket
-            state.replace(with: countdown, at: result.now, known: result.knownSlot)
+            let slot = state.replace(with: countdown, at: result.now, known: result.knownSlot)
+            state.sends.open(ticket, place: state.place(of: slot), charged: budgets, at: result.now,
+                             localKey: result.localOnly ? key : nil)
             let queued = state.dispatch.pending.count
             if state.emit(.sending, key, instance: countdown.instance, remaining: .zero,
                           duration: .zero, state: .sending) {
@@ -94,13 +95,14 @@ extension Engine {
         var key: CountdownKey?
         let local = locked.withLock { state in state.sends.localTickets.contains(ticket) }
         return try decide(resolving: { (state) throws(TickgateError) -> CountdownKey in
-            guard let found = state.sends.tickets[ticket] else { throw state.endedTicketError(ticket) }
+            guard let slot = state.slot(ofTicket: ticket) else { throw state.endedTicketError(ticket) }
+            let found = state.table.key(slot)
             key = found
             return found
         }, { (state) throws(TickgateError) -> KeyDecision in
             // The ticket's run, as memory holds it.
-            guard let key, state.sends.tickets[ticket] == key, let slot = state.table.find(key),
-                  let sending = state.countdown(slot, key: key), sending.ticket == ticket else {
+            guard let key, let slot = state.slot(ofTicket: ticket), state.table.find(key) == slot,
+                  let sending = state.countdown(slot, key: key) else {
                 throw state.endedTicketError(ticket)
             }
             // Only a failed send touches its budgets (it returns the charge).
@@ -151,6 +153,97 @@ extension Engine {
             countdown.instance = state.nextInstance
             state.begin(countdown, at: result.now, known: result.knownSlot)
             return countdown.duration
+        }
+    }
+
+    // MARK: The send path on the caller's bytes
+
+    /// `decideSendBegin` (no budgets) for a key given as bytes, made in
+    /// memory under one lock with no names made, by the same rules
+    /// (`KeyDecision.windowFull`, the ticket's timeout), when nothing needs
+    /// the full path: no store, no guard on the scope, no observer of it, no
+    /// callback running. Returns nil, having changed nothing, when something
+    /// does.
+    func decideSendBegin(_ key: RawKey) throws(TickgateError) -> UInt64? {
+        try locked.withLock { (state) throws(TickgateError) -> UInt64? in
+            if needsFullPath(key, state) || state.isGuarded(scopeBytes: key.scope) { return nil }
+            // Taken before the decision, as the full path does: a refusal
+            // leaves a gap.
+            let ticket = state.sends.takeTicketNumber()
+            let now = state.now()
+            let policy = state.policy(scopeBytes: key.scope)
+            let lookup = state.withTable { $0.lookup(scope: key.scope, subject: key.subject) }
+            var ended: (ticket: UInt64, phase: Phase)?
+            if case let .found(slot) = lookup {
+                if state.isRunning(slot, at: now), let running = state.countdown(slot) {
+                    throw Self.busyError(running, at: now)
+                }
+                let record = state.table.record(slot)
+                ended = (record.ticket, record.phase)
+            }
+            if let free = KeyDecision.windowFull(policy: policy, at: now, record: {
+                state.sends.records.value(scope: key.scope, subject: key.subject)
+            }) {
+                throw Refusal.window(free).error(key.names(), at: now)
+            }
+            // Granted: a ticket whose run ended in the slot (its timer has
+            // not fired yet) expired.
+            if let ended, ended.phase == .sending { state.sends.recordEnd(of: ended.ticket, .expired) }
+            state.nextInstance &+= 1
+            let instance = state.nextInstance
+            let deadline = now.advanced(by: policy.ticketTimeout)
+            let interval = defaultTickInterval
+            let slot = state.withTable { table -> Int32 in
+                switch lookup {
+                case let .found(found):
+                    table.update(found, deadline: deadline, duration: policy.ticketTimeout, tickInterval: interval,
+                                 phase: .sending, instance: instance, ticket: ticket)
+                    return found
+                case let .missing(miss):
+                    return table.insert(scope: key.scope, subject: key.subject, deadline: deadline,
+                                        duration: policy.ticketTimeout, tickInterval: interval, phase: .sending,
+                                        instance: instance, ticket: ticket, after: miss)
+                }
+            }
+            state.withWheel { $0.schedule(slot, at: deadline) }
+            state.armIfEarlier()
+            state.sends.open(ticket, place: state.place(of: slot), at: now)
+            return ticket
+        }
+    }
+
+    /// `decideSendEnd` of a send that succeeded, made in memory under one
+    /// lock by the ticket's slot, with no names made, by the same rules
+    /// (`KeyDecision.succeeded`), when nothing needs the full path (as for
+    /// `decideSendBegin`; nor budgets charged, a guard's code pending, or
+    /// a ticket past its timeout). Returns nil, having changed nothing,
+    /// when something does.
+    func decideSendEnd(succeeded ticket: UInt64, serverRetryAfter: Span) -> Span? {
+        guard store == nil, serverRetryAfter >= .zero, serverRetryAfter <= Limits.maximumDuration else { return nil }
+        return locked.withLock { (state) -> Span? in
+            guard !state.closed, state.dispatch.runningEvent == nil, let slot = state.slot(ofTicket: ticket),
+                  state.sends.charges[ticket] == nil,
+                  state.guards.pending.isEmpty || state.guards.pending[ticket] == nil else { return nil }
+            let now = state.now()
+            let run = state.table.record(slot)
+            let scope = state.table.scopeBytes(run.scope)
+            guard run.phase == .sending, run.deadline > now, !state.isObserved(scopeBytes: scope) else { return nil }
+            let subject = state.table.subjectBytes(slot)
+            let policy = state.policy(scopeBytes: scope)
+            let (until, phase) = state.sends.updateRecord(scope: scope, subject: subject) { record in
+                KeyDecision.succeeded(&record, policy: policy, serverRetryAfter: serverRetryAfter, at: now)
+            }
+            state.sends.recordEnd(of: ticket, .succeeded)
+            state.nextInstance &+= 1
+            let instance = state.nextInstance
+            let duration = until.since(now)
+            state.withTable { table in
+                table.update(slot, deadline: until, duration: duration, tickInterval: defaultTickInterval,
+                             phase: phase, instance: instance, ticket: 0)
+            }
+            state.withWheel { $0.schedule(slot, at: until) }
+            state.armIfEarlier()
+            return duration
         }
     }
 

@@ -53,19 +53,28 @@ struct TicketSet {
     }
 }
 
+/// Where an open ticket's run is: its slot in the countdown table, and the
+/// key's hash there (a slot freed and taken by another key is told apart).
+struct TicketPlace {
+    var slot: Int32
+    var hash: UInt64
+}
+
 /// The resend flow's state: each key's send history, each scope's policy
 /// and titles, and the send tickets, open and recently ended. Every way
 /// this state changes is a method below; the engine's send code reads the
 /// fields and calls these.
 struct SendBook {
-    private(set) var records: [CountdownKey: SendRecord] = [:]
+    /// Each key's send history, found by the key's bytes (the send path's
+    /// lookups make no names).
+    let records = KeyMap<SendRecord>()
     /// Local copies of the scopes' policies (on a store that holds the
     /// rules, decisions read the store's; these serve `tg_policy_get`).
     private(set) var policies: [KeyName: SendPolicy] = [:]
     /// Set through `EngineState.setTitles` (the title cache follows them).
     fileprivate(set) var titles: [KeyName: TitleSet] = [:]
-    /// Open tickets and their keys.
-    private(set) var tickets = TicketTable<CountdownKey>()
+    /// Open tickets and where their runs are.
+    private(set) var tickets = TicketTable<TicketPlace>()
     private var nextTicket: UInt64 = 0
     /// Open tickets that charged budgets: which, and when (a failed send
     /// returns the charge).
@@ -85,11 +94,14 @@ struct SendBook {
 
     /// Sets a key's send history (nil: it has none).
     mutating func setRecord(_ record: SendRecord?, for key: CountdownKey) {
-        if let record {
-            records[key] = record
-        } else if !records.isEmpty {
-            records.removeValue(forKey: key)
-        }
+        records[key] = record
+    }
+
+    /// Changes the send history of the key with these bytes in place:
+    /// `body` gets it (nil: none) and what it leaves is kept.
+    mutating func updateRecord<R>(scope: UnsafeRawBufferPointer, subject: UnsafeRawBufferPointer,
+                                  _ body: (inout SendRecord?) -> R) -> R {
+        records.update(scope: scope, subject: subject, body)
     }
 
     mutating func setPolicy(_ policy: SendPolicy, scope: KeyName) { policies[scope] = policy }
@@ -108,15 +120,15 @@ struct SendBook {
         return nextTicket
     }
 
-    /// Opens a granted ticket: its key, the budgets it charged at `at`, and
-    /// whether it was granted by this engine alone (fail open).
-    mutating func open(_ ticket: UInt64, key: CountdownKey, charged budgets: [BudgetKey], at: Instant,
-                       local: Bool) {
-        tickets[ticket] = key
+    /// Opens a granted ticket: where its run is, the budgets it charged at
+    /// `at`, and, if this engine alone granted it (fail open), its key.
+    mutating func open(_ ticket: UInt64, place: TicketPlace, charged budgets: [BudgetKey] = [], at: Instant,
+                       localKey: CountdownKey? = nil) {
+        tickets[ticket] = place
         if !budgets.isEmpty { charges[ticket] = (budgets, at) }
-        if local {
+        if let localKey {
             localTickets.insert(ticket)
-            localKeys.insert(key)
+            localKeys.insert(localKey)
         }
     }
 

@@ -89,13 +89,8 @@ enum KeyDecision {
 
         case let .sendBegin(policy, tickInterval, _, _):
             if let running { throw Engine.busyError(running, at: now) }
-            if var record = rows.record {
-                record.prune(at: now, policy: policy)
-                if let free = record.windowFrees(at: now, policy: policy) {
-                    // The window is full (its lock was cancelled): refused,
-                    // and like every refusal it starts nothing.
-                    throw Refusal.window(free).error(key, at: now)
-                }
+            if let free = Self.windowFull(policy: policy, at: now, record: { rows.record }) {
+                throw Refusal.window(free).error(key, at: now)
             }
             var changes: Changes = .countdown
             if !budgets.isEmpty {
@@ -119,20 +114,8 @@ enum KeyDecision {
                 Self.refund(&budgets, chargedAt, at: now)
                 return [.countdown, .budgets]
             }
-            var record = rows.record ?? SendRecord()
-            record.consecutive = SendRules.consecutive(after: record.consecutive, lastSend: record.lastSend,
-                                                       quietReset: policy.quietReset, at: now)
-            record.prune(at: now, policy: policy)
-            record.lastSend = now
-            record.hasSent = true
-            // A new code: the wrong codes of the last one no longer count.
-            record.wrongCodes = 0
-            record.codeDead = false
-            if policy.windowMaximumSends > 0 { record.sends.append(now) }
-            let (until, phase) = SendRules.countdownAfterSend(
-                step: policy.cooldown(afterConsecutive: record.consecutive), serverRetryAfter: serverRetryAfter,
-                windowFrees: record.windowFrees(at: now, policy: policy), at: now)
-            rows.record = record
+            let (until, phase) = Self.succeeded(&rows.record, policy: policy, serverRetryAfter: serverRetryAfter,
+                                                at: now)
             rows.countdown = Countdown(key: key, phase: phase, instance: 0, deadline: until,
                                        duration: until.since(now), tickInterval: tickInterval)
             return [.countdown, .record]
@@ -163,6 +146,39 @@ enum KeyDecision {
             rows.record = record
             return .record
         }
+    }
+
+    /// A send's begin on a key with no countdown running: when the window
+    /// frees a send if it is full (its lock was cancelled: refused, and like
+    /// every refusal it starts nothing), else nil. Reads the key's record
+    /// only, and only if the policy caps the window (an uncapped window
+    /// is never full). The send path on the caller's bytes decides by it too.
+    static func windowFull(policy: SendPolicy, at now: Instant, record: () -> SendRecord?) -> Instant? {
+        guard policy.windowMaximumSends > 0, var record = record() else { return nil }
+        record.prune(at: now, policy: policy)
+        return record.windowFrees(at: now, policy: policy)
+    }
+
+    /// A send that succeeded at `now`: changes the key's record (nil: it had
+    /// none) and returns the end and phase of the countdown that follows.
+    /// The send path on the caller's bytes decides by it too.
+    static func succeeded(_ record: inout SendRecord?, policy: SendPolicy, serverRetryAfter: Span,
+                          at now: Instant) -> (until: Instant, phase: Phase) {
+        var sent = record ?? SendRecord()
+        sent.consecutive = SendRules.consecutive(after: sent.consecutive, lastSend: sent.lastSend,
+                                                 quietReset: policy.quietReset, at: now)
+        sent.prune(at: now, policy: policy)
+        sent.lastSend = now
+        sent.hasSent = true
+        // A new code: the wrong codes of the last one no longer count.
+        sent.wrongCodes = 0
+        sent.codeDead = false
+        if policy.windowMaximumSends > 0 { sent.sends.append(now) }
+        let after = SendRules.countdownAfterSend(
+            step: policy.cooldown(afterConsecutive: sent.consecutive), serverRetryAfter: serverRetryAfter,
+            windowFrees: sent.windowFrees(at: now, policy: policy), at: now)
+        record = sent
+        return (after.deadline, after.phase)
     }
 
     /// Charges one send at `now` to every budget, or throws the refusal of

@@ -38,6 +38,24 @@ import Testing
         #expect(Set(map.keys) == Set(reference.keys))
     }
 
+    /// Every size at which the index grows: each key inserted there, then
+    /// removed, is found nowhere (a key placed twice when the index grew
+    /// left a bucket behind that named an entry past the end: a trap).
+    @Test func keysInsertedAsTheIndexGrowsLeaveNoBucketBehind() throws {
+        for size in [8, 16, 32, 64, 128] {
+            let map = KeyMap<Int>()
+            let keys = try (0..<size + 1).map { try Self.key($0) }
+            for (value, key) in keys.enumerated() { map[key] = value }
+            // All but the first go (an empty map answers nil unlooked).
+            for key in keys.dropFirst().reversed() { map[key] = nil }
+            #expect(map.count == 1)
+            for key in keys.dropFirst() { #expect(map[key] == nil) }
+            #expect(map[keys[0]] == 0)
+            for (value, key) in keys.enumerated() { map[key] = value }
+            for (value, key) in keys.enumerated() { #expect(map[key] == value) }
+        }
+    }
+
     @Test func updateByBytesChangesInPlaceAndRemovesOnNil() throws {
         let map = KeyMap<Int>()
         let key = try Self.key(1)

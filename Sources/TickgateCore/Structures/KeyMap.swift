@@ -155,8 +155,10 @@ final class KeyMap<Value> {
         // Names are at most `Limits.maximumKeyBytes` bytes: the counts fit.
         entries.append(Entry(hash: hash, scopeCount: Int32(truncatingIfNeeded: scope.count),
                              subjectCount: Int32(truncatingIfNeeded: subject.count), bytes: bytes, value: value))
-        if entries.count &* 2 > bucketMask { grow() }
-        place(hash: hash, index: entries.count &- 1)
+        // Growing places every entry, the new one too: placing it again
+        // would leave a second bucket that outlives its removal (and names
+        // an index past the entries once they shrink).
+        if entries.count &* 2 > bucketMask { grow() } else { place(hash: hash, index: entries.count &- 1) }
     }
 
     @inline(__always)

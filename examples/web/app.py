@@ -45,6 +45,12 @@ The server's parts, on both listeners:
                  fake SMS sender (sms.py), then the ticket's end. The
                  client's address is the socket's, or behind a proxy named
                  with --trusted-proxies the one it vouches for (proxies.py).
+                 With --guard enforce and --challenge, a send the guard
+                 challenges is answered 403 with a proof of work
+                 (proof.py), which the page does (static/proof.js) and
+                 posts back with the same send: a right answer is the
+                 engine's challenge_passed, once; a wrong, forged, expired
+                 or used one is refused and changes nothing.
   POST /login    checks the code (kept in Redis for ten minutes), counts a
                  wrong one against the cap, and logs the browser's realm in.
   POST /orders   the "My orders" link, behind the login gate; three clicks
@@ -71,6 +77,7 @@ import re
 import secrets
 import ssl
 import sys
+import time
 from pathlib import Path
 from typing import Any, Optional
 
@@ -88,6 +95,7 @@ from tickgate.aio import AsyncEngine, open_engine_async
 from tickgate.prometheus import TickgateCollector, reason_of
 
 from sms import FakeSms, SendFailed
+import proof
 import proxies
 import text
 
@@ -108,6 +116,8 @@ ONLINE = web.AppKey("online", list)
 TASKS = web.AppKey("tasks", set)
 PAGE = web.AppKey("page", str)
 METRICS = web.AppKey("metrics", CollectorRegistry)
+CHALLENGE_KEY = web.AppKey("challenge_key", list)
+CHALLENGES = web.AppKey("challenges", dict)
 
 
 # -- the engine ----------------------------------------------------------------
@@ -143,9 +153,20 @@ def configure(engine: AsyncEngine, config: argparse.Namespace) -> None:
     # The guard against SMS pumping (docs/pumping.md): record
     # only by default (a first rollout), every decision kept in Redis's
     # stream of records that /api/records reads for the operator.
-    engine.set_guard(SCOPE, GUARD_MODES[config.guard], refused_destinations=config.refuse_destinations,
-                     always_allow_addresses=config.always_allow_addresses, record_stream_length=RECORDS_KEPT,
-                     unverified_after_seconds=config.unverified_after)
+    engine.set_guard(SCOPE, GUARD_MODES[config.guard], **guard_settings(config))
+
+
+def guard_settings(config: argparse.Namespace) -> dict[str, Any]:
+    """set_guard's arguments past the mode: the lists, the stream's length,
+    --unverified-after, the signals that ask a challenge (--challenge) and
+    the operator's own settings (--guard-setting), which win."""
+    settings: dict[str, Any] = dict(
+        refused_destinations=config.refuse_destinations, always_allow_addresses=config.always_allow_addresses,
+        record_stream_length=RECORDS_KEPT, unverified_after_seconds=config.unverified_after)
+    if config.challenge:
+        settings["challenge_signals"] = int(config.challenge)
+    settings.update(config.guard_setting)
+    return settings
 
 
 GUARD_MODES = {"off": tickgate.GuardMode.OFF, "record": tickgate.GuardMode.RECORD_ONLY,
@@ -163,6 +184,31 @@ def records_key(config: argparse.Namespace) -> str:
 
 def entries(value: str) -> list[str]:
     return [part for part in value.split(",") if part]
+
+
+def signals(value: str) -> tickgate.PumpingWarning:
+    """'all', or pumping signals by name: 'unverified_by_range_hourly,...'."""
+    if value == "all":
+        return ~tickgate.PumpingWarning(0)
+    chosen = tickgate.PumpingWarning(0)
+    known = {warning.name.lower(): warning for warning in tickgate.PumpingWarning if warning.name}
+    for name in entries(value):
+        if name not in known:
+            raise argparse.ArgumentTypeError(f"{name!r} is no signal: 'all' or some of {', '.join(known)}")
+        chosen |= known[name]
+    return chosen
+
+
+def guard_setting(value: str) -> dict[str, int]:
+    """'NAME=N[,NAME=N...]' -> {NAME: N}; the names are checked against the
+    engine when all are read (parse_args)."""
+    settings = {}
+    for part in entries(value):
+        name, _, number = part.partition("=")
+        if not number.isdigit():
+            raise argparse.ArgumentTypeError(f"{part!r} is not NAME=N (e.g. address_hourly_minimum=2)")
+        settings[name] = int(number)
+    return settings
 
 
 def button_json(event: tickgate.Event) -> dict[str, Any]:
@@ -258,20 +304,35 @@ async def index(request: web.Request) -> web.StreamResponse:
 
 
 async def send(request: web.Request) -> web.Response:
-    """The "Get code" tap. The button itself changes only through events."""
+    """The "Get code" tap. The button itself changes only through events.
+
+    When the guard asks a challenge (tickgate.ChallengeRequired), the answer
+    is a 403 with a proof of work to do (challenge: its token, proof.py);
+    the page does it and sends again with the token and its nonce. That
+    answer is checked first: a good one is marked used and becomes the
+    engine's pass (challenge_passed), then the send goes on as any other;
+    a bad one is refused (403) and changes nothing."""
     app = request.app
     engine, config = app[ENGINE], app[CONFIG]
-    phone = phone_of(await body_of(request))
+    body = await body_of(request)
+    phone = phone_of(body)
     if phone is None:
         return reply(request, 400, "bad_phone")
     address = client_address(request)
+    known = address if proxies.parse_address(address) else None
+    if "challenge" in body or "nonce" in body:
+        refused = await answer_challenge(request, phone, known, body.get("challenge", ""), body.get("nonce", ""))
+        if refused is not None:
+            return refused
     try:
         ticket = await engine.asend_begin(SCOPE, phone, budgets=[("address", address), ("all", "sms")],
-                                          client_address=address if proxies.parse_address(address) else None)
+                                          client_address=known)
     except tickgate.InvalidNumber:
         return reply(request, 400, "bad_phone")
     except tickgate.DestinationRefused:
         return reply(request, 403, "destination_refused")
+    except tickgate.ChallengeRequired:
+        return await ask_challenge(request, phone, known)
     except tickgate.PumpingSuspected:
         return reply(request, 429, "pumping_suspected")
     except tickgate.CoolingDown as busy:
@@ -300,6 +361,69 @@ async def send(request: web.Request) -> web.Response:
     except tickgate.Expired:
         pass  # the ticket timed out before the gateway answered; the code is out anyway
     return reply(request, 200, "code_sent")
+
+
+# -- the guard's challenge: a proof of work (proof.py, static/proof.js) -----------
+
+
+async def challenge_key(app: web.Application) -> bytes:
+    """The key that signs the challenges, one for every server of the Redis:
+    the first to need it makes it (SET NX), so a challenge asked through A
+    may be answered through B."""
+    if app[CHALLENGE_KEY][0] is None:
+        name = f"{app[CONFIG].prefix}:challenge-key"
+        await app[REDIS].set(name, secrets.token_hex(32), nx=True)
+        stored = await app[REDIS].get(name)
+        if stored is None:
+            raise aioredis.RedisError(f"{name} vanished after it was set")
+        app[CHALLENGE_KEY][0] = bytes.fromhex(stored.decode())
+    key: bytes = app[CHALLENGE_KEY][0]
+    return key
+
+
+def counted(app: web.Application, what: str) -> None:
+    """One more challenge asked, passed or answer refused, for /api/stats."""
+    app[CHALLENGES][what] = app[CHALLENGES].get(what, 0) + 1
+
+
+async def ask_challenge(request: web.Request, phone: str, address: Optional[str]) -> web.Response:
+    """A proof of work for this number from this address (403, challenge:
+    the token). It names neither: the signature binds them."""
+    app = request.app
+    config = app[CONFIG]
+    challenge = proof.issue(await challenge_key(app), phone, address or "", config.challenge_bits,
+                            config.challenge_seconds, time.time())
+    counted(app, "asked")
+    return reply(request, 403, "challenge", challenge=challenge.token)
+
+
+async def answer_challenge(request: web.Request, phone: str, address: Optional[str], token: str,
+                           nonce: str) -> Optional[web.Response]:
+    """Checks the answer to a challenge (signature, expiry, number and
+    address, the work), then that it was not used before: its salt is kept
+    in Redis until the challenge expires, so the memory held is bounded by
+    the answers of one --challenge-seconds, and one answer counts once on
+    every server. None when it passed (the engine was told), else the
+    refusal, which changed nothing."""
+    app = request.app
+    config = app[CONFIG]
+    try:
+        challenge = proof.check(await challenge_key(app), token, nonce, phone, address or "", time.time())
+    except proof.Refused as refused:
+        counted(app, f"refused_{refused.reason}")
+        key = "challenge_expired" if refused.reason == "expired" else "challenge_failed"
+        return reply(request, 403, key, refused=refused.reason)
+    fresh = await app[REDIS].set(f"{config.prefix}:challenge-used:{challenge.salt}", "1", nx=True,
+                                 exat=challenge.expires + 1)
+    if not fresh:
+        counted(app, "refused_used")
+        return reply(request, 403, "challenge_used", refused="used")
+    try:
+        await asyncio.to_thread(app[ENGINE].challenge_passed, SCOPE, phone, address)
+    except tickgate.NotFound:
+        pass  # the guard asks no challenge any more: the send is judged as it is
+    counted(app, "passed")
+    return None
 
 
 def code_key(config: argparse.Namespace, phone: str) -> str:
@@ -426,6 +550,8 @@ async def records(request: web.Request) -> web.Response:
             "number": number[:-4] + "····" if len(number) > 6 else number,
             "address": fields.get("address", ""), "warnings": entries(fields.get("warnings", "")),
             "rule": fields.get("rule") or fields.get("bypass") or "",
+            # Granted through a challenge's pass (docs/pumping.md).
+            "challenge_passed": fields.get("challenge_passed") == "1",
         })
     return web.json_response({"records": shown})
 
@@ -447,6 +573,9 @@ async def stats(request: web.Request) -> web.Response:
                   "errors": {getattr(kind, "name", str(kind)).lower(): count
                              for kind, count in counted.store_errors.items()}},
         "notices": {"heard": counted.notices, "timed": counted.notices_timed, "lag_seconds": counted.notice_lag_sum},
+        # The proofs of work of this server: asked, passed, and the answers
+        # refused by why (refused_forged, _expired, _work, _used, _malformed).
+        "challenges": dict(request.app[CHALLENGES]),
     })
 
 
@@ -602,6 +731,8 @@ async def lifecycle(app: web.Application) -> Any:
     app[TASKS] = set()
     app[ONLINE] = [True]
     app[METRICS] = CollectorRegistry()
+    app[CHALLENGE_KEY] = [None]
+    app[CHALLENGES] = {}
     app[METRICS].register(TickgateCollector(engine))
     store_link = watch_store(app, engine)
     yield
@@ -679,6 +810,18 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     parser.add_argument("--unverified-after", type=int, default=120, metavar="SECONDS",
                         help="seconds after its send that an unverified code counts for the pumping signals "
                         "(0 ... 3600; 0: from its send)")
+    parser.add_argument("--challenge", type=signals, default=tickgate.PumpingWarning(0), metavar="SIGNALS",
+                        help="with --guard enforce, the pumping signals that ask the browser a proof of work "
+                        "instead of refusing: 'all' or names, e.g. 'unverified_by_country_hourly,"
+                        "unverified_by_range_hourly' (default: none, every signal refuses)")
+    parser.add_argument("--challenge-bits", type=int, default=18, choices=proof.BITS_RANGE, metavar="BITS",
+                        help="the proof of work: SHA-256(salt + nonce) starts with BITS zero bits, about "
+                        "2^BITS hashes for the browser (default: 18, about half a second on a laptop)")
+    parser.add_argument("--challenge-seconds", type=int, default=120, metavar="SECONDS",
+                        help="how long a challenge may be answered (default: 120, 10 ... 3600)")
+    parser.add_argument("--guard-setting", type=guard_setting, action="append", default=[],
+                        metavar="NAME=N[,NAME=N]", help="any other setting of the guard (tickgate's "
+                        "set_guard), e.g. 'address_hourly_minimum=2,range_signals=1'; may be repeated")
     parser.add_argument("--global-budget", type=budget, default="1000/3600", help="codes from all clients: N/SECONDS[,...]")
     parser.add_argument("--access-log", action=argparse.BooleanOptionalAction, default=True,
                         help="log every request (--no-access-log: only warnings and the start)")
@@ -691,6 +834,14 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
         parser.error(f"--admin-port {config.admin_port} is the public port: the two listeners need ports of their own")
     if (config.tls_cert is None) != (config.tls_key is None):
         parser.error("--tls-cert and --tls-key go together")
+    if not 10 <= config.challenge_seconds <= 3600:
+        parser.error(f"--challenge-seconds {config.challenge_seconds}: 10 ... 3600")
+    config.guard_setting = {name: value for settings in config.guard_setting for name, value in settings.items()}
+    try:  # the guard's settings on an engine of their own: a wrong name or value stops here, with the reason
+        with tickgate.Engine() as trial:
+            trial.set_guard(SCOPE, GUARD_MODES[config.guard], **guard_settings(config))
+    except (TypeError, tickgate.TickgateError) as bad:
+        parser.error(f"--guard-setting or --challenge: {bad}")
     return config
 
 

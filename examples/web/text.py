@@ -57,6 +57,10 @@ SERVER = {
         "logged_in": "Logged in as {phone}.",
         "logged_out": "Logged out.",
         "unavailable": "The service is unavailable right now. Try again in a moment.",
+        "challenge": "Checking you are not a robot…",
+        "challenge_failed": "The check that you are not a robot failed. Tap again.",
+        "challenge_expired": "The check that you are not a robot took too long. Tap again.",
+        "challenge_used": "That check was used already. Tap again.",
     },
     "zh": {
         "title": "登录 · Tickgate 商店",
@@ -102,6 +106,10 @@ SERVER = {
         "logged_in": "已登录：{phone}。",
         "logged_out": "已退出登录。",
         "unavailable": "服务暂时不可用，请稍后再试。",
+        "challenge": "正在确认你不是机器人…",
+        "challenge_failed": "人机验证未通过，请再点一次。",
+        "challenge_expired": "人机验证超时，请再点一次。",
+        "challenge_used": "这次人机验证已经用过，请再点一次。",
     },
 }
 
@@ -121,7 +129,9 @@ PAGE = {
         "answered": "The server answered {status}.",
         "refusals_none": "Nothing refused yet.",
         "records_none": "No decision recorded yet.",
-        "granted": "sent", "refused": "refused",
+        "granted": "sent", "refused": "refused", "challenged": "challenged", "passed": "sent, passed",
+        "checking": "Checking you are not a robot…",
+        "check_again": "The check did not go through. Tap again.",
         "refusals_summary": "Server {server} since it started: sent {granted}, refused {refused} "
                             "({local} of them without asking Redis).",
         "reasons": {
@@ -138,6 +148,10 @@ PAGE = {
             "unverified_by_address_daily": "Many unverified codes from the address today",
             "unverified_by_address_hourly": "Many unverified codes from the address this hour",
             "countries_by_address_daily": "Many countries from one address today",
+            "unverified_by_range_daily": "Many unverified codes to the number's range today",
+            "unverified_by_range_hourly": "Many unverified codes to the number's range this hour",
+            "challenge_required": "A challenge asked instead (a proof of work for the browser)",
+            "challenge_refused": "Challenge answers refused: wrong, forged, expired or used",
             "code_dead": "Logins refused: the code died of wrong codes",
         },
     },
@@ -155,7 +169,9 @@ PAGE = {
         "answered": "服务器返回 {status}。",
         "refusals_none": "还没有拒绝过。",
         "records_none": "还没有记录。",
-        "granted": "已发送", "refused": "已拒绝",
+        "granted": "已发送", "refused": "已拒绝", "challenged": "需验证", "passed": "验证后发送",
+        "checking": "正在确认你不是机器人…",
+        "check_again": "人机验证没有完成，请再点一次。",
         "refusals_summary": "服务器 {server} 启动以来：发送 {granted} 条验证码，拒绝 {refused} 次"
                             "（其中 {local} 次无需询问 Redis）。",
         "reasons": {
@@ -172,6 +188,10 @@ PAGE = {
             "unverified_by_address_daily": "今天来自该网络地址的未验证验证码过多",
             "unverified_by_address_hourly": "这一小时来自该网络地址的未验证验证码过多",
             "countries_by_address_daily": "今天一个网络地址请求了过多国家",
+            "unverified_by_range_daily": "今天发往该号段的未验证验证码过多",
+            "unverified_by_range_hourly": "这一小时发往该号段的未验证验证码过多",
+            "challenge_required": "改为要求人机验证（浏览器完成工作量证明）",
+            "challenge_refused": "被拒绝的人机验证答案：错误、伪造、过期或已用过",
             "code_dead": "登录被拒：错误次数太多，验证码已失效",
         },
     },

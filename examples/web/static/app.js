@@ -10,6 +10,10 @@
 // server refused and why (/api/stats) and the guard's last decisions
 // (/api/records), read at the start, after each answer and every 5 s.
 //
+// When the guard asks a challenge, /send answers with a proof of work: the
+// page says it is checking, does the work (proof.js) and sends again with
+// the answer, once per tap.
+//
 // The page runs under a strict Content-Security-Policy: no inline script or
 // style, so the strings this script draws come in the body's data-text.
 "use strict";
@@ -20,7 +24,7 @@ const phoneField = $("phone"), codeField = $("code"), button = $("get-code"), lo
 const PHONE = /^\+[1-9][0-9]{6,14}$/, CODE = /^[0-9]{6}$/;
 let buttonStream = null, gateStream = null, watchedPhone = null;
 // What the page knows: the key's last button event, the store's state, the session.
-let shown = null, storeOnline = true, loggedIn = false, busy = false;
+let shown = null, storeOnline = true, loggedIn = false, busy = false, checking = false;
 
 function format(template, fields) {
   return template.replace(/\{(\w+)\}/g, (_, name) => String(fields[name]));
@@ -54,7 +58,7 @@ function drawControls() {
   const lost = [buttonStream, gateStream].some((s) => s !== null && s.failed);
   const online = storeOnline && open(gateStream);
   const ready = open(buttonStream) && shown !== null && shown.phone === phone();
-  button.disabled = !(online && ready && shown.enabled);
+  button.disabled = checking || !(online && ready && shown.enabled);
   loginButton.disabled = busy || !(online && PHONE.test(phone()) && CODE.test(codeField.value.trim()));
   $("orders-link").disabled = !online;
   let offline = "";
@@ -167,10 +171,35 @@ function whenFree(ms) {
   return format(TEXT.frees, { at, m: Math.ceil(ms / 60000) });
 }
 
+// A challenge's proof of work, done: the same send again with its answer
+// (or, if no answer was found, the tap's end).
+async function passChallenge(number, challenge) {
+  checking = true;
+  drawControls();
+  say(TEXT.checking);
+  let answer;
+  try {
+    const solved = await proofOfWork.solve(challenge);
+    if (solved === null) return { ok: false, message: TEXT.check_again };
+    note("challenge-solved", `Proof of work: ${solved.tries} tries in ${solved.ms} ms`);
+    answer = await post("/send", { phone: number, challenge, nonce: solved.nonce });
+  } finally {
+    checking = false;
+    drawControls();
+  }
+  // Challenged again (the pass went to another tap): the next tap does it again.
+  return answer.challenge ? { ...answer, message: TEXT.check_again } : answer;
+}
+
 button.addEventListener("click", async () => {
   // No local disabling beyond the engine's: a double click sends two
   // requests, and the engine grants one of them.
-  const answer = await post("/send", { phone: phone() });
+  const number = phone();
+  let answer = await post("/send", { phone: number });
+  if (answer.challenge) {
+    note("challenge", "The guard asks a challenge: a proof of work");
+    answer = await passChallenge(number, answer.challenge);
+  }
   const text = answer.frees_in_ms !== undefined ? `${answer.message} ${whenFree(answer.frees_in_ms)}` : answer.message;
   say(text, answer.ok);
   note(answer.ok ? "sent" : "refused", text);
@@ -194,6 +223,9 @@ async function drawRefusals() {
   }
   const rows = Object.entries(stats.sends.refused);
   if (stats.verifications.refused_code_dead > 0) rows.push(["code_dead", stats.verifications.refused_code_dead]);
+  const answers = Object.entries(stats.challenges || {}).filter(([what]) => what.startsWith("refused_"))
+    .reduce((sum, [, n]) => sum + n, 0);
+  if (answers > 0) rows.push(["challenge_refused", answers]);
   rows.sort((a, b) => b[1] - a[1]);
   table.tBodies[0].replaceChildren(...rows.map(([reason, count]) => {
     const row = document.createElement("tr");
@@ -235,7 +267,7 @@ async function drawRecords() {
       ? record.warnings.map((w) => TEXT.reasons[w] || w).join(", ")
       : record.rule || (record.outcome === "refused" ? (TEXT.reasons[record.reason] || "") : "");
     const cells = [new Date(record.time_ms).toLocaleTimeString(), record.number, record.country,
-                   record.address, TEXT[record.outcome] || record.outcome, why];
+                   record.address, record.challenge_passed ? TEXT.passed : TEXT[record.outcome] || record.outcome, why];
     row.append(...cells.map((value, column) => {
       const cell = document.createElement("td");
       cell.className = RECORD_COLUMNS[column];

@@ -422,6 +422,8 @@ async def answer_challenge(request: web.Request, phone: str, address: Optional[s
         await asyncio.to_thread(app[ENGINE].challenge_passed, SCOPE, phone, address)
     except tickgate.NotFound:
         pass  # the guard asks no challenge any more: the send is judged as it is
+    except tickgate.InvalidNumber:  # no number of the engine's table: the send would say the same
+        return reply(request, 400, "bad_phone")
     counted(app, "passed")
     return None
 

@@ -1421,10 +1421,22 @@ typedef struct tg_number_info {
  */
 tg_status tg_number_parse(const char *number, tg_number_info *out_info);
 
+/* What became of a guarded code after its send (tg_guard_record.outcome;
+ * added in 0.2.0). */
+typedef enum tg_code_outcome {
+    TG_OUTCOME_NONE = 0,             /* a decision's record */
+    TG_OUTCOME_VERIFIED = 1,         /* the code was verified (tg_verified) */
+    TG_OUTCOME_REPLACED = 2,         /* a newer code of the number was sent first */
+    TG_OUTCOME_KILLED = 3,           /* killed by wrong codes (tg_verify_failed) */
+    TG_OUTCOME_NEVER_VERIFIED = 4,   /* not verified within unverified_after_seconds */
+    TG_OUTCOME_CHALLENGE_PASSED = 5  /* no code's: tg_challenge_passed was called */
+} tg_code_outcome;
+
 /*
  * The decision record of one send of a guarded scope, as a records
- * subscription receives it. Every pointer is valid during the callback
- * only.
+ * subscription receives it, or (outcome not TG_OUTCOME_NONE) the record of
+ * what became of a code, as an outcomes subscription receives it. Every
+ * pointer is valid during the callback only.
  */
 typedef struct tg_guard_record {
     uint32_t struct_size;        /* sizeof(tg_guard_record) of the library */
@@ -1468,6 +1480,13 @@ typedef struct tg_guard_record {
      * the person passed (tg_challenge_passed), whose pass it used. (Added
      * in 0.2.0.) */
     int challenge_passed;
+    /* TG_OUTCOME_NONE in a decision's record. In an outcome's record
+     * (tg_guard_subscribe_outcomes): what became of the code sent to
+     * number (country, client_address: the send's), status TG_OK, and
+     * code_sent_wall_ms when its send was decided (0 for
+     * TG_OUTCOME_CHALLENGE_PASSED); the counts are 0. (Added in 0.2.0.) */
+    tg_code_outcome outcome;
+    int64_t code_sent_wall_ms;
 } tg_guard_record;
 
 typedef void (*tg_guard_record_fn)(const tg_guard_record *record,
@@ -1486,6 +1505,26 @@ tg_status tg_guard_subscribe(tg_engine *engine, const char *scope,
                              tg_guard_record_fn callback, void *user_data,
                              tg_destroy_fn destroy,
                              tg_subscription *out_subscription);
+
+/*
+ * Receive what became of every code of scope that this engine sent while
+ * it listened (this subscription, or the guard's record stream on Redis),
+ * once known: one record per code (verified, replaced by a newer code of
+ * the number, killed by wrong codes, or never verified once the guard's
+ * unverified_after_seconds passed), and one per tg_challenge_passed.
+ * Codes are followed from a successful tg_send_end; the store takes each
+ * off in the step that decides its outcome, so one engine reports it: on
+ * Redis, the record stream holds every engine's; a subscription hears what
+ * its own engine decided. A never-verified outcome is found by a sweep in
+ * this engine's next guarded send of the scope (on a store at most once a
+ * second), so it may come late on a quiet scope. Delivered like
+ * tg_guard_subscribe's records. Errors: as tg_guard_subscribe. Store: never.
+ * (Added in 0.2.0.)
+ */
+tg_status tg_guard_subscribe_outcomes(tg_engine *engine, const char *scope,
+                                      tg_guard_record_fn callback, void *user_data,
+                                      tg_destroy_fn destroy,
+                                      tg_subscription *out_subscription);
 /* Statistics                                                                */
 /* ------------------------------------------------------------------------ */
 

@@ -250,6 +250,8 @@ private struct CRecordObserver: @unchecked Sendable {
             raw.range_daily_threshold = u(judgment.rangeDaily)
             raw.range_hourly_threshold = u(judgment.rangeHourly)
             raw.challenge_passed = judgment.challengePassed ? 1 : 0
+            raw.outcome = tg_code_outcome(rawValue: UInt32(record.outcome?.rawValue ?? 0))
+            raw.code_sent_wall_ms = record.codeSentWallMilliseconds
             callback(&raw, userData)
         }}}}}}}}
     }
@@ -273,6 +275,21 @@ public func tg_guard_subscribe(_ engine: OpaquePointer?, _ scope: UnsafePointer<
         let out = try Boundary.required(out_subscription, "out_subscription")
         let observer = CRecordObserver(callback: callback, userData: user_data, destroy: destroy)
         out.pointee = try engine.subscribe(.records(scope), Observer(
+            deliverRecord: { observer.deliver($0) }, release: { observer.release() }))
+    }
+}
+
+@c @implementation
+public func tg_guard_subscribe_outcomes(_ engine: OpaquePointer?, _ scope: UnsafePointer<CChar>?,
+                                        _ callback: tg_guard_record_fn?, _ user_data: UnsafeMutableRawPointer?,
+                                        _ destroy: tg_destroy_fn?,
+                                        _ out_subscription: UnsafeMutablePointer<UInt64>?) -> tg_status {
+    Boundary.call(engine) { (engine) throws(TickgateError) in
+        let scope = try Boundary.name(scope, "scope")
+        let callback = try Boundary.required(callback, "callback")
+        let out = try Boundary.required(out_subscription, "out_subscription")
+        let observer = CRecordObserver(callback: callback, userData: user_data, destroy: destroy)
+        out.pointee = try engine.subscribe(.outcomes(scope), Observer(
             deliverRecord: { observer.deliver($0) }, release: { observer.release() }))
     }
 }

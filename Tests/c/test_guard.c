@@ -599,6 +599,64 @@ static void test_callback_reenters(void)
     tg_engine_close(g_reentrant);
 }
 
+/* Outcomes: bad input is refused; a verified code and a resend's
+ * replaced one are each reported once, to the outcomes subscription only. */
+static int g_outcomes[8];
+static char g_outcome_number[64];
+static void on_outcome(const tg_guard_record *record, void *user_data)
+{
+    (void)user_data;
+    ASSERT(record->outcome > TG_OUTCOME_NONE && record->outcome <= TG_OUTCOME_CHALLENGE_PASSED);
+    ASSERT_EQ_INT(record->status, TG_OK);
+    ASSERT(record->code_sent_wall_ms <= record->wall_ms);
+    g_outcomes[record->outcome]++;
+    snprintf(g_outcome_number, sizeof g_outcome_number, "%s", record->number);
+}
+
+static void test_outcomes(void)
+{
+    tg_engine *e = memory_open(TG_DELIVERY_HOST_THREAD);
+    tg_guard g = g_guard(TG_GUARD_ENFORCE);
+    tg_subscription id = 0;
+    char number[32];
+    grec *rec;
+    size_t i;
+    memset(g_outcomes, 0, sizeof g_outcomes);
+    destroyed_count = 0;
+    g.unverified_after_seconds = 120; /* (0 would report each code never verified at once) */
+    ASSERT_STATUS(tg_guard_subscribe_outcomes(e, "login", NULL, NULL, count_destroy, &id), TG_E_INVALID_ARGUMENT);
+    ASSERT_STATUS(tg_guard_subscribe_outcomes(e, "login", never_called, NULL, count_destroy, NULL),
+                  TG_E_INVALID_ARGUMENT);
+    ASSERT_STATUS(tg_guard_subscribe_outcomes(e, NULL, never_called, NULL, count_destroy, &id), TG_E_INVALID_KEY);
+    ASSERT(tg_guard_subscribe_outcomes(NULL, "login", never_called, NULL, count_destroy, &id) != TG_OK);
+    ASSERT_EQ_INT(destroyed_count, 0);
+    ASSERT_STATUS(tg_guard_set(e, "login", &g), TG_OK);
+    rec = grec_open(e, "login");
+    ASSERT_STATUS(tg_guard_subscribe_outcomes(e, "login", on_outcome, NULL, count_destroy, &id), TG_OK);
+    snprintf(number, sizeof number, "%s", CN());
+    GRANT(e, number, "203.0.113.7");
+    ASSERT_STATUS(tg_verified(e, "login", number), TG_OK);
+    ASSERT_STATUS(tg_verified(e, "login", number), TG_OK);
+    tg_engine_dispatch(e, NULL);
+    ASSERT_EQ_INT(g_outcomes[TG_OUTCOME_VERIFIED], 1);
+    ASSERT(strcmp(g_outcome_number, number) == 0);
+    /* A resend (past the 60 s cooldown) replaces the code. */
+    snprintf(number, sizeof number, "%s", CN());
+    GRANT(e, number, NULL);
+    ASSERT_STATUS(tg_clock_advance(e, 61000), TG_OK);
+    GRANT(e, number, NULL);
+    tg_engine_dispatch(e, NULL);
+    ASSERT_EQ_INT(g_outcomes[TG_OUTCOME_REPLACED], 1);
+    /* The decision records hold decisions only. */
+    for (i = 0; i < rec->n; i++)
+        ASSERT_EQ_INT(rec->items[i].raw.outcome, TG_OUTCOME_NONE);
+    ASSERT_EQ_INT((int)rec->n, 3);
+    ASSERT_STATUS(tg_unsubscribe(e, id), TG_OK);
+    ASSERT_EQ_INT(destroyed_count, 1);
+    tg_engine_close(e);
+    grec_free(rec);
+}
+
 int main(void)
 {
     const char *base = getenv("TMPDIR");
@@ -619,6 +677,7 @@ int main(void)
     RUN_TEST(test_number_parse);
     RUN_TEST(test_guard_subscribe_bad_input);
     RUN_TEST(test_callback_reenters);
+    RUN_TEST(test_outcomes);
     rmdir(g_dir);
     return TG_TEST_SUMMARY();
 }

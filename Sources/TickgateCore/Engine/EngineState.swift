@@ -365,7 +365,7 @@ final class EngineState {
                 dispatch.pending.append(PendingEvent(instance: 0, event: Event(
                     kind: kind, scope: scope, subject: EventSubject(validated: UnsafeRawBufferPointer(start: nil, count: 0)),
                     remaining: .zero, duration: .zero, subscription: id, state: .idle, title: "")))
-            case .realm, .records:
+            case .realm, .records, .outcomes:
                 continue
             }
         }

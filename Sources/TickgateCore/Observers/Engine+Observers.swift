@@ -9,7 +9,7 @@ extension Engine {
         // key or scope observer (an engine that observes none needs none).
         watchStore()
         switch target {
-        case .realm, .records: break
+        case .realm, .records, .outcomes: break
         case .key, .scope: store?.watchKeys()
         }
         // The key as the store holds it now, so its first event is right.
@@ -34,7 +34,7 @@ extension Engine {
                 state.queueState(of: key, for: id, at: now)
                 state.rescheduleForTicks(key, at: now)
             }
-        case .records:
+        case .records, .outcomes:
             break
         }
         state.armIfEarlier()

@@ -149,6 +149,9 @@ public enum SubscriptionTarget: Sendable {
     case realm(KeyName)
     /// The decision records of a guarded scope's sends (`GuardRecord`).
     case records(KeyName)
+    /// What became of a guarded scope's codes (`GuardRecord.outcome`:
+    /// Pumping/CodeOutcomes.swift), and its passed challenges.
+    case outcomes(KeyName)
 }
 
 /// An observer: `deliver` runs for each event (on the engine thread or in

@@ -11,6 +11,7 @@ struct ObserverBook {
     private(set) var scopeObservers: [KeyName: [SubscriptionID]] = [:]
     private(set) var realmObservers: [KeyName: [SubscriptionID]] = [:]
     private(set) var recordObservers: [KeyName: [SubscriptionID]] = [:]
+    private(set) var outcomeObservers: [KeyName: [SubscriptionID]] = [:]
     private var nextSubscription: SubscriptionID = 0
     /// The observer found last: the events of a pass mostly go to one.
     private var lastObserver: (id: SubscriptionID, observer: Observer)?
@@ -37,6 +38,8 @@ struct ObserverBook {
             realmObservers[realm, default: []].append(id)
         case .records(let scope):
             recordObservers[scope, default: []].append(id)
+        case .outcomes(let scope):
+            outcomeObservers[scope, default: []].append(id)
         }
         return id
     }
@@ -60,6 +63,9 @@ struct ObserverBook {
         case .records(let scope):
             recordObservers[scope]?.removeAll { $0 == id }
             if recordObservers[scope]?.isEmpty == true { recordObservers.removeValue(forKey: scope) }
+        case .outcomes(let scope):
+            outcomeObservers[scope]?.removeAll { $0 == id }
+            if outcomeObservers[scope]?.isEmpty == true { outcomeObservers.removeValue(forKey: scope) }
         }
         return subscription
     }

@@ -65,11 +65,14 @@ extension Engine {
             record.status = .ok
             record.ticket = ticket
             deliver(record)
+            followOutcomes(key, .sweep)
             return ticket
         } catch {
             record.status = error.status
             record.message = error.message
             deliver(record)
+            // (Not after a store failure: the sweep would wait for it again.)
+            if error.status != .storeIO, error.status != .storeUnknown { followOutcomes(key, .sweep) }
             throw error
         }
     }
@@ -322,6 +325,7 @@ extension Engine {
         _ = try PhoneNumber.parse(key.subject.value)
         if let store {
             try store.guardChallengePassed(scope: key.scope, subject: key.subject, address: address)
+            recordChallengePassed(key, from: address)
             return
         }
         try locked.withLock { (state) throws(TickgateError) in
@@ -338,6 +342,7 @@ extension Engine {
                 now.advanced(by: Span(nanoseconds: Int64(rules.challengePassSeconds) * 1_000_000_000))
             state.guards.passes[key.scope] = passes
         }
+        recordChallengePassed(key, from: address)
     }
 
     /// A granted code is counted unverified: given back if its send fails.
@@ -437,6 +442,9 @@ extension Engine {
         }
         guard let pending = locked.withLock({ $0.guards.pending.removeValue(forKey: ticket) }) else { return result }
         if outcome == .failed { giveBack(pending) }
+        if outcome == .succeeded {
+            followOutcomes(CountdownKey(scope: pending.scope, subject: pending.subject), .sent(code: pending.code))
+        }
         return result
     }
 
@@ -452,6 +460,9 @@ extension Engine {
         guard let rules = locked.withLock({ $0.guards.rules[key.scope] }), rules.mode != .off,
               let number = try? PhoneNumber.parse(key.subject.value) else { return }
         let country = Guard.country(of: number)
+        // (Before the signals count it: the number's last code, which it
+        // marks verified, tells a followed code replaced from verified.)
+        followOutcomes(key, .verified)
         if let store {
             // Best effort: the verification stands; a miss leaves the code
             // counted unverified (the safe side).

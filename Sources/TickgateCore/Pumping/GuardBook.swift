@@ -17,6 +17,10 @@ struct GuardBook {
     /// Memory's passed challenges: per scope, per number and address
     /// (`passKey`), until when the pass waits for its send.
     var passes: [KeyName: [String: Instant]] = [:]
+    /// Memory's codes followed for their outcome, per scope.
+    var followed: [KeyName: FollowedCodes] = [:]
+    /// When this engine last swept a store's followed codes, per scope.
+    var lastSweep: [KeyName: Instant] = [:]
     /// Most passes one scope holds waiting.
     static let maximumPasses = 100_000
 

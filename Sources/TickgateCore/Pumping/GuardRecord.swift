@@ -28,6 +28,13 @@ public struct GuardRecord: Sendable {
     public var counts: GuardCounts?
     /// The guard's record stream length (0: no stream).
     var streamLength = 0
+    /// nil: a decision's record. Else the record of what became of a code
+    /// granted earlier (or of a passed challenge): its number, country and
+    /// address, and when its code was sent (Pumping/CodeOutcomes.swift).
+    public var outcome: CodeOutcome?
+    /// When the code whose outcome this is was sent (ms since 1970, wall
+    /// clock; 0 in a decision's record and a challenge's).
+    public var codeSentWallMilliseconds: Int64 = 0
 
     init(scope: KeyName, number: String, address: ClientAddress?, wallMilliseconds: Int64) {
         self.scope = scope
@@ -69,7 +76,8 @@ extension Engine {
             try? store.appendRecord(record, maximumLength: record.streamLength)
         }
         locked.withLock { state in
-            guard !state.closed, let ids = state.observers.recordObservers[record.scope], !ids.isEmpty else { return }
+            let observers = record.outcome == nil ? state.observers.recordObservers : state.observers.outcomeObservers
+            guard !state.closed, let ids = observers[record.scope], !ids.isEmpty else { return }
             let wasEmpty = state.dispatch.pending.isEmpty
             for id in ids { state.dispatch.pending.append(PendingEvent(.record(record, id))) }
             if wasEmpty { poller.wake() }

@@ -253,7 +253,11 @@ extension Engine {
     /// runs, event `.codeDead`). Throws `.notFound` if no code was sent
     /// since the last `verified`, `.codeDead` if the code is dead already.
     public func verifyFailed(_ key: CountdownKey) throws(TickgateError) -> Int? {
-        try countingVerify(wrong: true, killed: { $0 == 0 }) { () throws(TickgateError) in try decideVerifyFailed(key) }
+        let left = try countingVerify(wrong: true, killed: { $0 == 0 }) { () throws(TickgateError) in
+            try decideVerifyFailed(key)
+        }
+        if left == 0 { followOutcomes(key, .killed) }
+        return left
     }
 
     private func decideVerifyFailed(_ key: CountdownKey) throws(TickgateError) -> Int? {

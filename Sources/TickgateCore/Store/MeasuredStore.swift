@@ -92,6 +92,13 @@ final class MeasuredStore: Store {
         }
     }
 
+    func guardOutcomes(scope: KeyName, subject: KeyName, event: OutcomeEvent,
+                       unverifiedAfter: Span) throws(TickgateError) -> [DecidedCode] {
+        try timed { () throws(TickgateError) -> [DecidedCode] in
+            try inner.guardOutcomes(scope: scope, subject: subject, event: event, unverifiedAfter: unverifiedAfter)
+        }
+    }
+
     func guardChallengePassed(scope: KeyName, subject: KeyName, address: ClientAddress?) throws(TickgateError) {
         try timed { () throws(TickgateError) in
             try inner.guardChallengePassed(scope: scope, subject: subject, address: address)

@@ -128,6 +128,7 @@ final class SQLiteFile {
     private(set) var inTransaction = false
     /// The tables of `createExtensionTables` exist.
     private var extensionTablesSeen = false
+    private var outcomeTableSeen = false
 
     /// Opens the store at `path`; a corrupt one is moved aside and replaced
     /// by a new one if `startFreshIfCorrupt`, else refused.
@@ -870,6 +871,76 @@ final class SQLiteFile {
         guard held > 0 else { return false }
         try run("DELETE FROM guard_challenges WHERE scope = ? AND subject = ? AND address = ?", Array(values.prefix(3)))
         return true
+    }
+
+    /// The table of the codes followed for their outcome
+    /// (Pumping/CodeOutcomes.swift), which 0.1.0 does not know: made when
+    /// a code is first followed (the schema stays 4).
+    private func createOutcomeTable() throws(TickgateError) {
+        guard !outcomeTableSeen else { return }
+        try execute("""
+            CREATE TABLE IF NOT EXISTS guard_due(scope TEXT NOT NULL, id TEXT NOT NULL, subject TEXT NOT NULL,
+                country TEXT NOT NULL, address TEXT, sent_ns INTEGER NOT NULL, PRIMARY KEY(scope, id)) WITHOUT ROWID
+            """)
+        try execute("CREATE INDEX IF NOT EXISTS guard_due_by_time ON guard_due(scope, sent_ns)")
+        try execute("CREATE INDEX IF NOT EXISTS guard_due_by_subject ON guard_due(scope, subject)")
+        outcomeTableSeen = true
+    }
+
+    /// `event` for `subject`, then the sweep (codes sent at or before
+    /// `due`, at most `limit`): the codes it decided, taken off.
+    func guardOutcomes(scope: KeyName, subject: KeyName, event: OutcomeEvent, due: Int64, limit: Int,
+                       now: Int64) throws(TickgateError) -> [DecidedCode] {
+        // Only a send follows a code: with no table, nothing is followed.
+        if case .sent = event {} else if !outcomeTableSeen {
+            var found = false
+            try query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'guard_due'", [],
+                      table: "sqlite_master") { _ throws(TickgateError) in found = true }
+            guard found else { return [] }
+            outcomeTableSeen = true
+        }
+        try createOutcomeTable()
+        var decided: [DecidedCode] = []
+        func take(_ sql: String, _ values: [Value], outcome: (String) -> CodeOutcome) throws(TickgateError) {
+            var rows: [DecidedCode] = []
+            try query(sql, values, table: "guard_due") { (row) throws(TickgateError) in
+                let id = try row.text(0, "id", maximumBytes: 64)
+                rows.append(DecidedCode(code: id, subject: try row.text(1, "subject", maximumBytes: 64),
+                                        country: try row.text(2, "country", maximumBytes: 8),
+                                        address: row.isNull(3) ? "" : try row.text(3, "address", maximumBytes: 64),
+                                        age: Span(nanoseconds: max(0, now - (try row.integer(4, "sent_ns", 0...Int64.max)))),
+                                        outcome: outcome(id)))
+            }
+            for row in rows {
+                try run("DELETE FROM guard_due WHERE scope = ? AND id = ?", [.text(scope.value), .text(row.code)])
+            }
+            decided += rows
+        }
+        let columns = "SELECT id, subject, country, address, sent_ns FROM guard_due"
+        if let outcome = event.outcome {
+            // The number's last code: a followed code that is not it was
+            // replaced (by a code sent while no one listened).
+            var latest: String?
+            try query("SELECT id FROM guard_codes WHERE scope = ? AND subject = ? ORDER BY sent_ns DESC LIMIT 1",
+                      [.text(scope.value), .text(subject.value)], table: "guard_codes") { (row) throws(TickgateError) in
+                latest = try row.text(0, "id", maximumBytes: 64)
+            }
+            var keep = ""
+            if case let .sent(code) = event { keep = code }
+            try take(columns + " WHERE scope = ? AND subject = ? AND id != ?",
+                     [.text(scope.value), .text(subject.value), .text(keep)]) { id in
+                latest != nil && latest != id ? .replaced : outcome
+            }
+        }
+        if case let .sent(code) = event {
+            try run("""
+                INSERT OR IGNORE INTO guard_due(scope, id, subject, country, address, sent_ns)
+                SELECT scope, id, subject, country, address, sent_ns FROM guard_codes WHERE scope = ? AND id = ?
+                """, [.text(scope.value), .text(code)])
+        }
+        try take(columns + " WHERE scope = ? AND sent_ns <= ? ORDER BY sent_ns LIMIT ?",
+                 [.text(scope.value), .int(due), .int(Int64(limit))]) { _ in .neverVerified }
+        return decided
     }
 
     func guardReturned(scope: KeyName, code: String) throws(TickgateError) {

@@ -386,6 +386,16 @@ final class SQLiteStore: Store {
         }
     }
 
+    func guardOutcomes(scope: KeyName, subject: KeyName, event: OutcomeEvent,
+                       unverifiedAfter: Span) throws(TickgateError) -> [DecidedCode] {
+        try transaction { (file) throws(TickgateError) -> [DecidedCode] in
+            let now = clock.wallNow()
+            return try file.guardOutcomes(scope: scope, subject: subject, event: event,
+                                          due: now - unverifiedAfter.nanoseconds, limit: FollowedCodes.sweepLimit,
+                                          now: now)
+        }
+    }
+
     func save(policy: SendPolicy, scope: KeyName) throws(TickgateError) {
         try transaction { (file) throws(TickgateError) in try file.save(policy: policy, scope: scope) }
     }

@@ -14,7 +14,7 @@ import threading
 from typing import Any, Callable, List, Optional, Tuple
 
 from . import _ffi
-from ._enums import ButtonState, CancelReason, EventKind, GateEventKind, GuardMode, PumpingWarning
+from ._enums import ButtonState, CancelReason, CodeOutcome, EventKind, GateEventKind, GuardMode, PumpingWarning
 from ._slab import Slab
 from ._types import CountdownInfo, Event, GateEvent, GuardRecord
 
@@ -284,6 +284,8 @@ def guard_record_from_c(r: _ffi.tg_guard_record) -> GuardRecord:
         address_signals_skipped=bool(r.address_skipped),
         range=decode(r.range) if r.range is not None else "",
         challenge_passed=bool(r.challenge_passed),
+        outcome=enum_or_int(CodeOutcome, r.outcome) if r.outcome else None,
+        code_sent_wall_ms=int(r.code_sent_wall_ms),
     )
 
 

@@ -807,6 +807,32 @@ class Engine(Managed[int]):
         slot.id = int(out.value)
         return Subscription(self, slot, scope_b, None)
 
+    def subscribe_outcomes(self, scope: Key, callback: Callable[[GuardRecord], None]) -> Subscription:
+        """Call ``callback(record)`` with what became of every code of the
+        guarded ``scope`` that this engine sent while it listened: a
+        :class:`GuardRecord` whose :attr:`GuardRecord.outcome` is a
+        :class:`tickgate.CodeOutcome` (verified, replaced, killed, never
+        verified once ``unverified_after_seconds`` passed), one per code,
+        and one per :meth:`challenge_passed`. On Redis, the guard's record
+        stream holds every engine's; this hears what this engine decided.
+        A never-verified outcome is found by this engine's next guarded
+        send of the scope (on a store at most once a second). Ends with
+        :meth:`Subscription.close`."""
+        if not callable(callback):
+            raise TypeError("callback must be callable")
+        scope_b = _convert.key(scope, "scope")
+        slot = _callbacks.SubscriptionSlot(callback)  # type: ignore[arg-type]
+        index = _callbacks.slots.allocate(slot)
+        out = _ffi.tg_subscription(0)
+        try:
+            self._lib.tg_guard_subscribe_outcomes(self._h, scope_b, _callbacks.on_guard_record, index,
+                                                  _callbacks.on_destroy, byref(out))
+        except BaseException:
+            _callbacks.slots.deallocate(index)
+            raise
+        slot.id = int(out.value)
+        return Subscription(self, slot, scope_b, None)
+
     def budget_usage(self, name: Key, key: Key) -> BudgetUsage:
         """What the budget key (name, key) has used now, in its binding window."""
         raw = _ffi.tg_budget_usage()

@@ -141,6 +141,22 @@ class GuardMode(IntEnum):
     ENFORCE = 2
 
 
+class CodeOutcome(IntEnum):
+    """``tg_code_outcome``: what became of a guarded code after its send
+    (:meth:`tickgate.Engine.subscribe_outcomes`)."""
+
+    #: The code was verified.
+    VERIFIED = 1
+    #: A newer code of the number was sent before it was verified.
+    REPLACED = 2
+    #: Killed by wrong codes.
+    KILLED = 3
+    #: Not verified within the guard's ``unverified_after_seconds``.
+    NEVER_VERIFIED = 4
+    #: No code's: :meth:`tickgate.Engine.challenge_passed` was called.
+    CHALLENGE_PASSED = 5
+
+
 class PumpingWarning(IntFlag):
     """``TG_WARNING_*``: the pumping signals' warnings."""
 

@@ -329,6 +329,8 @@ class tg_guard_record(Structure):
         ("range", c_char_p),
         *[(name, c_uint32) for name in GUARD_RECORD_RANGE_COUNTS],
         ("challenge_passed", ctypes.c_int),
+        ("outcome", c_uint32),
+        ("code_sent_wall_ms", c_int64),
     ]
 
 
@@ -506,6 +508,10 @@ FUNCTIONS: Dict[str, Tuple[Any, Sequence[Any]]] = {
     "tg_number_parse": (tg_status, (c_char_p, POINTER(tg_number_info))),
     "tg_challenge_passed": (tg_status, (tg_engine_p, c_char_p, c_char_p, c_char_p)),
     "tg_guard_subscribe": (
+        tg_status,
+        (tg_engine_p, c_char_p, tg_guard_record_fn, c_void_p, tg_destroy_fn, POINTER(tg_subscription)),
+    ),
+    "tg_guard_subscribe_outcomes": (
         tg_status,
         (tg_engine_p, c_char_p, tg_guard_record_fn, c_void_p, tg_destroy_fn, POINTER(tg_subscription)),
     ),

@@ -7,7 +7,7 @@ from typing import List, Optional, Sequence, Tuple, Union
 
 from . import _convert
 from ._convert import Seconds
-from ._enums import ButtonState, EventKind, GateEventKind, GuardMode, PumpingWarning
+from ._enums import ButtonState, CodeOutcome, EventKind, GateEventKind, GuardMode, PumpingWarning
 
 __all__ = [
     "GuardRecord",
@@ -384,11 +384,20 @@ class GuardRecord:
     #: True when a passed challenge (:meth:`Engine.challenge_passed`) let
     #: the send through its warnings (the pass is used up).
     challenge_passed: bool = False
+    #: None in a decision's record. In an outcome's record
+    #: (:meth:`Engine.subscribe_outcomes`): what became of the code sent to
+    #: :attr:`number` (:attr:`country` and :attr:`client_address` are the
+    #: send's; the counts are zeros).
+    outcome: Optional[Union[CodeOutcome, int]] = None
+    #: In an outcome's record: when its code was sent, in ms since 1970
+    #: (0 for ``CodeOutcome.CHALLENGE_PASSED``).
+    code_sent_wall_ms: int = 0
 
     @property
     def granted(self) -> bool:
-        """True if the send was granted (:attr:`status` is ``Status.OK``)."""
-        return self.status == 0
+        """True if the send was granted (:attr:`status` is ``Status.OK``;
+        False in an outcome's record)."""
+        return self.status == 0 and self.outcome is None
 
     @property
     def wall(self) -> float:

@@ -18,6 +18,7 @@ enum RedisScripts {
         ("addCharges", addCharges),
         ("guardSignals", guardSignals),
         ("guardRecord", guardRecord),
+        ("outcomes", outcomes),
     ]
     /// The SHA1 of `probe`, run by it before any SCRIPT LOAD answered.
     static let probeSHA = "59bd7ceda296e1535cc9e102a3c6270c77a10a4e"
@@ -3706,5 +3707,361 @@ enum RedisScripts {
     if not most then return {'corrupt', KEYS[1], 'bad length ' .. string.sub(ARGV[1], 1, 20)} end
     redis.call('XADD', KEYS[1], 'MAXLEN', '~', fmt(most), '*', unpack(ARGV, 2))
     return {'ok'}
+    """#
+
+    /// Scripts/outcomes.lua
+    static let outcomes = #"""
+    -- The rules' constants, from Sources/TickgateCore/Rules/RuleConstants.swift.
+    local C = {YEAR = 31536000000000, DAY = 86400000000, HOUR = 3600000000, LATE = 3600000000, MAX_STEPS = 8, MAX_WINDOW_SENDS = 1000000, MAX_WRONG_CODES = 1000, MAX_CONSECUTIVE = 2147483647, MAX_BUDGET_WINDOWS = 4, MAX_BUDGET_SENDS = 100000, MAXT = 9007199254740991}
+    -- Shared by every script: integer checks, formatting, the clock, expiry
+    -- (C, the rules' constants, comes first: generate.py writes it).
+    local MAXT = C.MAXT
+    -- Every number here is a whole number of at most 2^53 (µs, counts). Each
+    -- call of a C function costs (Redis's Lua): checks are one find each.
+    local find, tonumber = string.find, tonumber
+    -- The values written most (-1: none, 0, 1) cost no C call, here and in int.
+    local function fmt(x)
+      if x == -1 then return '-1' elseif x == 0 then return '0' elseif x == 1 then return '1' end
+      return string.format('%d', x)
+    end
+    -- A string of digits (a '-' first allowed) within lo..hi, or nil.
+    local function int(v, lo, hi)
+      local n
+      if v == '-1' then n = -1 elseif v == '0' then n = 0 elseif v == '1' then n = 1
+      else
+        if not v or #v > 17 or not find(v, '^%-?%d+$') then return nil end
+        n = tonumber(v)
+      end
+      if n < lo or n > hi then return nil end
+      return n
+    end
+    -- digits: a string already matched as digits, within lo..hi, or nil.
+    local function digits(v, lo, hi)
+      if #v > 17 then return nil end
+      local n = v == '0' and 0 or tonumber(v)
+      if n < lo or n > hi then return nil end
+      return n
+    end
+    -- The store's clock: the server's TIME plus the correction kept in the
+    -- clock key, the last of every script's KEYS (NK: the keys before it).
+    -- Engines set the correction when a failover brings a primary whose clock
+    -- differs from the old one's (RedisClock.swift), so the store's time runs
+    -- on without a jump.
+    local CLOCK, NK = KEYS[#KEYS], #KEYS - 1
+    local skew
+    local function store_time()
+      if not skew then
+        -- "RUNID:VALUE" (the primary it was set for, and µs), or none.
+        local held = redis.call('GET', CLOCK)
+        skew = 0
+        if held then
+          skew = int(string.match(held, '^[%x]*:?(%-?%d+)$'), -C.DAY, C.DAY)
+          if not skew then return error('the clock key holds ' .. string.sub(held, 1, 40)) end
+        end
+      end
+      local t = redis.call('TIME')
+      return tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+    end
+    -- now: the decision's time (ARGV's, or the store's), real: the store's.
+    local function clock(a)
+      local real = store_time()
+      if a == '' then return real, real end
+      return tonumber(a), real
+    end
+    -- True past the call's deadline (store µs; '' = none).
+    local function late(not_after)
+      if not_after == '' then return false end
+      return store_time() > tonumber(not_after)
+    end
+    local function expire(key, life_us, now, slack_ms)
+      local ms = math.ceil((life_us - now) / 1000) + slack_ms
+      if ms < 1 then ms = 1 end
+      redis.call('PEXPIRE', key, fmt(ms))
+    end
+    -- A hash's type must be hash (or absent): anything else is not Tickgate's.
+    local function hash_or_none(key)
+      local t = redis.call('TYPE', key).ok
+      return t == 'hash' or t == 'none'
+    end
+    -- A send policy "c1,c2|max|window|quiet|ticket|wrong" (spans in µs).
+    local function policy(text)
+      if type(text) ~= 'string' or #text > 1024 then return nil end
+      local steps, wmax, window, quiet, ticket, wrong =
+        string.match(text, '^([%d,]+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)$')
+      if not steps then return nil end
+      local cooldowns = {}
+      if not find(steps, ',', 1, true) then
+        -- One step (no comma): itself, without a walk of its parts.
+        cooldowns[1] = digits(steps, 1, C.YEAR)
+        if not cooldowns[1] then return nil end
+      else
+        for part in string.gmatch(steps, '[^,]+') do
+          local v = digits(part, 1, C.YEAR)
+          if not v then return nil end
+          cooldowns[#cooldowns + 1] = v
+        end
+      end
+      if #cooldowns == 0 or #cooldowns > C.MAX_STEPS then return nil end
+      local p = {cooldowns = cooldowns, wmax = digits(wmax, 0, C.MAX_WINDOW_SENDS), window = digits(window, 0, C.YEAR),
+                 quiet = digits(quiet, 0, C.YEAR), ticket = digits(ticket, 1, C.YEAR),
+                 wrong = digits(wrong, 0, C.MAX_WRONG_CODES)}
+      if not p.wmax or not p.window or not p.quiet or not p.ticket or not p.wrong then return nil end
+      return p
+    end
+    -- A budget "SENDS/MS,..." -> its windows (lengths in µs) and horizon.
+    local function budget(text)
+      if type(text) ~= 'string' or #text > 256 then return nil end
+      local b = {windows = {}, horizon = 0}
+      for part in string.gmatch(text, '[^,]+') do
+        local cap, ms = string.match(part, '^(%d+)/(%d+)$')
+        cap, ms = int(cap, 1, C.MAX_BUDGET_SENDS), int(ms, 1, C.YEAR / 1000)
+        if not cap or not ms then return nil end
+        b.windows[#b.windows + 1] = {cap = cap, len = ms * 1000}
+        if ms * 1000 > b.horizon then b.horizon = ms * 1000 end
+      end
+      if #b.windows == 0 or #b.windows > C.MAX_BUDGET_WINDOWS then return nil end
+      return b
+    end
+
+    -- The decision's rules, for every Redis script: the same pure functions as
+    -- Sources/TickgateCore/Rules/*.swift (memory and SQLite), one for one, in
+    -- snake case, and no rule anywhere else in Lua. Tests/rules/*.json holds
+    -- the cases both must answer alike. Times and spans in µs; -1 or nil for
+    -- none; C holds the constants of Rules/RuleConstants.swift.
+    local R = {}
+    -- The consecutive count after a send granted at now (SendRules.consecutive):
+    -- quiet (0: never) or more after the last send restarts the schedule.
+    function R.consecutive(n, last, quiet, now)
+      if last >= 0 and quiet > 0 and now - last >= quiet then n = 0 end
+      if n < 0 then n = 0 end
+      return math.min(n, C.MAX_CONSECUTIVE - 1) + 1
+    end
+    -- The cooldown after the n-th consecutive send; the last step repeats.
+    function R.cooldown(cooldowns, n)
+      return cooldowns[math.min(math.max(n, 1), #cooldowns)]
+    end
+    -- The countdown after a granted send: deadline and phase (1 cooling, 2
+    -- locked until the window frees a send at `frees`, if later).
+    function R.countdown_after_send(step, retry, frees, now)
+      local untl = now + math.max(step, retry)
+      if frees and frees > untl then return frees, 2 end
+      return untl, 1
+    end
+    -- How many of the sends (oldest first) the window no longer counts.
+    function R.expired_sends(sends, wmax, window, now)
+      if wmax == 0 then return #sends end
+      local horizon = now - window
+      for j, v in ipairs(sends) do
+        if v > horizon then return j - 1 end
+      end
+      return #sends
+    end
+    -- The sends the window still counts, as a new list.
+    function R.prune(sends, wmax, window, now)
+      local keep = {}
+      for j = R.expired_sends(sends, wmax, window, now) + 1, #sends do keep[#keep + 1] = sends[j] end
+      return keep
+    end
+    -- When the window frees a send if it is full at now, else nil.
+    function R.window_frees(sends, wmax, window, now)
+      if wmax == 0 or #sends < wmax then return nil end
+      local free = sends[#sends - wmax + 1] + window
+      if free > now then return free end
+      return nil
+    end
+    -- One more wrong code: the count and whether the code is dead now.
+    function R.wrong_code(w, max)
+      if w < 0 then w = 0 end
+      w = math.min(w, C.MAX_WRONG_CODES) + 1
+      return w, max > 0 and w >= max
+    end
+    -- Wrong codes the code survives after w (nil: no cap).
+    function R.wrong_codes_left(w, max)
+      if max > 0 then return math.max(max - w, 0) end
+      return nil
+    end
+    -- How long the key lives (SendRules.keyLife): its countdown, the quiet
+    -- reset of its last send (a year with none, a day at least), the window
+    -- of its newest send; never before now; -1: nothing to keep.
+    function R.key_life(deadline, last, newest, quiet, window, now)
+      local life = deadline
+      if last >= 0 then
+        local q = quiet > 0 and quiet or C.YEAR
+        if q < C.DAY then q = C.DAY end
+        life = math.max(life, last + q)
+      end
+      if newest >= 0 then life = math.max(life, newest + window) end
+      if life < 0 then return -1 end
+      return math.max(life, now)
+    end
+    -- When a budget key has room again if it has none (BudgetRules.frees):
+    -- back(cap) is the charge cap back from the newest (nil: fewer).
+    function R.budget_frees(windows, back, now)
+      local latest
+      for _, w in ipairs(windows) do
+        local at = back(w.cap)
+        if at then
+          local free = at + w.len
+          if free > now and (not latest or free > latest) then latest = free end
+        end
+      end
+      return latest
+    end
+    -- The pumping guard (GuardRules.swift). pct: percent % of a count, down.
+    local function pct(count, percent) return math.floor(count * percent / 100) end
+    -- The windows a guarded send at now counts in (GuardRules.windows): codes
+    -- sent in (unverified_day or unverified_hour, due] and not verified, due
+    -- being `after` before now; verifications after verified_day or _hour.
+    function R.guard_windows(now, after)
+      local due = now - after
+      return {due = due, unverified_day = due - C.DAY, unverified_hour = due - C.HOUR,
+              verified_day = now - C.DAY, verified_hour = now - C.HOUR}
+    end
+    -- The most codes verified in one day of the last `history` days (today
+    -- included): days maps a day number to its count.
+    function R.verified_daily_maximum(days, today, history)
+      local most = 0
+      for day, n in pairs(days) do
+        if day > today - history and day <= today and n > most then most = n end
+      end
+      return most
+    end
+    -- What a guard of mode `mode` answers a send judged j: 'grant' (counted),
+    -- 'refuse', or 'challenge' when every warning is one of the bits of
+    -- `challenge` (a pass `passed`: 'grant') (GuardRules.answer).
+    function R.guard_answer(mode, j, challenge, passed)
+      if not R.guard_refuses(mode, j) then return 'grant' end
+      local w, c = j.warnings, challenge
+      for _ = 1, 7 do
+        if w % 2 == 1 and c % 2 == 0 then return 'refuse' end
+        w, c = math.floor(w / 2), math.floor(c / 2)
+      end
+      if passed then return 'grant' end
+      return 'challenge'
+    end
+    -- A range's daily and hourly thresholds: the country's formulas (its
+    -- percents and divisor of t) over the range's own counts r, with the
+    -- range's minimums (GuardRules.rangeThresholds).
+    function R.range_thresholds(t, r)
+      local daily = math.max(t.range_daily_minimum, pct(r.verified_daily_maximum, t.country_history_percent),
+                             pct(r.verified_day, t.country_day_percent))
+      local hourly = math.max(t.range_hourly_minimum, math.floor(daily / math.max(t.country_hourly_divisor, 1)),
+                              pct(r.verified_hour, t.country_hour_percent))
+      return daily, hourly
+    end
+    -- True if a guard of mode `mode` (0 off, 1 record only, 2 enforce) refuses
+    -- a send judged j: enforced and warned (GuardRules.refuses).
+    function R.guard_refuses(mode, j)
+      return mode == 2 and j.warnings > 0
+    end
+    -- The judgment of a send by the counts c (itself not counted) and the
+    -- thresholds t (GuardThresholds' fields in snake case): the warnings (the
+    -- bits of TG_WARNING_*) and the thresholds it was judged by.
+    function R.guard_judge(t, c)
+      local j = {warnings = 0, country_daily = 0, country_hourly = 0, address_daily = 0, address_hourly = 0}
+      j.country_daily = math.max(t.country_daily_minimum, pct(c.country_verified_daily_maximum, t.country_history_percent),
+                                 pct(c.country_verified_day, t.country_day_percent))
+      j.country_hourly = math.max(t.country_hourly_minimum, math.floor(j.country_daily / math.max(t.country_hourly_divisor, 1)),
+                                  pct(c.country_verified_hour, t.country_hour_percent))
+      if c.country_unverified_day + 1 > j.country_daily then j.warnings = j.warnings + 1 end
+      if c.country_unverified_hour + 1 > j.country_hourly then j.warnings = j.warnings + 2 end
+      if c.has_address then
+        j.address_daily = math.max(t.address_daily_minimum, pct(c.address_verified_day, t.address_day_percent))
+        j.address_hourly = math.max(t.address_hourly_minimum,
+                                    math.floor(pct(c.address_verified_day, t.address_day_percent) / math.max(t.address_hourly_divisor, 1)))
+        if c.address_unverified_day + 1 > j.address_daily then j.warnings = j.warnings + 4 end
+        if c.address_unverified_hour + 1 > j.address_hourly then j.warnings = j.warnings + 8 end
+        if c.address_countries_day > t.address_countries_maximum then j.warnings = j.warnings + 16 end
+      end
+      -- The number's ranges, widest first (GuardRules.ranges): each by the
+      -- country's formulas over its own history; the narrowest that warns is
+      -- named (j.range, '' when none).
+      j.range, j.range_unverified_day, j.range_unverified_hour, j.range_daily, j.range_hourly = '', 0, 0, 0, 0
+      local daily_bit, hourly_bit = false, false
+      for _, r in ipairs(c.ranges or {}) do
+        local daily, hourly = R.range_thresholds(t, r)
+        local d, h = r.unverified_day + 1 > daily, r.unverified_hour + 1 > hourly
+        if d or h then
+          daily_bit, hourly_bit = daily_bit or d, hourly_bit or h
+          j.range, j.range_unverified_day, j.range_unverified_hour = r.range, r.unverified_day, r.unverified_hour
+          j.range_daily, j.range_hourly = daily, hourly
+        end
+      end
+      if daily_bit then j.warnings = j.warnings + 32 end
+      if hourly_bit then j.warnings = j.warnings + 64 end
+      return j
+    end
+
+    -- A guarded scope's codes followed for their outcome
+    -- (Pumping/CodeOutcomes.swift keeps the same in memory), in the scope's
+    -- slot, named from the base B = "P u{SCOPE}" (ARGV 2):
+    --   B due     sorted set: followed code ids, by when sent (store µs)
+    --   B dsub    hash: code id -> "SUBJECT|COUNTRY|ADDRESS"
+    --   B dlast   hash: subject -> its followed code id
+    -- and guard.lua's B codes (a counted code's "COUNTRY|ADDRESS|SENT_US") and
+    -- B latest (subject -> its last code id). A code is taken off in the step
+    -- that decides its outcome: one call, on one engine, reports it.
+    -- KEYS: 1 B guard (the slot's key). ARGV: 1 the event: 'sent' (ARGV 5's
+    -- send succeeded: followed from now, the subject's followed code before
+    -- it replaced), 'verified', 'killed' (the subject's followed code), or
+    -- 'sweep' (nothing but the sweep); 2 B, 3 not after (server µs, '' =
+    -- none: past it, {'late'} and nothing changes), 4 the subject, 5 the code
+    -- id ('' unless 'sent'), 6 the guard's unverified_after (µs), 7 the most
+    -- codes the sweep reports. After the event, the sweep: codes sent at or
+    -- before R.guard_windows' due are never verified.
+    -- Answers {'ok', then per code decided: id, outcome, subject, country,
+    -- address, its age (µs, an integer)}, or {'corrupt', key, why}.
+    local op, B, subject, id = ARGV[1], ARGV[2], ARGV[4], ARGV[5]
+    if late(ARGV[3]) then return {'late'} end
+    local after = int(ARGV[6], 0, C.LATE)
+    local most = int(ARGV[7], 1, 1000)
+    if not after or not most then return {'corrupt', B .. 'guard', 'was asked outcomes with bad arguments'} end
+    local names = {B .. 'due', B .. 'dsub', B .. 'dlast', B .. 'codes', B .. 'latest'}
+    local kinds = {'zset', 'hash', 'hash', 'hash', 'hash'}
+    for i, key in ipairs(names) do
+      local t = redis.call('TYPE', key).ok
+      if t ~= kinds[i] and t ~= 'none' then return {'corrupt', key, 'is not a ' .. kinds[i]} end
+    end
+    local now = store_time()
+    local reply = {'ok'}
+    -- Takes code `code` off; answers it as `outcome` (nothing if not followed).
+    local function take(code, outcome)
+      if redis.call('ZREM', B .. 'due', code) == 0 then return end
+      local held = redis.call('HGET', B .. 'dsub', code) or ''
+      redis.call('HDEL', B .. 'dsub', code)
+      local s, country, address, sent = string.match(held, '^([^|]*)|([^|]*)|([^|]*)|(%d+)$')
+      if s and redis.call('HGET', B .. 'dlast', s) == code then redis.call('HDEL', B .. 'dlast', s) end
+      local age = sent and math.max(0, now - tonumber(sent)) or 0
+      for _, v in ipairs({code, outcome, s or '', country or '', address or '', age}) do reply[#reply + 1] = v end
+    end
+    if op ~= 'sweep' then
+      local followed = redis.call('HGET', B .. 'dlast', subject)
+      if followed and followed ~= id then
+        -- Verified or killed, but the number's last code is another (sent
+        -- while no one listened): the followed one was replaced.
+        local latest = redis.call('HGET', B .. 'latest', subject)
+        local outcome = op == 'sent' and 'replaced' or op
+        if op ~= 'sent' and latest and latest ~= followed then outcome = 'replaced' end
+        take(followed, outcome)
+      end
+    end
+    if op == 'sent' then
+      local held = redis.call('HGET', B .. 'codes', id)
+      local country, address, sent = string.match(held or '', '^([^|]*)|([^|]*)|(%d+)$')
+      -- (Only a counted code is followed.)
+      if sent and redis.call('ZSCORE', B .. 'due', id) == false then
+        redis.call('ZADD', B .. 'due', sent, id)
+        redis.call('HSET', B .. 'dsub', id, subject .. '|' .. country .. '|' .. address .. '|' .. sent)
+        redis.call('HSET', B .. 'dlast', subject, id)
+      end
+    end
+    local w = R.guard_windows(now, after)
+    local due = redis.call('ZRANGEBYSCORE', B .. 'due', '-inf', fmt(w.due), 'LIMIT', 0, most)
+    for _, code in ipairs(due) do take(code, 'never_verified') end
+    -- Kept a day past the longest unverified_after (as guard.lua's codes).
+    for _, key in ipairs({B .. 'due', B .. 'dsub', B .. 'dlast'}) do
+      redis.call('PEXPIRE', key, fmt(math.floor((C.DAY + C.LATE) / 1000) + 60000))
+    end
+    return reply
     """#
 }

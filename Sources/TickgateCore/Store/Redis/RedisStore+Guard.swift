@@ -159,9 +159,61 @@ extension RedisStore {
         }
     }
 
+    func guardOutcomes(scope: KeyName, subject: KeyName, event: OutcomeEvent,
+                       unverifiedAfter: Span) throws(TickgateError) -> [DecidedCode] {
+        let call = clock.begin()
+        let base = keys.guardBase(scope)
+        let name = base + Array("guard".utf8)
+        var code = ""
+        if case let .sent(id) = event { code = id }
+        let op = switch event {
+        case .sent: "sent"
+        case .verified: "verified"
+        case .killed: "killed"
+        case .sweep: "sweep"
+        }
+        let arguments = [Array(op.utf8), base, call.notAfter, Array(subject.value.utf8), Array(code.utf8),
+                         Array(String(unverifiedAfter.nanoseconds / 1000).utf8),
+                         Array(String(FollowedCodes.sweepLimit).utf8)]
+        let reader = try guardReply(try run("outcomes", keys: [name], arguments: arguments, by: call.deadline), name)
+        if reader.elements.first?.text == "late" { throw late("the outcomes' \(op)") }
+        guard reader.elements.first?.text == "ok", (reader.elements.count - 1) % 6 == 0 else {
+            throw TickgateError(.storeCorrupt, "the Redis key \(reader.key.prefix(300)) answered outcomes of \(reader.elements.count) parts",
+                                store: .corrupt)
+        }
+        var decided: [DecidedCode] = []
+        var index = 1
+        while index < reader.elements.count {
+            let name = try reader.text(index + 1)
+            guard let outcome = CodeOutcome.allCases.first(where: { $0.name == name }), outcome != .challengePassed else {
+                throw TickgateError(.storeCorrupt, "the Redis key \(reader.key.prefix(300)) answered an unknown outcome",
+                                    store: .corrupt)
+            }
+            decided.append(DecidedCode(code: try reader.text(index), subject: try reader.text(index + 2),
+                                       country: try reader.text(index + 3), address: try reader.text(index + 4),
+                                       age: Span(microseconds: try reader.integer(index + 5, 0...Int64(1) << 52)),
+                                       outcome: outcome))
+            index += 6
+        }
+        return decided
+    }
+
     func appendRecord(_ record: GuardRecord, maximumLength: Int) throws(TickgateError) {
         let call = clock.begin()
         let name = keys.guardBase(record.scope) + Array("records".utf8)
+        if let outcome = record.outcome {
+            // What became of a code (or a passed challenge): no decision.
+            var fields: [(String, String)] = [
+                ("time_ms", String(record.wallMilliseconds)), ("scope", record.scope.value), ("number", record.number),
+                ("country", record.country), ("address", record.address?.description ?? ""),
+                ("outcome", outcome.name), ("mode", String(record.mode.rawValue)),
+            ]
+            if record.codeSentWallMilliseconds != 0 { fields.append(("sent_ms", String(record.codeSentWallMilliseconds))) }
+            var arguments = [Array(String(maximumLength).utf8)]
+            for (field, value) in fields { arguments += [Array(field.utf8), Array(value.utf8)] }
+            _ = try guardReply(try run("guardRecord", keys: [name], arguments: arguments, by: call.deadline), name)
+            return
+        }
         var fields: [(String, String)] = [
             ("time_ms", String(record.wallMilliseconds)), ("scope", record.scope.value), ("number", record.number),
             ("country", record.country), ("address", record.address?.description ?? ""),

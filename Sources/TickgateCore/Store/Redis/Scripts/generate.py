@@ -24,9 +24,10 @@ CONSTANTS = HERE.parents[2] / "Rules" / "RuleConstants.swift"
 SCRIPTS = [("decide", "decide.lua"), ("cancelKeys", "cancel_keys.lua"), ("put", "put.lua"),
            ("session", "session.lua"), ("resetBudget", "reset_budget.lua"), ("merge", "merge.lua"),
            ("probe", "probe.lua"), ("setClock", "set_clock.lua"), ("reserve", "reserve.lua"), ("settle", "settle.lua"),
-           ("addCharges", "add_charges.lua"), ("guardSignals", "guard.lua"), ("guardRecord", "guard_record.lua")]
+           ("addCharges", "add_charges.lua"), ("guardSignals", "guard.lua"), ("guardRecord", "guard_record.lua"),
+           ("outcomes", "outcomes.lua")]
 # The scripts that decide: rules.lua goes into each.
-DECIDING = {"decide.lua", "merge.lua", "reserve.lua", "guard.lua"}
+DECIDING = {"decide.lua", "merge.lua", "reserve.lua", "guard.lua", "outcomes.lua"}
 
 
 def constants() -> str:

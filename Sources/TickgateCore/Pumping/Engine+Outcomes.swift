@@ -1,0 +1,86 @@
+// The records' outcomes (Pumping/CodeOutcomes.swift): a guarded code is
+// followed from its successful send while someone hears this engine's
+// records (a record subscription, or the store's record stream), and its
+// outcome is recorded once known. Best effort, as the records are: an
+// outcome lost to a store failure is not retried (the decisions stand).
+
+extension Engine {
+    /// Someone hears the outcomes of `scope`: its outcome observers here,
+    /// or the store's record stream (Redis) that the guard keeps.
+    private func listening(_ scope: KeyName, _ rules: Guard) -> Bool {
+        if rules.recordStreamLength > 0, store != nil { return true }
+        return locked.withLock { !($0.observers.outcomeObservers[scope]?.isEmpty ?? true) }
+    }
+
+    /// `event` for `key`'s number on its guarded scope, then the sweep:
+    /// records every code whose outcome it decided. `.sent` follows the
+    /// code only while someone listens; `.verified` and `.killed` always
+    /// ask (another engine may follow the number's code); `.sweep` only
+    /// while someone listens, and on a store at most once a second.
+    func followOutcomes(_ key: CountdownKey, _ event: OutcomeEvent) {
+        guard let rules = locked.withLock({ $0.guards.rules[key.scope] }), rules.mode != .off else { return }
+        let hears = listening(key.scope, rules)
+        switch event {
+        case .sent, .sweep:
+            guard hears else { return }
+        case .verified, .killed:
+            break
+        }
+        let unverifiedAfter = rules.thresholds.unverifiedAfter
+        var decided: [DecidedCode] = []
+        var wallAt = clock.wallNow()
+        if let store {
+            if event == .sweep {
+                let due = locked.withLock { (state) -> Bool in
+                    let now = state.now()
+                    if let last = state.guards.lastSweep[key.scope],
+                       now.since(last) < Span(nanoseconds: 1_000_000_000) { return false }
+                    state.guards.lastSweep[key.scope] = now
+                    return true
+                }
+                guard due else { return }
+            }
+            guard let answer = try? store.guardOutcomes(scope: key.scope, subject: key.subject, event: event,
+                                                        unverifiedAfter: unverifiedAfter) else { return }
+            decided = answer
+            wallAt = clock.wallNow()
+        } else {
+            decided = locked.withLock { state in
+                let now = state.now()
+                wallAt = clock.wallNow()
+                let ledger = state.guards.ledgers[key.scope]
+                var sent: ConversionLedger.Code?
+                if case let .sent(code) = event { sent = ledger?.codes[code] }
+                return state.guards.followed[key.scope, default: FollowedCodes()]
+                    .apply(event, subject: key.subject, sent: sent, latest: ledger?.latest[key.subject],
+                           at: now, unverifiedAfter: unverifiedAfter)
+            }
+        }
+        for code in decided {
+            var record = GuardRecord(scope: key.scope, number: code.subject,
+                                     address: code.address.isEmpty ? nil : try? ClientAddress.parse(code.address),
+                                     wallMilliseconds: wallAt / 1_000_000)
+            record.country = code.country
+            record.mode = rules.mode
+            record.streamLength = rules.recordStreamLength
+            record.outcome = code.outcome
+            record.codeSentWallMilliseconds = (wallAt - code.age.nanoseconds) / 1_000_000
+            deliver(record)
+        }
+    }
+
+    /// The record of a passed challenge (no code's outcome: the pass waits
+    /// for the number's next send).
+    func recordChallengePassed(_ key: CountdownKey, from address: ClientAddress?) {
+        guard let rules = locked.withLock({ $0.guards.rules[key.scope] }), listening(key.scope, rules),
+              let number = try? PhoneNumber.parse(key.subject.value) else { return }
+        var record = GuardRecord(scope: key.scope, number: key.subject.value, address: address,
+                                 wallMilliseconds: clock.wallNow() / 1_000_000)
+        record.country = Guard.country(of: number)
+        record.callingCode = number.callingCode
+        record.mode = rules.mode
+        record.streamLength = rules.recordStreamLength
+        record.outcome = .challengePassed
+        deliver(record)
+    }
+}

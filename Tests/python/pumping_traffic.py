@@ -96,14 +96,20 @@ class Size:
     launch_users: int  # users in the first hour of a launch
     qa_pattern: str  # on always_allow_numbers
     qa_prefix: str
+    # The attack over 50 ranges: numbers spread_prefix + 2 digits (from
+    # spread_first on, one pair per range) + "00" + spread_digits digits,
+    # in the users' own 2-digit range, outside their 4-digit ones.
+    spread_prefix: str = ""
+    spread_first: int = 0
+    spread_digits: int = 0
 
 
 # "+44740" and "+9477" hold only GB and LK numbers ("+4474576" is the Isle
 # of Man's); "+447520" and "+9476" are the ranges attacked.
 SIZE_1K = Size("1k", "~1 000 SMS a day (GB)", "GB", "+44740", 7, "+447520", 6, 1000.0, 3000, 333,
-               "+447700900*", "+447700900")
+               "+447700900*", "+447700900", "+4474", 10, 4)
 SIZE_20 = Size("20", "~20 SMS a day (LK)", "LK", "+9477", 7, "+9476", 7, 20.0, 60, 11,
-               "+94719990*", "+94719990")
+               "+94719990*", "+94719990", "+9477", 50, 3)
 SIZES = (SIZE_1K, SIZE_20)
 
 # Numbers of 20 countries, for the attack from one address.
@@ -127,12 +133,17 @@ class Attack:
     addresses: "botnet" (each request from one of 25, at random),
     "rotating" (a new address for every request) or "one" (one address
     asking numbers of 20 countries, the attacked one first).
+    ranges: 1 (numbers of the size's attack_prefix), or 50 (the size's
+    spread ranges, in turn: each 6-digit range in a 4-digit range of its
+    own, all in the users' 2-digit range, so that only that range and the
+    country see the whole attack).
     """
 
     count: int
     per_hour: float
     start_hour: float
     addresses: str
+    ranges: int = 1
 
 
 @dataclass(frozen=True)
@@ -157,19 +168,22 @@ class Scenario:
 # 800 with 200 (during a spike); for <20/day, 35 with 8 and 50 with 10.
 # The attack from rotating addresses keeps the quiet day's hourly rate up
 # around the clock; the one from one address asks the quiet day's codes
-# over 20 countries.
+# over 20 countries; the one over 50 ranges asks the quiet day's codes
+# from rotating addresses, for numbers of 50 ranges of the country.
 ATTACKS = {
     "1k": {
         "quiet": Attack(300, 60.0, 10.0, "botnet"),
         "spike": Attack(800, 200.0, 18.0, "botnet"),
         "one": Attack(300, 60.0, 13.0, "one"),
         "rotating": Attack(1440, 60.0, 0.0, "rotating"),
+        "spread": Attack(300, 60.0, 10.0, "rotating", ranges=50),
     },
     "20": {
         "quiet": Attack(35, 8.0, 10.0, "botnet"),
         "spike": Attack(50, 10.0, 18.0, "botnet"),
         "one": Attack(35, 8.0, 13.0, "one"),
         "rotating": Attack(192, 8.0, 0.0, "rotating"),
+        "spread": Attack(35, 8.0, 10.0, "rotating", ranges=50),
     },
 }
 
@@ -186,6 +200,8 @@ def scenarios_of(size: Size) -> List[Scenario]:
                  attack=a["spike"]),
         Scenario(f"{size.key}-one-address", "One address, 20 countries", size, attack=a["one"]),
         Scenario(f"{size.key}-rotating", "Rotating addresses, one country, all day", size, attack=a["rotating"]),
+        Scenario(f"{size.key}-spread", "50 ranges, rotating addresses (1/2 normal)", size, legit_factor=0.5,
+                 attack=a["spread"]),
     ]
 
 
@@ -623,6 +639,10 @@ class _Run:
                 address = "198.51.100.66"
             country, prefix, digits = countries[i % len(countries)] if attack.addresses == "one" else (
                 self.size.country, self.size.attack_prefix, self.size.attack_digits)
+            if attack.ranges > 1:
+                size = self.size
+                prefix = f"{size.spread_prefix}{size.spread_first + i % attack.ranges:02d}00"
+                digits = size.spread_digits
             self.attack_serial += 1
             number = prefix + str(self.attack_serial % 10 ** digits).zfill(digits)
             self.at(when, self.send, "attack", number, country, address)
@@ -730,6 +750,7 @@ WARNING_NAMES = (
     (W.UNVERIFIED_BY_COUNTRY_DAILY, "country/day"), (W.UNVERIFIED_BY_COUNTRY_HOURLY, "country/hour"),
     (W.UNVERIFIED_BY_ADDRESS_DAILY, "address/day"), (W.UNVERIFIED_BY_ADDRESS_HOURLY, "address/hour"),
     (W.COUNTRIES_BY_ADDRESS_DAILY, "countries/address"),
+    (W.UNVERIFIED_BY_RANGE_DAILY, "range/day"), (W.UNVERIFIED_BY_RANGE_HOURLY, "range/hour"),
 )
 
 
@@ -782,5 +803,144 @@ def table(outcomes: Sequence[Outcome], title: str) -> str:
         return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"
 
     out = [f"### {title}", "", line(HEADERS), "| " + " | ".join("-" * w for w in widths) + " |"]
+    out += [line(r) for r in body]
+    return "\n".join(out) + "\n"
+
+
+# ---------------------------------------------------------------------------
+# Ten seeds, with challenges (issue 40)
+# ---------------------------------------------------------------------------
+
+# The fixed seed (the tables above) and nine other draws of the same traffic.
+SEEDS = ("",) + tuple(f" draw {n}" for n in range(9))
+
+
+def signal_of(record: Optional[tickgate.GuardRecord]) -> str:
+    """The warnings of a record, with the range that warned: "range/hour +44752000"."""
+    if record is None:
+        return "-"
+    names = warning_names(record.warnings)
+    return f"{names} {record.range}" if record.range else names
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What the 10-seed sweep keeps of one run (an Outcome holds every
+    record; 10 seeds of every scenario would hold too many)."""
+
+    key: str
+    seed: str
+    legit_asked: int  # legitimate sends, not counting the send again after a passed challenge
+    legit_refused: int  # refused outright (not a challenge)
+    legit_challenged: int
+    legit_turned_away: int  # refused, or challenged and not passed
+    attack_asked: int
+    attack_granted_before_block: int
+    attack_granted: int  # all day, challenges passed included
+    attack_passed: int  # challenges the bots passed
+    block_minutes: Optional[int]  # from the attack's start to its first refusal or challenge
+    block_signal: str  # the warnings (and range) of that first block
+    # The bound of the attack codes granted all day: the most the country's
+    # daily threshold was at an attack's send, plus the codes granted
+    # within UNVERIFIED_AFTER of one another (not counted yet).
+    country_daily_most: int
+    in_flight: int
+    challenged_by: Tuple[Tuple[str, int], ...]  # legitimate challenges by signal and range, most first
+    refusals: Tuple[str, ...]  # the kinds of refusal of legitimate sends
+    mismatches: int
+    seconds: float
+
+    def share(self, n: int) -> float:
+        return n / self.legit_asked if self.legit_asked else 0.0
+
+
+def summarize(o: Outcome, seed: str) -> Summary:
+    legit, attack = o.of("legit"), o.of("attack")
+    s = o.scenario
+    block = o.first_attack_block
+    minutes = None
+    if block is not None and s.attack is not None:
+        minutes = (block.at - int(s.attack.start_hour * HOUR)) // MINUTE
+    granted_at = [a.at for a in attack if a.granted]
+    in_flight = max((sum(1 for t in granted_at if at - UNVERIFIED_AFTER < t <= at) for at in granted_at), default=0)
+    by: Dict[str, int] = {}
+    for a in legit:
+        if a.refusal == "ChallengeRequired":
+            name = signal_of(a.record)
+            by[name] = by.get(name, 0) + 1
+    return Summary(
+        key=s.key, seed=seed,
+        legit_asked=len(legit) - sum(1 for a in legit if a.passed),
+        legit_refused=sum(1 for a in legit if a.refusal and a.refusal != "ChallengeRequired"),
+        legit_challenged=o.challenged("legit"),
+        legit_turned_away=o.turned_away("legit"),
+        attack_asked=len(attack) - sum(1 for a in attack if a.passed),
+        attack_granted_before_block=o.attack_granted_before_block,
+        attack_granted=o.granted("attack"),
+        attack_passed=sum(1 for a in attack if a.passed),
+        block_minutes=minutes,
+        block_signal=signal_of(block.record) if block is not None else "-",
+        country_daily_most=max((a.record.count("country_daily_threshold") for a in attack if a.record is not None),
+                               default=0),
+        in_flight=in_flight,
+        challenged_by=tuple(sorted(by.items(), key=lambda kv: -kv[1])),
+        refusals=tuple(sorted({a.refusal for a in legit if a.refusal})),
+        mismatches=len(o.mismatches),
+        seconds=o.seconds,
+    )
+
+
+def sweep_run(scenario: Scenario, seed: str) -> Summary:
+    """One scenario on one seed, in ENFORCE with CHALLENGES, and the people
+    and bots passing challenges at P_PASS."""
+    return summarize(simulate(scenario, tickgate.GuardMode.ENFORCE, seed, CHALLENGES), seed)
+
+
+SWEEP_HEADERS = ("Scenario", "Legit refused", "Legit challenged", "Attack granted before block",
+                 "Attack granted all day", "First block", "Signal at first block (no attack: most challenges)")
+
+
+def _pct(n: int, of: int) -> str:
+    return f"{n} ({100.0 * n / of:.1f} %)" if of else str(n)
+
+
+def sweep_rows(runs: Sequence[Summary]) -> List[str]:
+    """One scenario's row: the fixed seed's values, then "/ " the worst of
+    the seeds (most refused, challenged and granted; latest block)."""
+    fixed, s = runs[0], None
+    for scenario in SCENARIOS:
+        if scenario.key == fixed.key:
+            s = scenario
+    assert s is not None and fixed.seed == SEEDS[0]
+
+    def worst_share(f: Callable[[Summary], int]) -> str:
+        w = max(runs, key=lambda r: (r.share(f(r)), f(r)))
+        return f"{f(fixed)} of {fixed.legit_asked} / {_pct(f(w), w.legit_asked)}"
+
+    attack = s.attack is not None
+    minutes = [r.block_minutes for r in runs]
+    first = "-"
+    if attack:
+        latest = "never" if None in minutes else f"+{max(m for m in minutes if m is not None)} min"
+        first = (f"+{fixed.block_minutes} min" if fixed.block_minutes is not None else "never") + f" / {latest}"
+    return [
+        s.title,
+        worst_share(lambda r: r.legit_refused),
+        worst_share(lambda r: r.legit_challenged),
+        f"{fixed.attack_granted_before_block} / {max(r.attack_granted_before_block for r in runs)}" if attack else "-",
+        (f"{fixed.attack_granted} of {fixed.attack_asked} / {max(r.attack_granted for r in runs)}" if attack else "-"),
+        first,
+        fixed.block_signal if attack else (fixed.challenged_by[0][0] if fixed.challenged_by else "-"),
+    ]
+
+
+def sweep_table(by_scenario: Sequence[Sequence[Summary]], title: str) -> str:
+    body = [sweep_rows(runs) for runs in by_scenario]
+    widths = [max(len(h), *(len(r[i]) for r in body)) for i, h in enumerate(SWEEP_HEADERS)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"
+
+    out = [f"### {title}", "", line(SWEEP_HEADERS), "| " + " | ".join("-" * w for w in widths) + " |"]
     out += [line(r) for r in body]
     return "\n".join(out) + "\n"

@@ -3,6 +3,8 @@ engine on a manual clock, at ~1 000 and ~20 codes a day for the country,
 with the goal asserted: no legitimate user refused on normal, launch and
 spike days, and every attack blocked with bounded leakage. `pytest -s`
 prints the table docs/pumping.md shows (pumping_traffic.py makes the traffic).
+The same scenarios over 10 seeds, with ranges and challenges (issue 40):
+test_pumping_seeds.py.
 """
 
 from __future__ import annotations
@@ -51,6 +53,10 @@ def test_the_numbers_are_of_their_countries() -> None:
         assert tickgate.parse_number(size.legit_prefix + "9" * size.legit_digits).region == size.country
         assert tickgate.parse_number(size.attack_prefix + "0" * size.attack_digits).region == size.country
         assert tickgate.parse_number(size.qa_prefix + "049").region == size.country
+        for k in range(50):  # the attack over 50 ranges ("+447457…" is GB's, "+4474576…" the Isle of Man's)
+            prefix = f"{size.spread_prefix}{size.spread_first + k:02d}00"
+            assert tickgate.parse_number(prefix + "0" * size.spread_digits).region == size.country
+            assert tickgate.parse_number(prefix + "9" * size.spread_digits).region == size.country
     for region, prefix, digits in MANY_COUNTRIES:
         assert tickgate.parse_number(prefix + "0" * digits).region == region
 

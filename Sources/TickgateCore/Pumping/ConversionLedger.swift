@@ -79,6 +79,8 @@ struct ConversionLedger {
     /// Per range, per day of the clock: codes verified.
     private(set) var rangeDays: [String: [Int64: Int]] = [:]
     private var lastPrune: Instant?
+    /// The day of the clock `days` and `rangeDays` were last pruned on.
+    private var lastPruneDay: Int64?
 
     static func dayNumber(_ instant: Instant) -> Int64 {
         // Rounded down, before zero too (-1 ns is day -1).
@@ -240,7 +242,12 @@ struct ConversionLedger {
             let kept = seen.filter { $0.value.sent > dayAgo || ($0.value.verified.map { $0 > dayAgo } ?? false) }
             return kept.isEmpty ? nil : kept
         }
-        let oldest = Self.dayNumber(now) - Int64(max(historyDays, GuardThresholds.maximumHistoryDays))
+        // The days' counts change only when the day does (a prune of every
+        // range's days each minute cost most of a busy scope's sends).
+        let today = Self.dayNumber(now)
+        if lastPruneDay == today { return }
+        lastPruneDay = today
+        let oldest = today - Int64(max(historyDays, GuardThresholds.maximumHistoryDays))
         days = days.compactMapValues { history in
             let kept = history.filter { $0.key > oldest }
             return kept.isEmpty ? nil : kept

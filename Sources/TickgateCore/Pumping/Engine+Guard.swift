@@ -385,7 +385,11 @@ extension Engine {
         return try locked.withLock { (state) throws(TickgateError) -> (GuardCounts, GuardJudgment, counted: Bool) in
             try state.checkOpen()
             let now = state.now()
-            var ledger = state.guards.ledgers[code.scope] ?? ConversionLedger()
+            // Taken out of the book while it is read and written: a copy
+            // left in the book would make each counted send copy the
+            // whole ledger (copy on write), every code of the last day.
+            let held = state.guards.ledgers[code.scope] != nil
+            var ledger = state.guards.ledgers.removeValue(forKey: code.scope) ?? ConversionLedger()
             let ranges = rules.ranges(ofSubject: code.subject)
             let counts = ledger.counts(country: code.country, ranges: ranges, address: code.address,
                                        historyDays: historyDays, unverifiedAfter: rules.thresholds.unverifiedAfter,
@@ -394,7 +398,9 @@ extension Engine {
             let passKey = GuardBook.passKey(code.subject, code.address)
             let passed = state.guards.passes[code.scope]?[passKey].map { $0 > now } ?? false
             switch GuardRules.answer(judgment, mode: rules.mode, challenge: rules.challengeSignals, passed: passed) {
-            case .refuse, .challenge: return (counts, judgment, false)
+            case .refuse, .challenge:
+                if held { state.guards.ledgers[code.scope] = ledger }
+                return (counts, judgment, false)
             case .grant:
                 if GuardRules.refuses(judgment, mode: rules.mode) {
                     // Through its warnings by the pass, used up.

@@ -837,6 +837,7 @@ typedef struct gt_ctx {
     int running;  /* requesters still running */
     int failures; /* unexpected statuses */
     int rounds;   /* login/logout rounds done */
+    int queued;   /* requests that were queued (TG_REQUIRE_QUEUED) */
 } gt_ctx;
 
 typedef struct gt_arg {
@@ -868,6 +869,8 @@ static void *gt_requester(void *p)
         }
         q->id = id;
         q->required = 1;
+        if (res == TG_REQUIRE_QUEUED)
+            gt_add(&c->queued);
         if (res == TG_REQUIRE_COALESCED) {
             q->coalesced = 1;
             q->destroyed_at_return = gt_load(&q->destroys);
@@ -897,7 +900,7 @@ static void *gt_requester(void *p)
 static void *gt_login_loop(void *p)
 {
     gt_ctx *c = (gt_ctx *)p;
-    int round = 0;
+    int round = 0, queued, spins;
     while (gt_load(&c->running) > 0) {
         round++;
         if (tg_gate_login_succeeded(c->e, "account",
@@ -907,11 +910,20 @@ static void *gt_login_loop(void *p)
             sched_yield();
         else
             tg_test_sleep_ms(0);
+        queued = gt_load(&c->queued);
         if (tg_gate_logout(c->e, "account") != TG_OK)
             gt_add(&c->failures);
-        if (round % 4 == 0 &&
-            tg_gate_login_cancelled(c->e, "account") != TG_OK)
-            gt_add(&c->failures);
+        if (round % 4 == 0) {
+            /* Cancel once a request queued since the logout (a busy
+             * machine may run no requester between the two calls; bounded
+             * wait), so that cancels are exercised under the threads. */
+            for (spins = 0; spins < 2000 && gt_load(&c->queued) == queued &&
+                            gt_load(&c->running) > 0;
+                 spins++)
+                sched_yield();
+            if (tg_gate_login_cancelled(c->e, "account") != TG_OK)
+                gt_add(&c->failures);
+        }
         if (round % 8 == 0 && tg_clock_advance(c->e, 1000) != TG_OK)
             gt_add(&c->failures);
     }

@@ -313,3 +313,21 @@ def test_redis_a_followed_key_of_the_wrong_type_is_corrupt_and_changes_nothing(t
         subprocess.run(["redis-cli", "-s", socket, "DEL", key], check=True, capture_output=True)
     finally:
         s.close()
+
+
+def test_an_engine_no_one_hears_sweeps_nothing(shared: Store) -> None:
+    """Engine b has no outcomes subscription (and no stream): its
+    verification takes off only its number's code; a's code, due by then,
+    is left for a's own sweep to report."""
+    a = guarded(shared, after=1)
+    b = shared.open()
+    b.set_policy("login", POLICY)
+    heard = Outcomes(a)
+    left, verified = cn(), cn()
+    sent(a, left)
+    sent(a, verified)
+    time.sleep(1.3)
+    b.verified("login", verified)
+    assert heard.all() == []  # b decided it, and no one hears b
+    sent(a, cn())  # a's sweep
+    assert [(r.number, r.outcome) for r in heard.all()] == [(left, CodeOutcome.NEVER_VERIFIED)]

@@ -92,9 +92,10 @@ struct FollowedCodes {
     var isEmpty: Bool { codes.isEmpty }
 
     /// `event` for `subject` (`latest`: the number's last code the ledger
-    /// counted, if it is known), then the sweep: every code it decided.
+    /// counted, if it is known), then (if `sweep`) the sweep: every code
+    /// it decided.
     mutating func apply(_ event: OutcomeEvent, subject: KeyName, sent: ConversionLedger.Code?, latest: String?,
-                        at now: Instant, unverifiedAfter: Span) -> [DecidedCode] {
+                        at now: Instant, unverifiedAfter: Span, sweep: Bool = true) -> [DecidedCode] {
         var decided: [DecidedCode] = []
         if let outcome = event.outcome, let followed = bySubject[subject] {
             var stays = false
@@ -114,7 +115,7 @@ struct FollowedCodes {
             order.append((sent.sentAt, code))
         }
         let due = GuardRules.windows(at: now, unverifiedAfter: unverifiedAfter).unverifiedUntil
-        while head < order.count, decided.count < Self.sweepLimit,
+        while sweep, head < order.count, decided.count < Self.sweepLimit,
               order[head].0 <= due || codes.count > Self.capacity {
             let id = order[head].1
             head += 1

@@ -15,8 +15,9 @@ extension Engine {
     /// `event` for `key`'s number on its guarded scope, then the sweep:
     /// records every code whose outcome it decided. `.sent` follows the
     /// code only while someone listens; `.verified` and `.killed` always
-    /// ask (another engine may follow the number's code); `.sweep` only
-    /// while someone listens, and on a store at most once a second.
+    /// ask (another engine may follow the number's code), sweeping only
+    /// while someone listens; `.sweep` only while someone listens, and on
+    /// a store at most once a second.
     func followOutcomes(_ key: CountdownKey, _ event: OutcomeEvent) {
         guard let rules = locked.withLock({ $0.guards.rules[key.scope] }), rules.mode != .off else { return }
         let hears = listening(key.scope, rules)
@@ -40,8 +41,10 @@ extension Engine {
                 }
                 guard due else { return }
             }
+            // (An engine no one hears takes off only the number's code: its
+            // sweep would report others' codes to no one.)
             guard let answer = try? store.guardOutcomes(scope: key.scope, subject: key.subject, event: event,
-                                                        unverifiedAfter: unverifiedAfter) else { return }
+                                                        unverifiedAfter: unverifiedAfter, sweep: hears) else { return }
             decided = answer
             wallAt = clock.wallNow()
         } else {
@@ -53,7 +56,7 @@ extension Engine {
                 if case let .sent(code) = event { sent = ledger?.codes[code] }
                 return state.guards.followed[key.scope, default: FollowedCodes()]
                     .apply(event, subject: key.subject, sent: sent, latest: ledger?.latest[key.subject],
-                           at: now, unverifiedAfter: unverifiedAfter)
+                           at: now, unverifiedAfter: unverifiedAfter, sweep: hears)
             }
         }
         for code in decided {

@@ -92,10 +92,11 @@ final class MeasuredStore: Store {
         }
     }
 
-    func guardOutcomes(scope: KeyName, subject: KeyName, event: OutcomeEvent,
-                       unverifiedAfter: Span) throws(TickgateError) -> [DecidedCode] {
+    func guardOutcomes(scope: KeyName, subject: KeyName, event: OutcomeEvent, unverifiedAfter: Span,
+                       sweep: Bool) throws(TickgateError) -> [DecidedCode] {
         try timed { () throws(TickgateError) -> [DecidedCode] in
-            try inner.guardOutcomes(scope: scope, subject: subject, event: event, unverifiedAfter: unverifiedAfter)
+            try inner.guardOutcomes(scope: scope, subject: subject, event: event, unverifiedAfter: unverifiedAfter,
+                                    sweep: sweep)
         }
     }
 

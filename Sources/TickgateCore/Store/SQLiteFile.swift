@@ -888,7 +888,7 @@ final class SQLiteFile {
     }
 
     /// `event` for `subject`, then the sweep (codes sent at or before
-    /// `due`, at most `limit`): the codes it decided, taken off.
+    /// `due`, at most `limit`; 0: none): the codes it decided, taken off.
     func guardOutcomes(scope: KeyName, subject: KeyName, event: OutcomeEvent, due: Int64, limit: Int,
                        now: Int64) throws(TickgateError) -> [DecidedCode] {
         // Only a send follows a code: with no table, nothing is followed.
@@ -938,8 +938,10 @@ final class SQLiteFile {
                 SELECT scope, id, subject, country, address, sent_ns FROM guard_codes WHERE scope = ? AND id = ?
                 """, [.text(scope.value), .text(code)])
         }
-        try take(columns + " WHERE scope = ? AND sent_ns <= ? ORDER BY sent_ns LIMIT ?",
-                 [.text(scope.value), .int(due), .int(Int64(limit))]) { _ in .neverVerified }
+        if limit > 0 {
+            try take(columns + " WHERE scope = ? AND sent_ns <= ? ORDER BY sent_ns LIMIT ?",
+                     [.text(scope.value), .int(due), .int(Int64(limit))]) { _ in .neverVerified }
+        }
         return decided
     }
 

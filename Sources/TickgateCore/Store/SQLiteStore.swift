@@ -386,12 +386,12 @@ final class SQLiteStore: Store {
         }
     }
 
-    func guardOutcomes(scope: KeyName, subject: KeyName, event: OutcomeEvent,
-                       unverifiedAfter: Span) throws(TickgateError) -> [DecidedCode] {
+    func guardOutcomes(scope: KeyName, subject: KeyName, event: OutcomeEvent, unverifiedAfter: Span,
+                       sweep: Bool) throws(TickgateError) -> [DecidedCode] {
         try transaction { (file) throws(TickgateError) -> [DecidedCode] in
             let now = clock.wallNow()
             return try file.guardOutcomes(scope: scope, subject: subject, event: event,
-                                          due: now - unverifiedAfter.nanoseconds, limit: FollowedCodes.sweepLimit,
+                                          due: now - unverifiedAfter.nanoseconds, limit: sweep ? FollowedCodes.sweepLimit : 0,
                                           now: now)
         }
     }

@@ -153,11 +153,12 @@ protocol Store: AnyObject, Sendable {
     /// signals.
     func guardVerified(scope: KeyName, subject: KeyName, country: String, ranges: [String]) throws(TickgateError)
     /// The codes followed for their outcome (Pumping/CodeOutcomes.swift):
-    /// `event` for `subject`, then the sweep of codes unverified
-    /// `unverifiedAfter` past their send. Answers the codes whose outcome
-    /// it decided, each taken off in this step: one call reports each.
-    func guardOutcomes(scope: KeyName, subject: KeyName, event: OutcomeEvent,
-                       unverifiedAfter: Span) throws(TickgateError) -> [DecidedCode]
+    /// `event` for `subject`, then (if `sweep`) the sweep of codes
+    /// unverified `unverifiedAfter` past their send. Answers the codes
+    /// whose outcome it decided, each taken off in this step: one call
+    /// reports each.
+    func guardOutcomes(scope: KeyName, subject: KeyName, event: OutcomeEvent, unverifiedAfter: Span,
+                       sweep: Bool) throws(TickgateError) -> [DecidedCode]
 
     /// A budget key's charges, oldest first (none: an empty list).
     func charges(of key: BudgetKey) throws(TickgateError) -> [Instant]

@@ -4007,14 +4007,14 @@ enum RedisScripts {
     -- 'sweep' (nothing but the sweep); 2 B, 3 not after (server µs, '' =
     -- none: past it, {'late'} and nothing changes), 4 the subject, 5 the code
     -- id ('' unless 'sent'), 6 the guard's unverified_after (µs), 7 the most
-    -- codes the sweep reports. After the event, the sweep: codes sent at or
-    -- before R.guard_windows' due are never verified.
+    -- codes the sweep reports (0: no sweep). After the event, the sweep: codes
+    -- sent at or before R.guard_windows' due are never verified.
     -- Answers {'ok', then per code decided: id, outcome, subject, country,
     -- address, its age (µs, an integer)}, or {'corrupt', key, why}.
     local op, B, subject, id = ARGV[1], ARGV[2], ARGV[4], ARGV[5]
     if late(ARGV[3]) then return {'late'} end
     local after = int(ARGV[6], 0, C.LATE)
-    local most = int(ARGV[7], 1, 1000)
+    local most = int(ARGV[7], 0, 1000)
     if not after or not most then return {'corrupt', B .. 'guard', 'was asked outcomes with bad arguments'} end
     local names = {B .. 'due', B .. 'dsub', B .. 'dlast', B .. 'codes', B .. 'latest'}
     local kinds = {'zset', 'hash', 'hash', 'hash', 'hash'}
@@ -4055,9 +4055,11 @@ enum RedisScripts {
         redis.call('HSET', B .. 'dlast', subject, id)
       end
     end
-    local w = R.guard_windows(now, after)
-    local due = redis.call('ZRANGEBYSCORE', B .. 'due', '-inf', fmt(w.due), 'LIMIT', 0, most)
-    for _, code in ipairs(due) do take(code, 'never_verified') end
+    if most > 0 then
+      local w = R.guard_windows(now, after)
+      local due = redis.call('ZRANGEBYSCORE', B .. 'due', '-inf', fmt(w.due), 'LIMIT', 0, most)
+      for _, code in ipairs(due) do take(code, 'never_verified') end
+    end
     -- Kept a day past the longest unverified_after (as guard.lua's codes).
     for _, key in ipairs({B .. 'due', B .. 'dsub', B .. 'dlast'}) do
       redis.call('PEXPIRE', key, fmt(math.floor((C.DAY + C.LATE) / 1000) + 60000))

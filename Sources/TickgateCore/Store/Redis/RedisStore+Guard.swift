@@ -159,8 +159,8 @@ extension RedisStore {
         }
     }
 
-    func guardOutcomes(scope: KeyName, subject: KeyName, event: OutcomeEvent,
-                       unverifiedAfter: Span) throws(TickgateError) -> [DecidedCode] {
+    func guardOutcomes(scope: KeyName, subject: KeyName, event: OutcomeEvent, unverifiedAfter: Span,
+                       sweep: Bool) throws(TickgateError) -> [DecidedCode] {
         let call = clock.begin()
         let base = keys.guardBase(scope)
         let name = base + Array("guard".utf8)
@@ -174,7 +174,7 @@ extension RedisStore {
         }
         let arguments = [Array(op.utf8), base, call.notAfter, Array(subject.value.utf8), Array(code.utf8),
                          Array(String(unverifiedAfter.nanoseconds / 1000).utf8),
-                         Array(String(FollowedCodes.sweepLimit).utf8)]
+                         Array(String(sweep ? FollowedCodes.sweepLimit : 0).utf8)]
         let reader = try guardReply(try run("outcomes", keys: [name], arguments: arguments, by: call.deadline), name)
         if reader.elements.first?.text == "late" { throw late("the outcomes' \(op)") }
         guard reader.elements.first?.text == "ok", (reader.elements.count - 1) % 6 == 0 else {

@@ -486,4 +486,7 @@ extension DoubleStore {
     func guardChallengePassed(scope: KeyName, subject: KeyName, address: ClientAddress?) throws(TickgateError) {
         throw TickgateError(.notFound, "the store double keeps no guard")
     }
+
+    func guardOutcomes(scope: KeyName, subject: KeyName, event: OutcomeEvent, unverifiedAfter: Span,
+                       sweep: Bool) throws(TickgateError) -> [DecidedCode] { [] }
 }

@@ -177,8 +177,8 @@ RECORDS_SHOWN = 20
 
 
 def records_key(config: argparse.Namespace) -> str:
-    """The stream of the scope's decision records (include/tickgate.h,
-    tg_guard.record_stream_length)."""
+    """The stream of the scope's decision records and its codes' outcomes
+    (include/tickgate.h, tg_guard.record_stream_length)."""
     return f"{config.prefix}u{{{len(SCOPE.encode())}:{SCOPE}}}records"
 
 
@@ -539,7 +539,8 @@ async def metrics(request: web.Request) -> web.Response:
 @operator_only
 async def records(request: web.Request) -> web.Response:
     """The last decisions of the guard, of every app server (Redis's stream
-    of records, newest first): what was blocked and why."""
+    of records, newest first): what was blocked and why, and what became of
+    the codes sent (verified, replaced, killed, never verified)."""
     config = request.app[CONFIG]
     shown = []
     for _, raw in await request.app[REDIS].xrevrange(records_key(config), count=RECORDS_SHOWN):
@@ -547,6 +548,9 @@ async def records(request: web.Request) -> web.Response:
         number = fields.get("number", "")
         shown.append({
             "time_ms": int(fields.get("time_ms", "0")), "outcome": fields.get("outcome", ""),
+            # A decision (it has a status), or what became of a code sent
+            # earlier ("verified", "never_verified", ...).
+            "decision": "status" in fields,
             "status": int(fields.get("status", "0")), "country": fields.get("country", ""),
             # The number's end only: the page is an operator's, not a log.
             "number": number[:-4] + "····" if len(number) > 6 else number,

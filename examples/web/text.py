@@ -130,6 +130,9 @@ PAGE = {
         "refusals_none": "Nothing refused yet.",
         "records_none": "No decision recorded yet.",
         "granted": "sent", "refused": "refused", "challenged": "challenged", "passed": "sent, passed",
+        # A code's outcome, recorded once known (docs/pumping.md, "What became of each code").
+        "verified": "code verified", "replaced": "code replaced by a resend", "killed": "code killed by wrong codes",
+        "never_verified": "code never verified", "challenge_passed": "challenge passed",
         "checking": "Checking you are not a robot…",
         "check_again": "The check did not go through. Tap again.",
         "refusals_summary": "Server {server} since it started: sent {granted}, refused {refused} "
@@ -170,6 +173,8 @@ PAGE = {
         "refusals_none": "还没有拒绝过。",
         "records_none": "还没有记录。",
         "granted": "已发送", "refused": "已拒绝", "challenged": "需验证", "passed": "验证后发送",
+        "verified": "验证码已验证", "replaced": "验证码被重发取代", "killed": "验证码因输错作废",
+        "never_verified": "验证码未被验证", "challenge_passed": "已通过人机验证",
         "checking": "正在确认你不是机器人…",
         "check_again": "人机验证没有完成，请再点一次。",
         "refusals_summary": "服务器 {server} 启动以来：发送 {granted} 条验证码，拒绝 {refused} 次"

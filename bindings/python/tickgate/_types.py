@@ -394,6 +394,11 @@ class GuardRecord:
     code_sent_wall_ms: int = 0
 
     @property
+    def code_sent_wall(self) -> float:
+        """:attr:`code_sent_wall_ms` in seconds since 1970."""
+        return self.code_sent_wall_ms / 1000.0
+
+    @property
     def granted(self) -> bool:
         """True if the send was granted (:attr:`status` is ``Status.OK``;
         False in an outcome's record)."""

@@ -179,6 +179,46 @@ def test_guards_count_on_the_scopes_primary_for_every_engine(cluster: Cluster, e
         assert wait_for(a_sends, 10, 0.005), "A never heard B's verification"
 
 
+def test_outcomes_are_followed_on_the_scopes_primary(cluster: Cluster, engines: Any) -> None:
+    # The codes followed for their outcome sit in the scope's slot, beside
+    # its guard ("P u{SCOPE}due", dsub, dlast): one scope per primary.
+    prefix = unique_prefix("outcomes")
+    host = tickgate.Delivery.HOST_THREAD
+    a, b = engines(prefix, delivery=host), engines(prefix, delivery=host)
+    scopes: Dict[int, str] = {}
+    for index in range(200):
+        scope = f"otp{index}"
+        scopes.setdefault(owners_of(cluster, [f"{prefix}u{{{name(scope)}}}guard"])[0], scope)
+        if len(scopes) == 3:
+            break
+    assert len(scopes) == 3
+    for port, scope in scopes.items():
+        a.set_guard(scope, tickgate.GuardMode.ENFORCE, unverified_after_seconds=60)
+        heard_a: List[Any] = []
+        heard_b: List[Any] = []
+        subscriptions = [a.subscribe_outcomes(scope, heard_a.append), b.subscribe_outcomes(scope, heard_b.append)]
+        a.send_begin(scope, "+8613800000001", client_address="203.0.113.9").succeeded()
+        a.send_begin(scope, "+8613800000002", client_address="203.0.113.9").succeeded()
+        with Client(port) as c:
+            assert c("ZCARD", f"{prefix}u{{{name(scope)}}}due") == 2, (port, scope)
+        # B verifies A's code: B takes it off and reports it, once.
+        deadline = time.monotonic() + 10
+        while True:
+            b.verified(scope, "+8613800000001")
+            b.dispatch()
+            if heard_b:
+                break
+            assert time.monotonic() < deadline, "B never took A's code off"
+            time.sleep(0.05)
+        assert [(r.number, r.outcome) for r in heard_b] == [("+8613800000001", tickgate.CodeOutcome.VERIFIED)]
+        a.dispatch()
+        assert heard_a == []
+        with Client(port) as c:
+            assert c("ZCARD", f"{prefix}u{{{name(scope)}}}due") == 1, (port, scope)
+        for subscription in subscriptions:
+            subscription.close()
+
+
 def test_finishing_an_upgrade_counts_the_engines_of_every_primary(cluster: Cluster, engines: Any) -> None:
     # Each engine's notice link is to one node, which alone counts it: the
     # finish sums PUBSUB NUMSUB over the primaries (docs/upgrading.md).

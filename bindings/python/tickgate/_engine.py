@@ -8,7 +8,7 @@ import ctypes
 import weakref
 from ctypes import byref, c_int, c_int64, c_size_t, c_uint32, create_string_buffer
 from datetime import datetime
-from typing import Callable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 from . import _callbacks, _convert, _ffi
 from ._callbacks import (
@@ -792,20 +792,7 @@ class Engine(Managed[int]):
         send of the guarded ``scope``, granted or refused, on the engine
         thread (or inside :meth:`dispatch`). Ends with
         :meth:`Subscription.close`."""
-        if not callable(callback):
-            raise TypeError("callback must be callable")
-        scope_b = _convert.key(scope, "scope")
-        slot = _callbacks.SubscriptionSlot(callback)  # type: ignore[arg-type]
-        index = _callbacks.slots.allocate(slot)
-        out = _ffi.tg_subscription(0)
-        try:
-            self._lib.tg_guard_subscribe(self._h, scope_b, _callbacks.on_guard_record, index,
-                                         _callbacks.on_destroy, byref(out))
-        except BaseException:
-            _callbacks.slots.deallocate(index)
-            raise
-        slot.id = int(out.value)
-        return Subscription(self, slot, scope_b, None)
+        return self._subscribe_guard(self._lib.tg_guard_subscribe, scope, callback)
 
     def subscribe_outcomes(self, scope: Key, callback: Callable[[GuardRecord], None]) -> Subscription:
         """Call ``callback(record)`` with what became of every code of the
@@ -818,6 +805,11 @@ class Engine(Managed[int]):
         A never-verified outcome is found by this engine's next guarded
         send of the scope (on a store at most once a second). Ends with
         :meth:`Subscription.close`."""
+        return self._subscribe_guard(self._lib.tg_guard_subscribe_outcomes, scope, callback)
+
+    def _subscribe_guard(self, subscribe: Any, scope: Key, callback: Callable[[GuardRecord], None]) -> Subscription:
+        """tg_guard_subscribe or tg_guard_subscribe_outcomes: ``callback``
+        gets each :class:`GuardRecord`."""
         if not callable(callback):
             raise TypeError("callback must be callable")
         scope_b = _convert.key(scope, "scope")
@@ -825,8 +817,7 @@ class Engine(Managed[int]):
         index = _callbacks.slots.allocate(slot)
         out = _ffi.tg_subscription(0)
         try:
-            self._lib.tg_guard_subscribe_outcomes(self._h, scope_b, _callbacks.on_guard_record, index,
-                                                  _callbacks.on_destroy, byref(out))
+            subscribe(self._h, scope_b, _callbacks.on_guard_record, index, _callbacks.on_destroy, byref(out))
         except BaseException:
             _callbacks.slots.deallocate(index)
             raise

@@ -269,14 +269,7 @@ public func tg_guard_subscribe(_ engine: OpaquePointer?, _ scope: UnsafePointer<
                                _ callback: tg_guard_record_fn?, _ user_data: UnsafeMutableRawPointer?,
                                _ destroy: tg_destroy_fn?,
                                _ out_subscription: UnsafeMutablePointer<UInt64>?) -> tg_status {
-    Boundary.call(engine) { (engine) throws(TickgateError) in
-        let scope = try Boundary.name(scope, "scope")
-        let callback = try Boundary.required(callback, "callback")
-        let out = try Boundary.required(out_subscription, "out_subscription")
-        let observer = CRecordObserver(callback: callback, userData: user_data, destroy: destroy)
-        out.pointee = try engine.subscribe(.records(scope), Observer(
-            deliverRecord: { observer.deliver($0) }, release: { observer.release() }))
-    }
+    subscribeRecords(engine, scope, callback, user_data, destroy, out_subscription, to: { .records($0) })
 }
 
 @c @implementation
@@ -284,12 +277,21 @@ public func tg_guard_subscribe_outcomes(_ engine: OpaquePointer?, _ scope: Unsaf
                                         _ callback: tg_guard_record_fn?, _ user_data: UnsafeMutableRawPointer?,
                                         _ destroy: tg_destroy_fn?,
                                         _ out_subscription: UnsafeMutablePointer<UInt64>?) -> tg_status {
+    subscribeRecords(engine, scope, callback, user_data, destroy, out_subscription, to: { .outcomes($0) })
+}
+
+/// tg_guard_subscribe and tg_guard_subscribe_outcomes: a callback of guard
+/// records of a scope: its decisions or its codes' outcomes (`target`).
+private func subscribeRecords(_ engine: OpaquePointer?, _ scope: UnsafePointer<CChar>?,
+                              _ callback: tg_guard_record_fn?, _ user_data: UnsafeMutableRawPointer?,
+                              _ destroy: tg_destroy_fn?, _ out_subscription: UnsafeMutablePointer<UInt64>?,
+                              to target: (KeyName) -> SubscriptionTarget) -> tg_status {
     Boundary.call(engine) { (engine) throws(TickgateError) in
         let scope = try Boundary.name(scope, "scope")
         let callback = try Boundary.required(callback, "callback")
         let out = try Boundary.required(out_subscription, "out_subscription")
         let observer = CRecordObserver(callback: callback, userData: user_data, destroy: destroy)
-        out.pointee = try engine.subscribe(.outcomes(scope), Observer(
+        out.pointee = try engine.subscribe(target(scope), Observer(
             deliverRecord: { observer.deliver($0) }, release: { observer.release() }))
     }
 }

@@ -331,3 +331,43 @@ def test_an_engine_no_one_hears_sweeps_nothing(shared: Store) -> None:
     assert heard.all() == []  # b decided it, and no one hears b
     sent(a, cn())  # a's sweep
     assert [(r.number, r.outcome) for r in heard.all()] == [(left, CodeOutcome.NEVER_VERIFIED)]
+
+
+def test_aio_records_outcomes_and_a_passed_challenge(store: Store) -> None:
+    """tickgate.aio: the guard's records and its codes' outcomes as async
+    iterators on the loop, and achallenge_passed on a worker thread."""
+    import asyncio
+
+    from tickgate.aio import AsyncEngine
+
+    options: Dict[str, object] = {}
+    if store.kind == "sqlite":
+        options["store_path"] = str(store.path)
+    elif store.kind == "redis":
+        options.update(store_url=URL, store_prefix=store.prefix)
+
+    async def main() -> None:
+        async with AsyncEngine(**options) as engine:  # type: ignore[arg-type]
+            engine.set_policy("login", POLICY)
+            engine.set_guard("login", GuardMode.ENFORCE, unverified_after_seconds=60,
+                             challenge_signals=int(tickgate.PumpingWarning.UNVERIFIED_BY_COUNTRY_DAILY),
+                             **QUIET)  # type: ignore[arg-type]
+            number = cn()
+            async with engine.records("login") as records, engine.outcomes("login") as outcomes:
+                ticket = await engine.asend_begin("login", number, client_address="203.0.113.7")
+                await engine.asend_end(ticket, tickgate.SendOutcome.SUCCEEDED)
+                decision = await records.__anext__()
+                assert (decision.number, decision.granted, decision.outcome) == (number, True, None)
+                await engine.averified("login", number)
+                verified = await outcomes.__anext__()
+                assert (verified.number, verified.outcome) == (number, CodeOutcome.VERIFIED)
+                await engine.achallenge_passed("login", number, "198.51.100.1")
+                passed = await outcomes.__anext__()
+                assert (passed.number, passed.outcome, passed.client_address) == \
+                    (number, CodeOutcome.CHALLENGE_PASSED, "198.51.100.1")
+            # Closed with the block: the streams end, and nothing more is heard.
+            assert not records.subscription.active and not outcomes.subscription.active
+        with pytest.raises(tickgate.Closed):
+            await engine.achallenge_passed("login", number, "198.51.100.1")
+
+    asyncio.run(asyncio.wait_for(main(), 30))

@@ -390,9 +390,9 @@ final class SQLiteStore: Store {
                        sweep: Bool) throws(TickgateError) -> [DecidedCode] {
         try transaction { (file) throws(TickgateError) -> [DecidedCode] in
             let now = clock.wallNow()
-            return try file.guardOutcomes(scope: scope, subject: subject, event: event,
-                                          due: now - unverifiedAfter.nanoseconds, limit: sweep ? FollowedCodes.sweepLimit : 0,
-                                          now: now)
+            let due = GuardRules.windows(at: Instant(nanoseconds: now), unverifiedAfter: unverifiedAfter).unverifiedUntil
+            return try file.guardOutcomes(scope: scope, subject: subject, event: event, due: due.nanoseconds,
+                                          limit: sweep ? FollowedCodes.sweepLimit : 0, now: now)
         }
     }
 

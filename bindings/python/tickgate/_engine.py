@@ -807,13 +807,16 @@ class Engine(Managed[int]):
         :meth:`Subscription.close`."""
         return self._subscribe_guard(self._lib.tg_guard_subscribe_outcomes, scope, callback)
 
-    def _subscribe_guard(self, subscribe: Any, scope: Key, callback: Callable[[GuardRecord], None]) -> Subscription:
+    def _subscribe_guard(self, subscribe: Any, scope: Key, callback: Callable[[GuardRecord], None],
+                         on_end: Optional[Callable[[], None]] = None) -> Subscription:
         """tg_guard_subscribe or tg_guard_subscribe_outcomes: ``callback``
-        gets each :class:`GuardRecord`."""
+        gets each :class:`GuardRecord`, ``on_end`` runs when it ends."""
         if not callable(callback):
             raise TypeError("callback must be callable")
         scope_b = _convert.key(scope, "scope")
         slot = _callbacks.SubscriptionSlot(callback)  # type: ignore[arg-type]
+        if on_end is not None:
+            slot.on_end.append(on_end)
         index = _callbacks.slots.allocate(slot)
         out = _ffi.tg_subscription(0)
         try:

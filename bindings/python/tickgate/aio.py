@@ -28,6 +28,11 @@ a worker thread, so the loop never waits for the server::
 
     engine = await tickgate.aio.open_engine_async(store_url="redis://10.0.0.5")
     ticket = await engine.asend_begin("login", phone)
+
+The guard's records and its codes' outcomes are async iterators too
+(``async for record in engine.outcomes("login")``), and
+``await engine.achallenge_passed("login", phone, address)`` records a
+passed challenge.
 """
 
 from __future__ import annotations
@@ -41,14 +46,14 @@ from ._convert import Budgets
 from ._engine import Engine, Key, Seconds, SendTicket, Subscription
 from ._enums import CancelReason, ClockKind, Delivery, EventKind, RequireResult, SendOutcome
 from ._gate import Gate, GateRequest
-from ._types import Button, BudgetUsage, Event, GateEvent, Remaining
+from ._types import Button, BudgetUsage, Event, GateEvent, GuardRecord, Remaining
 from .errors import Busy, Closed, RequestCancelled
 
 __all__ = ["AsyncEngine", "AsyncGate", "EventStream", "open_engine", "open_engine_async"]
 
 _T = TypeVar("_T")
 #: What an EventStream yields: an Event (a key or a scope) or a GateEvent (a realm).
-_E = TypeVar("_E", Event, GateEvent)
+_E = TypeVar("_E", Event, GateEvent, GuardRecord)
 
 
 def _call_on_loop(loop: asyncio.AbstractEventLoop, owner: int, fn: Callable[[], Any]) -> None:
@@ -209,6 +214,10 @@ class AsyncEngine(Engine):
         """:meth:`Engine.budget_usage` on a worker thread."""
         return await self._off_loop(self.budget_usage, name, key)
 
+    async def achallenge_passed(self, scope: Key, number: Key, client_address: Optional[str] = None) -> None:
+        """:meth:`Engine.challenge_passed` on a worker thread."""
+        return await self._off_loop(self.challenge_passed, scope, number, client_address)
+
     # -- awaitables ----------------------------------------------------------
 
     async def wait_ready(self, scope: Key, subject: Key) -> Optional[Event]:
@@ -256,6 +265,22 @@ class AsyncEngine(Engine):
             self, lambda cb, end: self._subscribe(scope, subject, cb, end), until_idle
         )
 
+    def records(self, scope: Key) -> EventStream[GuardRecord]:
+        """An async iterator of the guard's records of ``scope``, as
+        :meth:`Engine.subscribe_records` gives them; it ends when the stream
+        or the engine is closed (use it with ``async with``)."""
+        return EventStream[GuardRecord](
+            self, lambda cb, end: self._subscribe_guard(self._lib.tg_guard_subscribe, scope, cb, end)
+        )
+
+    def outcomes(self, scope: Key) -> EventStream[GuardRecord]:
+        """An async iterator of what became of the codes of ``scope``, as
+        :meth:`Engine.subscribe_outcomes` gives them (one
+        :class:`GuardRecord` per outcome)."""
+        return EventStream[GuardRecord](
+            self, lambda cb, end: self._subscribe_guard(self._lib.tg_guard_subscribe_outcomes, scope, cb, end)
+        )
+
     def gate(self, realm: Key) -> AsyncGate:
         """The login gate of ``realm``, with an awaitable :meth:`AsyncGate.require`."""
         return AsyncGate(self, realm)
@@ -273,7 +298,8 @@ _END = object()
 class EventStream(Generic[_E]):
     """Events of one subscription as an async iterator: :class:`tickgate.Event` s
     from :meth:`AsyncEngine.events`, :class:`tickgate.GateEvent` s from
-    :meth:`AsyncGate.events`."""
+    :meth:`AsyncGate.events`, :class:`tickgate.GuardRecord` s from
+    :meth:`AsyncEngine.records` and :meth:`AsyncEngine.outcomes`."""
 
     def __init__(
         self,

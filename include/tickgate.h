@@ -1330,14 +1330,16 @@ typedef struct tg_guard {
     /* Non-zero: count the number's ranges too (its calling code and 2, 4
      * and 6 national digits: "+4475", "+447520", "+44752000"), each judged
      * by the country's formulas (its percents, divisor and history_days)
-     * over the range's own verified codes, with the two minimums below
+     * over the range's own verified codes, with the two minimums below,
+     * or with range_new_daily_minimum and range_new_hourly_minimum for a
+     * range none of whose codes was verified in history_days
      * (docs/pumping.md, "Number ranges"). A refusal by a range names the
      * narrowest range that warned; numbers outside it are not refused by
      * it. 0 (the default): no range is counted. (Added in 0.2.0: the
      * second layout.) */
     uint32_t range_signals;
-    uint32_t range_daily_minimum;  /* 20 */
-    uint32_t range_hourly_minimum; /* 3 */
+    uint32_t range_daily_minimum;  /* 40 */
+    uint32_t range_hourly_minimum; /* 8 */
     /* The signals (TG_WARNING_* bits) that answer with a challenge instead
      * of a refusal in TG_GUARD_ENFORCE: a send whose every warning is one
      * of them gets TG_E_CHALLENGE_REQUIRED (any other warning refuses it,
@@ -1348,11 +1350,16 @@ typedef struct tg_guard {
      * (Added in 0.2.0: the second layout.) */
     uint32_t challenge_signals;
     uint32_t challenge_pass_seconds; /* 600: 1 ... 3600 */
+    /* The minimums of a new range (no code of it verified in history_days):
+     * a range a carrier pays pumpers for never verifies, a user's own range
+     * does with its first code. (Added in 0.2.0: the second layout.) */
+    uint32_t range_new_daily_minimum;  /* 5 */
+    uint32_t range_new_hourly_minimum; /* 1 */
 } tg_guard;
 
 #define TG_GUARD_INIT \
     { sizeof(tg_guard), TG_GUARD_RECORD_ONLY, NULL, NULL, NULL, NULL, NULL, 0, \
-      20, 20, 20, 3, 6, 20, 10, 20, 5, 6, 3, 14, 0, 120, 0, 20, 3, 0, 600 }
+      20, 20, 20, 3, 6, 20, 10, 20, 5, 6, 3, 14, 0, 120, 0, 40, 8, 0, 600, 5, 1 }
 
 /*
  * Fill *guard with the defaults (as TG_GUARD_INIT does: RECORD_ONLY, no

@@ -63,6 +63,8 @@ public func tg_guard_init(_ guard_: UnsafeMutablePointer<tg_guard>?, _ struct_si
         defaults.unverified_after_seconds = UInt32(t.unverifiedAfterSeconds)
         defaults.range_daily_minimum = UInt32(t.rangeDailyMinimum)
         defaults.range_hourly_minimum = UInt32(t.rangeHourlyMinimum)
+        defaults.range_new_daily_minimum = UInt32(t.rangeNewDailyMinimum)
+        defaults.range_new_hourly_minimum = UInt32(t.rangeNewHourlyMinimum)
         defaults.challenge_pass_seconds = UInt32(Guard().challengePassSeconds)
         try Versioned.initialise(guard_, struct_size, to: defaults, olderLayouts: GuardLists.olderLayouts, "guard")
     }
@@ -82,6 +84,8 @@ public func tg_guard_set(_ engine: OpaquePointer?, _ scope: UnsafePointer<CChar>
         defaults.unverified_after_seconds = UInt32(GuardThresholds().unverifiedAfterSeconds)
         defaults.range_daily_minimum = UInt32(GuardThresholds().rangeDailyMinimum)
         defaults.range_hourly_minimum = UInt32(GuardThresholds().rangeHourlyMinimum)
+        defaults.range_new_daily_minimum = UInt32(GuardThresholds().rangeNewDailyMinimum)
+        defaults.range_new_hourly_minimum = UInt32(GuardThresholds().rangeNewHourlyMinimum)
         defaults.challenge_pass_seconds = UInt32(Guard().challengePassSeconds)
         let raw = try Versioned.read(guard_, defaults: defaults, olderLayouts: GuardLists.olderLayouts, "guard")
         guard let mode = Guard.Mode(rawValue: Int(raw.mode.rawValue)) else {
@@ -118,6 +122,8 @@ public func tg_guard_set(_ engine: OpaquePointer?, _ scope: UnsafePointer<CChar>
         t.unverifiedAfterSeconds = Int(raw.unverified_after_seconds)
         t.rangeDailyMinimum = Int(raw.range_daily_minimum)
         t.rangeHourlyMinimum = Int(raw.range_hourly_minimum)
+        t.rangeNewDailyMinimum = Int(raw.range_new_daily_minimum)
+        t.rangeNewHourlyMinimum = Int(raw.range_new_hourly_minimum)
         guard raw.range_signals <= 1 else {
             throw TickgateError(.invalidArgument, "guard.range_signals is \(raw.range_signals); it must be 0 or 1")
         }

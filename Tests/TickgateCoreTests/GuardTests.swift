@@ -406,15 +406,22 @@ import Testing
     @Test func theNarrowestRangeThatWarnsIsNamed() {
         var counts = GuardCounts()
         counts.countryVerifiedDailyMaximum = 1000
-        for (name, hour) in [("+4475", 3), ("+447520", 3), ("+44752000", 1)] {
+        // Known ranges (a code of each verified this day): minimums 40 / 8.
+        for (name, hour) in [("+4475", 8), ("+447520", 8), ("+44752000", 7)] {
             var range = RangeCounts(range: name)
             range.unverifiedHour = hour
             range.unverifiedDay = hour
+            range.verifiedDailyMaximum = 1
             counts.ranges.append(range)
         }
         let j = GuardRules.judge(counts, by: GuardThresholds())
         #expect(j.warnings == [.unverifiedByRangeHourly])
-        #expect(j.range == "+447520" && j.rangeUnverifiedHour == 3 && j.rangeHourly == 3 && j.rangeDaily == 20)
+        #expect(j.range == "+447520" && j.rangeUnverifiedHour == 8 && j.rangeHourly == 8 && j.rangeDaily == 40)
+        // None of the narrowest range's codes verified: a new range's
+        // minimums (5 / 1), and it is the one named.
+        counts.ranges[2].verifiedDailyMaximum = 0
+        let k = GuardRules.judge(counts, by: GuardThresholds())
+        #expect(k.range == "+44752000" && k.rangeHourly == 1 && k.rangeDaily == 5)
     }
 
     @Test func aRangeWithNothingInItsWindowsIsDropped() throws {

@@ -63,6 +63,8 @@ import Testing
             var t = try GuardThresholds.decode(text) { TickgateError(.invalidArgument, $0) }
             t.rangeDailyMinimum = int(merged["range_daily_minimum"])
             t.rangeHourlyMinimum = int(merged["range_hourly_minimum"])
+            t.rangeNewDailyMinimum = int(merged["range_new_daily_minimum"])
+            t.rangeNewHourlyMinimum = int(merged["range_new_hourly_minimum"])
             let c = (i["c"] as? Object) ?? [:]
             var counts = GuardCounts()
             counts.countryUnverifiedDay = int(c["country_unverified_day"])
@@ -143,7 +145,9 @@ import Testing
         #expect(GuardThresholds.names.map { int(defaults[$0]) } == swift.all)
         #expect(int(defaults["range_daily_minimum"]) == swift.rangeDailyMinimum)
         #expect(int(defaults["range_hourly_minimum"]) == swift.rangeHourlyMinimum)
-        #expect(defaults.count == GuardThresholds.names.count + 2)
+        #expect(int(defaults["range_new_daily_minimum"]) == swift.rangeNewDailyMinimum)
+        #expect(int(defaults["range_new_hourly_minimum"]) == swift.rangeNewHourlyMinimum)
+        #expect(defaults.count == GuardThresholds.names.count + 4)
     }
 
     @Test func everyRuleCaseInSwift() throws {

@@ -1182,9 +1182,11 @@ static void gcase_ranges(void)
     a = g_store->open(TG_DELIVERY_HOST_THREAD);
     b = g_store->shared ? g_store->open(TG_DELIVERY_HOST_THREAD) : a;
     rec = grec_open(a, "login");
+    /* The block is new (none of its codes verified): its minimums are
+     * range_new_*. */
     g.range_signals = 1;
-    g.range_daily_minimum = 1000;
-    g.range_hourly_minimum = 2;
+    g.range_new_daily_minimum = 1000;
+    g.range_new_hourly_minimum = 2;
     g.country_hourly_divisor = 1000000; /* the daily threshold's share: none */
     ASSERT_STATUS(tg_guard_set(a, "login", &g), TG_OK);
     if (g_store->noticed)
@@ -1216,9 +1218,11 @@ static void gcase_ranges(void)
     r = grec_last(a, rec);
     ASSERT_EQ_INT(r->raw.warnings, 0);
     ASSERT(r->range[0] == 0);
-    /* Verified codes of the range raise its thresholds: 50 % of the
-     * range's codes verified in the day and in the hour. */
+    /* Verified codes make the range known (range_daily_minimum and
+     * range_hourly_minimum) and raise its thresholds: 50 % of the range's
+     * codes verified in the day and in the hour. */
     g.range_daily_minimum = 2;
+    g.range_hourly_minimum = 2;
     g.country_hourly_divisor = 1000000;
     g.country_day_percent = 50;
     g.country_hour_percent = 50;
@@ -1267,8 +1271,8 @@ static void gcase_challenge(void)
     b = g_store->shared ? g_store->open(TG_DELIVERY_HOST_THREAD) : a;
     rec = grec_open(a, "login");
     g.range_signals = 1;
-    g.range_daily_minimum = 1000;
-    g.range_hourly_minimum = 1;
+    g.range_new_daily_minimum = 1000;
+    g.range_new_hourly_minimum = 1;
     g.country_hourly_divisor = 1000000; /* the daily threshold's share: none */
     /* No challenge signals yet: a pass has no guard to go through. */
     ASSERT_STATUS(tg_guard_set(a, "login", &g), TG_OK);

@@ -363,9 +363,10 @@ int main(void)
                  TG_WARNING_COUNTRIES_BY_ADDRESS_DAILY |
                  TG_WARNING_UNVERIFIED_BY_RANGE_DAILY |
                  TG_WARNING_UNVERIFIED_BY_RANGE_HOURLY) != 0x7Fu;
-    failures += default_guard.range_signals != 0 || default_guard.range_daily_minimum != 20 ||
-                default_guard.range_hourly_minimum != 3 || default_guard.challenge_signals != 0 ||
-                default_guard.challenge_pass_seconds != 600;
+    failures += default_guard.range_signals != 0 || default_guard.range_daily_minimum != 40 ||
+                default_guard.range_hourly_minimum != 8 || default_guard.challenge_signals != 0 ||
+                default_guard.challenge_pass_seconds != 600 || default_guard.range_new_daily_minimum != 5 ||
+                default_guard.range_new_hourly_minimum != 1;
     failures += offsetof(tg_guard, range_signals) <= offsetof(tg_guard, unverified_after_seconds);
     failures += offsetof(tg_guard_record, challenge_passed) <= offsetof(tg_guard_record, range);
     failures += TG_GUARD_LIST_MAX_BYTES != 65536;

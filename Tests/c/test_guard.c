@@ -157,9 +157,13 @@ static void test_guard_init(void)
     ASSERT_EQ_INT(g.range_signals, defaults.range_signals);
     ASSERT_EQ_INT(g.range_daily_minimum, defaults.range_daily_minimum);
     ASSERT_EQ_INT(g.range_hourly_minimum, defaults.range_hourly_minimum);
+    ASSERT_EQ_INT(g.range_new_daily_minimum, defaults.range_new_daily_minimum);
+    ASSERT_EQ_INT(g.range_new_hourly_minimum, defaults.range_new_hourly_minimum);
     ASSERT_EQ_INT(g.range_signals, 0);
-    ASSERT_EQ_INT(g.range_daily_minimum, 20);
-    ASSERT_EQ_INT(g.range_hourly_minimum, 3);
+    ASSERT_EQ_INT(g.range_daily_minimum, 40);
+    ASSERT_EQ_INT(g.range_hourly_minimum, 8);
+    ASSERT_EQ_INT(g.range_new_daily_minimum, 5);
+    ASSERT_EQ_INT(g.range_new_hourly_minimum, 1);
     /* Errors write nothing. */
     ASSERT_STATUS(tg_guard_init(NULL, sizeof g), TG_E_INVALID_ARGUMENT);
     memset(&g, 0x5A, sizeof g);
@@ -317,6 +321,12 @@ static void test_guard_set_bad_input(void)
     g.range_daily_minimum = 20;
     g.range_hourly_minimum = UINT32_MAX;
     REFUSED(e, &g, TG_E_INVALID_ARGUMENT, "range_hourly_minimum");
+    g.range_hourly_minimum = 3;
+    g.range_new_daily_minimum = 1000001;
+    REFUSED(e, &g, TG_E_INVALID_ARGUMENT, "range_new_daily_minimum");
+    g.range_new_daily_minimum = 5;
+    g.range_new_hourly_minimum = UINT32_MAX;
+    REFUSED(e, &g, TG_E_INVALID_ARGUMENT, "range_new_hourly_minimum");
     /* The range's ends are taken. */
     g = g_guard(TG_GUARD_ENFORCE);
     g.history_days = 60;

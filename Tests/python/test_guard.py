@@ -810,8 +810,10 @@ def test_a_range_over_its_threshold_is_refused_and_named(store: Store) -> None:
     another kind of number (+4474...) is judged by its own ranges."""
     engine = store.open()
     records = Records(engine)
-    engine.set_guard("login", GuardMode.ENFORCE, range_signals=1, range_daily_minimum=1000,
-                     range_hourly_minimum=2, country_hourly_divisor=1000000, **QUIET)
+    # The block's minimums, new (none of its codes verified) or known.
+    engine.set_guard("login", GuardMode.ENFORCE, range_signals=1, range_new_daily_minimum=1000,
+                     range_new_hourly_minimum=2, range_daily_minimum=1000, range_hourly_minimum=2,
+                     country_hourly_divisor=1000000, **QUIET)
     grant(engine, "+447520001001", "198.51.100.1")
     grant(engine, "+447520001002", "198.51.100.2")
     with pytest.raises(tickgate.PumpingSuspected) as refused:
@@ -834,6 +836,28 @@ def test_a_range_over_its_threshold_is_refused_and_named(store: Store) -> None:
         engine.send_begin("login", "+447520001005")
 
 
+def test_a_new_range_is_trusted_least(store: Store) -> None:
+    """A range none of whose codes was verified in the history is judged by
+    range_new_daily_minimum and range_new_hourly_minimum; once one of its
+    codes is verified, by range_daily_minimum and range_hourly_minimum."""
+    engine = store.open()
+    records = Records(engine)
+    engine.set_guard("login", GuardMode.ENFORCE, range_signals=1, country_hourly_divisor=1000000, **QUIET)
+    # The defaults: a new range lets 1 unverified code an hour through.
+    grant(engine, "+447520001001")
+    with pytest.raises(tickgate.PumpingSuspected) as refused:
+        engine.send_begin("login", "+447520001002")
+    assert "range +44752000: 1 of 5 a day, 1 of 1 an hour" in str(refused.value)
+    assert (records.last().count("range_daily_threshold"), records.last().count("range_hourly_threshold")) == (5, 1)
+    # A verified code makes the ranges known: 40 a day, 8 an hour.
+    engine.verified("login", "+447520001001")
+    for n in range(8):
+        grant(engine, f"+44752000200{n}")
+    with pytest.raises(tickgate.PumpingSuspected) as refused:
+        engine.send_begin("login", "+447520002099")
+    assert "range +44752000: 8 of 40 a day, 8 of 8 an hour" in str(refused.value)
+
+
 def test_ranges_are_off_unless_set(store: Store) -> None:
     engine = store.open()
     records = Records(engine)
@@ -847,8 +871,8 @@ def test_ranges_are_off_unless_set(store: Store) -> None:
 def test_record_only_records_a_range_and_grants(store: Store) -> None:
     engine = store.open()
     records = Records(engine)
-    engine.set_guard("login", GuardMode.RECORD_ONLY, range_signals=1, range_daily_minimum=1,
-                     range_hourly_minimum=1, **QUIET)
+    engine.set_guard("login", GuardMode.RECORD_ONLY, range_signals=1, range_new_daily_minimum=1,
+                     range_new_hourly_minimum=1, **QUIET)
     grant(engine, "+447520001001")
     grant(engine, "+447520001002")
     record = records.last()
@@ -861,7 +885,8 @@ def test_two_engines_count_the_same_ranges(shared: Store) -> None:
     a = shared.open()
     b = shared.open()
     records_b = Records(b)
-    a.set_guard("login", GuardMode.ENFORCE, range_signals=1, range_daily_minimum=1000, range_hourly_minimum=2,
+    a.set_guard("login", GuardMode.ENFORCE, range_signals=1, range_new_daily_minimum=1000, range_new_hourly_minimum=2,
+                range_daily_minimum=1000, range_hourly_minimum=2,
                 country_hourly_divisor=1000000, **QUIET)
     wait_guarded(b)
     grant(a, "+447520001001")
@@ -876,7 +901,8 @@ def test_two_engines_count_the_same_ranges(shared: Store) -> None:
     grant(a, "+447520001005")
 
 
-CHALLENGED = dict(range_signals=1, range_daily_minimum=1000, range_hourly_minimum=1, country_hourly_divisor=1000000,
+CHALLENGED = dict(range_signals=1, range_new_daily_minimum=1000, range_new_hourly_minimum=1, range_daily_minimum=1000,
+                  range_hourly_minimum=1, country_hourly_divisor=1000000,
                   challenge_signals=PumpingWarning.UNVERIFIED_BY_RANGE_DAILY | PumpingWarning.UNVERIFIED_BY_RANGE_HOURLY)
 
 
@@ -1094,6 +1120,8 @@ def test_a_record_callback_that_raises_does_not_stop_the_engine(store: Store) ->
     (dict(range_signals=2), tickgate.InvalidArgument, "range_signals"),
     (dict(range_signals=1, range_daily_minimum=1000001), tickgate.InvalidArgument, "range_daily_minimum"),
     (dict(range_signals=1, range_hourly_minimum=-1), tickgate.InvalidArgument, "range_hourly_minimum"),
+    (dict(range_signals=1, range_new_daily_minimum=1000001), tickgate.InvalidArgument, "range_new_daily_minimum"),
+    (dict(range_signals=1, range_new_hourly_minimum=-1), tickgate.InvalidArgument, "range_new_hourly_minimum"),
 ])
 def test_bad_guards_are_refused_and_change_nothing(store: Store, options: dict, error: type,
                                                   named: str) -> None:

@@ -7,6 +7,8 @@ code on a shared store."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import threading
 import time
@@ -17,7 +19,7 @@ import pytest
 
 import tickgate
 from tickgate import CodeOutcome, GuardMode
-from test_guard import QUIET, URL, Store, cn
+from test_guard import QUIET, URL, OwnRedis, Records, Store, cn, own_redis, probe  # noqa: F401 (a fixture)
 
 STORES = ["memory", "sqlite", "redis"]
 SHARED = ["sqlite", "redis"]
@@ -371,3 +373,32 @@ def test_aio_records_outcomes_and_a_passed_challenge(store: Store) -> None:
             await engine.achallenge_passed("login", number, "198.51.100.1")
 
     asyncio.run(asyncio.wait_for(main(), 30))
+
+
+def test_redis_a_verification_that_failed_reports_no_outcome(own_redis: "OwnRedis") -> None:
+    """A stopped server (SIGSTOP): the verification fails with a store
+    error, changes nothing and reports nothing, even once the server runs
+    the held request late; the verification again reports the code once."""
+    prefix = f"outcomes:{os.getpid()}:stop:"
+    with tickgate.Engine(delivery=tickgate.Delivery.HOST_THREAD, store_url=own_redis.url, store_prefix=prefix,
+                         store_timeout_ms=300) as engine:
+        engine.set_policy("login", POLICY)
+        engine.set_guard("login", GuardMode.ENFORCE, unverified_after_seconds=60, **QUIET)  # type: ignore[arg-type]
+        outcomes = Outcomes(engine)
+        number = cn()
+        sent(engine, number)
+        os.kill(own_redis.process.pid, signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            with pytest.raises((tickgate.StoreUnknown, tickgate.StoreIO)):
+                engine.verified("login", number)
+            assert time.monotonic() - started < 3
+        finally:
+            os.kill(own_redis.process.pid, signal.SIGCONT)
+        time.sleep(0.5)  # the server runs what it held
+        records = Records(engine)
+        assert outcomes.of(number) == []
+        assert probe(engine, records, cn()).count("country_verified_day") == 0
+        engine.verified("login", number)
+        assert outcomes.of(number) == [CodeOutcome.VERIFIED]
+        assert probe(engine, records, cn()).count("country_verified_day") == 1

@@ -10,7 +10,7 @@ day it holds, so that the mark goes) with the worst seed's number in its
 reason; docs/pumping.md gives the same numbers. `pytest -s` prints the
 table ("10 seeds, with challenges" in docs/pumping.md).
 
-It runs as a CTest test of its own (python.pumping_seeds, about 9 minutes
+It runs as a CTest test of its own (python.pumping_seeds, 10 to 13 minutes
 on 2 shared cores), apart from python.pytest. The attack from one address is
 left out (the address signals' case, which ranges and challenges do not
 change: test_pumping_simulation.py plays it).
@@ -46,24 +46,18 @@ TODAY_ALL_DAY = {
 # Targets missed with the current defaults, with the worst of the 10 seeds
 # (docs/pumping.md, "10 seeds, with challenges", says why).
 MISSED = {
-    # The users' own 4-digit ranges (about 100 codes a day each, 13 of them
-    # never verified) sit at the range minimums (20 a day, 3 an hour):
-    # chance alone crosses them, at the evening peak most.
-    ("1k-quiet-attack", "challenged"): "31 of 513 challenged (6.0 %, ' draw 0'), by the users' own ranges",
-    ("1k-spike-attack", "challenged"): "627 of 1991 challenged (31.5 %, ' draw 5'), by the users' own ranges",
-    ("1k-rotating", "challenged"): "159 of 1006 challenged (15.8 %, ' draw 0'), by the users' own ranges",
-    # At ~20 a day the country's thresholds are its minimums, the range's
-    # too: the codes the range lets through fill the country's hour (3),
-    # and the country challenges everybody with the range.
-    ("20-quiet-attack", "challenged"): "4 of 10 challenged (40 %, ' draw 3'), by country/hour",
-    ("20-spike-attack", "challenged"): "14 of 29 challenged (48 %, ' draw 5'), by country/hour",
-    ("20-rotating", "challenged"): "25 of 25 challenged (100 %, ' draw 8'), by country/day",
-    # The fixed seed's numbers before ranges; the guard without ranges
-    # gave 11 to 13, 13 to 16 and 19 to 20 over the same 10 seeds, and
-    # the bots' passed challenges (2 %) add up to 6.
-    ("20-quiet-attack", "granted"): "13 granted (11 on the fixed seed before ranges)",
-    ("20-spike-attack", "granted"): "16 granted (15 on the fixed seed before ranges)",
-    ("20-rotating", "granted"): "23 granted (20 on the fixed seed before ranges)",
+    # At the spike's peak the country's hour is close to its threshold, and
+    # the attack's codes granted after a passed challenge (the bots pass
+    # 2 %: 14 of them that day) fill it.
+    ("1k-spike-attack", "challenged"): "125 of 1991 challenged (6.3 %, ' draw 5'), by country/hour",
+    # At ~20 a day one user is 5 to 10 %. The users' own numbers are alone
+    # in their ranges (new ranges: one unverified code an hour), so a user
+    # who asks again once the first code counts is challenged; and at the
+    # spike the attack's first codes and one user's fill the country's 3
+    # an hour.
+    ("20-quiet-attack", "challenged"): "1 of 14 challenged (7.1 %, ' draw 1' and ' draw 7'), by a user's new range",
+    ("20-spike-attack", "challenged"): "6 of 39 challenged (15.4 %, ' draw 2'), 5 by country/hour",
+    ("20-rotating", "challenged"): "3 of 21 challenged (14.3 %, ' draw 7'), by the users' new ranges",
 }
 
 

@@ -152,7 +152,9 @@ public struct Guard: Sendable, Equatable {
         let t = thresholds
         let fields = [("ranges", rangeSignals ? 1 : 0), ("range_daily_minimum", t.rangeDailyMinimum),
                       ("range_hourly_minimum", t.rangeHourlyMinimum), ("challenge", Int(challengeSignals.rawValue)),
-                      ("challenge_pass_seconds", challengePassSeconds)]
+                      ("challenge_pass_seconds", challengePassSeconds),
+                      ("range_new_daily_minimum", t.rangeNewDailyMinimum),
+                      ("range_new_hourly_minimum", t.rangeNewHourlyMinimum)]
         let defaults = Guard()
         guard self.extensionFields != defaults.extensionFields else { return "" }
         return fields.map { "\($0.0)=\($0.1)" }.joined(separator: ";")
@@ -160,7 +162,8 @@ public struct Guard: Sendable, Equatable {
 
     private var extensionFields: [Int] {
         [rangeSignals ? 1 : 0, thresholds.rangeDailyMinimum, thresholds.rangeHourlyMinimum,
-         Int(challengeSignals.rawValue), challengePassSeconds]
+         Int(challengeSignals.rawValue), challengePassSeconds, thresholds.rangeNewDailyMinimum,
+         thresholds.rangeNewHourlyMinimum]
     }
 
     /// The guard as a store compares it: `encoded`, then a line with
@@ -178,6 +181,8 @@ public struct Guard: Sendable, Equatable {
             case "ranges" where value <= 1: rangeSignals = value == 1
             case "range_daily_minimum": thresholds.rangeDailyMinimum = value
             case "range_hourly_minimum": thresholds.rangeHourlyMinimum = value
+            case "range_new_daily_minimum": thresholds.rangeNewDailyMinimum = value
+            case "range_new_hourly_minimum": thresholds.rangeNewHourlyMinimum = value
             case "challenge": challengeSignals = PumpingWarnings(rawValue: UInt32(value))
             case "challenge_pass_seconds": challengePassSeconds = value
             default: throw bad("holds an unknown guard setting \"\(field.prefix(40))\"")

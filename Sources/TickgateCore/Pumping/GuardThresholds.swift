@@ -40,10 +40,14 @@ public struct GuardThresholds: Sendable, Equatable {
     public var historyDays = 14
     public var unverifiedAfterSeconds = 120
     /// A number range's least thresholds (`GuardRules.rangeThresholds`),
-    /// a day and an hour. Kept beside the others (`Guard.extensionText`),
-    /// not in `encoded`, which 0.1.0 reads.
-    public var rangeDailyMinimum = 20
-    public var rangeHourlyMinimum = 3
+    /// a day and an hour: of a range with a code verified in the last
+    /// `historyDays` days, and of a new one (none verified). Kept beside
+    /// the others (`Guard.extensionText`), not in `encoded`, which 0.1.0
+    /// reads. docs/pumping.md ("Number ranges") says why these values.
+    public var rangeDailyMinimum = 40
+    public var rangeHourlyMinimum = 8
+    public var rangeNewDailyMinimum = 5
+    public var rangeNewHourlyMinimum = 1
 
     public init() {}
 
@@ -73,8 +77,10 @@ public struct GuardThresholds: Sendable, Equatable {
                         "unverified_after_seconds"]
 
     func validate() throws(TickgateError) {
-        for (name, value) in zip(Self.names + ["range_daily_minimum", "range_hourly_minimum"],
-                                 all + [rangeDailyMinimum, rangeHourlyMinimum])
+        for (name, value) in zip(Self.names + ["range_daily_minimum", "range_hourly_minimum",
+                                               "range_new_daily_minimum", "range_new_hourly_minimum"],
+                                 all + [rangeDailyMinimum, rangeHourlyMinimum, rangeNewDailyMinimum,
+                                        rangeNewHourlyMinimum])
         where !(0...Self.maximumValue).contains(value) {
             throw TickgateError(.invalidArgument, "\(name) is \(value); it must be 0 ... \(Self.maximumValue)")
         }

@@ -58,11 +58,16 @@ enum GuardRules {
 
     /// A range's daily and hourly thresholds: the country's formulas (and
     /// its percents and divisor) over the range's own verified history,
-    /// with the range's minimums.
+    /// with the range's minimums, or a new range's when none of its codes
+    /// was verified in the history (a range a carrier pays for is one that
+    /// never verifies; a user's own range verifies with its first code).
     static func rangeThresholds(_ r: RangeCounts, by t: GuardThresholds) -> (daily: Int, hourly: Int) {
-        let daily = max(t.rangeDailyMinimum, percent(r.verifiedDailyMaximum, t.countryHistoryPercent),
+        let known = r.verifiedDailyMaximum > 0 || r.verifiedDay > 0
+        let daily = max(known ? t.rangeDailyMinimum : t.rangeNewDailyMinimum,
+                        percent(r.verifiedDailyMaximum, t.countryHistoryPercent),
                         percent(r.verifiedDay, t.countryDayPercent))
-        let hourly = max(t.rangeHourlyMinimum, daily / max(t.countryHourlyDivisor, 1),
+        let hourly = max(known ? t.rangeHourlyMinimum : t.rangeNewHourlyMinimum,
+                         daily / max(t.countryHourlyDivisor, 1),
                          percent(r.verifiedHour, t.countryHourPercent))
         return (daily, hourly)
     }

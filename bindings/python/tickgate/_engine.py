@@ -747,7 +747,9 @@ class Engine(Managed[int]):
         ``history_days``, ``unverified_after_seconds``: 120, a code counts
         as unverified that long after its send unless verified),
         ``range_signals=1`` (count the number's ranges too, with
-        ``range_daily_minimum``: 20 and ``range_hourly_minimum``: 3;
+        ``range_daily_minimum``: 40 and ``range_hourly_minimum``: 8, or
+        for a range none of whose codes was verified in ``history_days``
+        ``range_new_daily_minimum``: 5 and ``range_new_hourly_minimum``: 1;
         docs/pumping.md, "Number ranges"), ``challenge_signals`` (the
         :class:`tickgate.PumpingWarning` bits that answer with
         :class:`tickgate.ChallengeRequired` instead of a refusal) and

@@ -277,7 +277,8 @@ class tg_guard(Structure):
             "country_hourly_divisor", "country_hour_percent", "address_daily_minimum", "address_day_percent",
             "address_hourly_minimum", "address_hourly_divisor", "address_countries_maximum", "history_days",
             "record_stream_length", "unverified_after_seconds", "range_signals", "range_daily_minimum",
-            "range_hourly_minimum", "challenge_signals", "challenge_pass_seconds",
+            "range_hourly_minimum", "challenge_signals", "challenge_pass_seconds", "range_new_daily_minimum",
+            "range_new_hourly_minimum",
         )],
     ]
 

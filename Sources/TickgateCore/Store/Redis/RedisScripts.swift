@@ -257,11 +257,15 @@ enum RedisScripts {
     end
     -- A range's daily and hourly thresholds: the country's formulas (its
     -- percents and divisor of t) over the range's own counts r, with the
-    -- range's minimums (GuardRules.rangeThresholds).
+    -- range's minimums, or a new range's (no code of it verified in the
+    -- history) (GuardRules.rangeThresholds).
     function R.range_thresholds(t, r)
-      local daily = math.max(t.range_daily_minimum, pct(r.verified_daily_maximum, t.country_history_percent),
+      local known = r.verified_daily_maximum > 0 or r.verified_day > 0
+      local daily = math.max(known and t.range_daily_minimum or t.range_new_daily_minimum,
+                             pct(r.verified_daily_maximum, t.country_history_percent),
                              pct(r.verified_day, t.country_day_percent))
-      local hourly = math.max(t.range_hourly_minimum, math.floor(daily / math.max(t.country_hourly_divisor, 1)),
+      local hourly = math.max(known and t.range_hourly_minimum or t.range_new_hourly_minimum,
+                              math.floor(daily / math.max(t.country_hourly_divisor, 1)),
                               pct(r.verified_hour, t.country_hour_percent))
       return daily, hourly
     end
@@ -557,7 +561,10 @@ enum RedisScripts {
       local x = string.match(g, '\n(.*)$') or ''
       t.range_daily_minimum = int(string.match(x, 'range_daily_minimum=(%d+)') or '', 0, 1000000)
       t.range_hourly_minimum = int(string.match(x, 'range_hourly_minimum=(%d+)') or '', 0, 1000000)
-      if #RANGES > 0 and not (t.range_daily_minimum and t.range_hourly_minimum) then return nil end
+      t.range_new_daily_minimum = int(string.match(x, 'range_new_daily_minimum=(%d+)') or '', 0, 1000000)
+      t.range_new_hourly_minimum = int(string.match(x, 'range_new_hourly_minimum=(%d+)') or '', 0, 1000000)
+      if #RANGES > 0 and not (t.range_daily_minimum and t.range_hourly_minimum and t.range_new_daily_minimum
+                              and t.range_new_hourly_minimum) then return nil end
       return t
     end
     local function screen()
@@ -1893,11 +1900,15 @@ enum RedisScripts {
     end
     -- A range's daily and hourly thresholds: the country's formulas (its
     -- percents and divisor of t) over the range's own counts r, with the
-    -- range's minimums (GuardRules.rangeThresholds).
+    -- range's minimums, or a new range's (no code of it verified in the
+    -- history) (GuardRules.rangeThresholds).
     function R.range_thresholds(t, r)
-      local daily = math.max(t.range_daily_minimum, pct(r.verified_daily_maximum, t.country_history_percent),
+      local known = r.verified_daily_maximum > 0 or r.verified_day > 0
+      local daily = math.max(known and t.range_daily_minimum or t.range_new_daily_minimum,
+                             pct(r.verified_daily_maximum, t.country_history_percent),
                              pct(r.verified_day, t.country_day_percent))
-      local hourly = math.max(t.range_hourly_minimum, math.floor(daily / math.max(t.country_hourly_divisor, 1)),
+      local hourly = math.max(known and t.range_hourly_minimum or t.range_new_hourly_minimum,
+                              math.floor(daily / math.max(t.country_hourly_divisor, 1)),
                               pct(r.verified_hour, t.country_hour_percent))
       return daily, hourly
     end
@@ -2523,11 +2534,15 @@ enum RedisScripts {
     end
     -- A range's daily and hourly thresholds: the country's formulas (its
     -- percents and divisor of t) over the range's own counts r, with the
-    -- range's minimums (GuardRules.rangeThresholds).
+    -- range's minimums, or a new range's (no code of it verified in the
+    -- history) (GuardRules.rangeThresholds).
     function R.range_thresholds(t, r)
-      local daily = math.max(t.range_daily_minimum, pct(r.verified_daily_maximum, t.country_history_percent),
+      local known = r.verified_daily_maximum > 0 or r.verified_day > 0
+      local daily = math.max(known and t.range_daily_minimum or t.range_new_daily_minimum,
+                             pct(r.verified_daily_maximum, t.country_history_percent),
                              pct(r.verified_day, t.country_day_percent))
-      local hourly = math.max(t.range_hourly_minimum, math.floor(daily / math.max(t.country_hourly_divisor, 1)),
+      local hourly = math.max(known and t.range_hourly_minimum or t.range_new_hourly_minimum,
+                              math.floor(daily / math.max(t.country_hourly_divisor, 1)),
                               pct(r.verified_hour, t.country_hour_percent))
       return daily, hourly
     end
@@ -3131,11 +3146,15 @@ enum RedisScripts {
     end
     -- A range's daily and hourly thresholds: the country's formulas (its
     -- percents and divisor of t) over the range's own counts r, with the
-    -- range's minimums (GuardRules.rangeThresholds).
+    -- range's minimums, or a new range's (no code of it verified in the
+    -- history) (GuardRules.rangeThresholds).
     function R.range_thresholds(t, r)
-      local daily = math.max(t.range_daily_minimum, pct(r.verified_daily_maximum, t.country_history_percent),
+      local known = r.verified_daily_maximum > 0 or r.verified_day > 0
+      local daily = math.max(known and t.range_daily_minimum or t.range_new_daily_minimum,
+                             pct(r.verified_daily_maximum, t.country_history_percent),
                              pct(r.verified_day, t.country_day_percent))
-      local hourly = math.max(t.range_hourly_minimum, math.floor(daily / math.max(t.country_hourly_divisor, 1)),
+      local hourly = math.max(known and t.range_hourly_minimum or t.range_new_hourly_minimum,
+                              math.floor(daily / math.max(t.country_hourly_divisor, 1)),
                               pct(r.verified_hour, t.country_hour_percent))
       return daily, hourly
     end
@@ -3431,7 +3450,10 @@ enum RedisScripts {
       local x = string.match(g, '\n(.*)$') or ''
       t.range_daily_minimum = int(string.match(x, 'range_daily_minimum=(%d+)') or '', 0, 1000000)
       t.range_hourly_minimum = int(string.match(x, 'range_hourly_minimum=(%d+)') or '', 0, 1000000)
-      if #RANGES > 0 and not (t.range_daily_minimum and t.range_hourly_minimum) then return nil end
+      t.range_new_daily_minimum = int(string.match(x, 'range_new_daily_minimum=(%d+)') or '', 0, 1000000)
+      t.range_new_hourly_minimum = int(string.match(x, 'range_new_hourly_minimum=(%d+)') or '', 0, 1000000)
+      if #RANGES > 0 and not (t.range_daily_minimum and t.range_hourly_minimum and t.range_new_daily_minimum
+                              and t.range_new_hourly_minimum) then return nil end
       return t
     end
     local function screen()
@@ -3941,11 +3963,15 @@ enum RedisScripts {
     end
     -- A range's daily and hourly thresholds: the country's formulas (its
     -- percents and divisor of t) over the range's own counts r, with the
-    -- range's minimums (GuardRules.rangeThresholds).
+    -- range's minimums, or a new range's (no code of it verified in the
+    -- history) (GuardRules.rangeThresholds).
     function R.range_thresholds(t, r)
-      local daily = math.max(t.range_daily_minimum, pct(r.verified_daily_maximum, t.country_history_percent),
+      local known = r.verified_daily_maximum > 0 or r.verified_day > 0
+      local daily = math.max(known and t.range_daily_minimum or t.range_new_daily_minimum,
+                             pct(r.verified_daily_maximum, t.country_history_percent),
                              pct(r.verified_day, t.country_day_percent))
-      local hourly = math.max(t.range_hourly_minimum, math.floor(daily / math.max(t.country_hourly_divisor, 1)),
+      local hourly = math.max(known and t.range_hourly_minimum or t.range_new_hourly_minimum,
+                              math.floor(daily / math.max(t.country_hourly_divisor, 1)),
                               pct(r.verified_hour, t.country_hour_percent))
       return daily, hourly
     end

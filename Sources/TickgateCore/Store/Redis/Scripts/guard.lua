@@ -246,7 +246,10 @@ local function thresholds(g)
   local x = string.match(g, '\n(.*)$') or ''
   t.range_daily_minimum = int(string.match(x, 'range_daily_minimum=(%d+)') or '', 0, 1000000)
   t.range_hourly_minimum = int(string.match(x, 'range_hourly_minimum=(%d+)') or '', 0, 1000000)
-  if #RANGES > 0 and not (t.range_daily_minimum and t.range_hourly_minimum) then return nil end
+  t.range_new_daily_minimum = int(string.match(x, 'range_new_daily_minimum=(%d+)') or '', 0, 1000000)
+  t.range_new_hourly_minimum = int(string.match(x, 'range_new_hourly_minimum=(%d+)') or '', 0, 1000000)
+  if #RANGES > 0 and not (t.range_daily_minimum and t.range_hourly_minimum and t.range_new_daily_minimum
+                          and t.range_new_hourly_minimum) then return nil end
   return t
 end
 local function screen()

@@ -116,11 +116,15 @@ function R.guard_answer(mode, j, challenge, passed)
 end
 -- A range's daily and hourly thresholds: the country's formulas (its
 -- percents and divisor of t) over the range's own counts r, with the
--- range's minimums (GuardRules.rangeThresholds).
+-- range's minimums, or a new range's (no code of it verified in the
+-- history) (GuardRules.rangeThresholds).
 function R.range_thresholds(t, r)
-  local daily = math.max(t.range_daily_minimum, pct(r.verified_daily_maximum, t.country_history_percent),
+  local known = r.verified_daily_maximum > 0 or r.verified_day > 0
+  local daily = math.max(known and t.range_daily_minimum or t.range_new_daily_minimum,
+                         pct(r.verified_daily_maximum, t.country_history_percent),
                          pct(r.verified_day, t.country_day_percent))
-  local hourly = math.max(t.range_hourly_minimum, math.floor(daily / math.max(t.country_hourly_divisor, 1)),
+  local hourly = math.max(known and t.range_hourly_minimum or t.range_new_hourly_minimum,
+                          math.floor(daily / math.max(t.country_hourly_divisor, 1)),
                           pct(r.verified_hour, t.country_hour_percent))
   return daily, hourly
 end

@@ -1247,6 +1247,35 @@ def test_redis_a_guard_key_of_the_wrong_type_is_corrupt(tmp_path: Path, key: str
 
 
 @needs_redis
+@pytest.mark.parametrize("key, field, value", [("d:CN", "x", "1"), ("d:CN", "20000", "y"),
+                                               ("dr:+861380", "x", "1"), ("dr:+86138000", "20000", "")])
+def test_redis_a_day_count_that_is_no_number_is_corrupt(tmp_path: Path, key: str, field: str, value: str) -> None:
+    """The codes verified per day of the country (d:) or of a range (dr:),
+    read back from Redis: a field that is no number is answered as
+    corrupt, and changes nothing."""
+    store = Store("redis", tmp_path)
+    try:
+        engine = store.open(store_local_refusals=False)
+        records = Records(engine)
+        engine.set_guard("login", GuardMode.ENFORCE, range_signals=1, **QUIET)
+        number = "+8613800000077"
+        name = guard_key(store.prefix, "login", key)
+        redis_cli("HSET", name, field, value)
+        before = sorted(redis_cli("KEYS", f"{store.prefix}*").split())
+        with pytest.raises(tickgate.StoreCorrupt) as corrupt:
+            engine.send_begin("login", number, client_address="203.0.113.7")
+        assert name.split("}", 1)[1] in str(corrupt.value)
+        assert "not a number" in str(corrupt.value)
+        assert sorted(redis_cli("KEYS", f"{store.prefix}*").split()) == before
+        assert engine.button("login", number).state is tickgate.ButtonState.IDLE
+        assert records.last().status == Status.E_STORE_CORRUPT
+        redis_cli("DEL", name)
+        grant(engine, number, "203.0.113.7")
+    finally:
+        store.close()
+
+
+@needs_redis
 @pytest.mark.parametrize("text", ["garbage", "1;9;;;;;;0;20,20,20,3,6,20,10,20,5,6,3,14;0",
                                   "1;2;XX;;;;;0;20,20,20,3,6,20,10,20,5,6,3,14;0",
                                   "1;2;;;;;;0;20,20,20,3,0,20,10,20,5,6,3,14;0",

@@ -252,6 +252,17 @@ local function thresholds(g)
                           and t.range_new_hourly_minimum) then return nil end
   return t
 end
+-- The codes verified per day (HGETALL of a d: or dr: hash) as
+-- {day = count}; a field or count that is no number is corrupt.
+local function days_of(raw, key)
+  local days = {}
+  for j = 1, #raw, 2 do
+    local day, n = tonumber(raw[j]), tonumber(raw[j + 1])
+    if not (day and n) then error({corrupt = key, why = 'holds a day count that is not a number'}) end
+    days[day] = n
+  end
+  return days
+end
 local function screen()
   rd('string', 'GET', B .. 'guard')
   rd('string', 'GET', B .. 'guardx')
@@ -261,8 +272,7 @@ local function screen()
   local t = thresholds(g)
   if not t then return {'corrupt', B .. 'guard', 'holds bad guard thresholds'} end
   local reply, w = check(g)
-  local days, raw = {}, reply[7]
-  for j = 1, #raw, 2 do days[tonumber(raw[j])] = tonumber(raw[j + 1]) or 0 end
+  local days = days_of(reply[7], B .. 'd:' .. CTY)
   local c = {country_unverified_day = reply[2], country_unverified_hour = reply[3],
              country_verified_day = reply[4], country_verified_hour = reply[5],
              country_verified_daily_maximum = R.verified_daily_maximum(days, today, t.history_days),
@@ -270,8 +280,7 @@ local function screen()
              address_verified_day = reply[10], address_countries_day = reply[11], ranges = {}}
   local per_range = {}
   for _, r in ipairs(RANGES) do
-    local rdays, history = rd('hash', 'HGETALL', B .. 'dr:' .. r), {}
-    for k = 1, #rdays, 2 do history[tonumber(rdays[k])] = tonumber(rdays[k + 1]) or 0 end
+    local history = days_of(rd('hash', 'HGETALL', B .. 'dr:' .. r), B .. 'dr:' .. r)
     local rc = {range = r, unverified_day = unverified(B .. 'ur:' .. r, w.unverified_day, w.due),
                 unverified_hour = unverified(B .. 'ur:' .. r, w.unverified_hour, w.due),
                 verified_day = count(B .. 'vr:' .. r, w.verified_day), verified_hour = count(B .. 'vr:' .. r, w.verified_hour),
@@ -310,7 +319,7 @@ end
 if op == 'screen' then
   local ok, out = pcall(screen)
   if ok then return out end
-  if type(out) == 'table' and out.corrupt then return {'corrupt', out.corrupt, 'is not a ' .. out.kind} end
+  if type(out) == 'table' and out.corrupt then return {'corrupt', out.corrupt, out.why or ('is not a ' .. out.kind)} end
   return error(out)
 end
 

@@ -7,6 +7,34 @@ import TickgateCore
 
 /// The comma-separated lists of a tg_guard.
 private enum GuardLists {
+    /// The guard tg_guard_init hands out (TG_GUARD_INIT): record-only, no
+    /// lists, GuardThresholds' and Guard's defaults.
+    static var defaults: tg_guard {
+        var defaults = tg_guard()
+        defaults.struct_size = UInt32(MemoryLayout<tg_guard>.size)
+        defaults.mode = TG_GUARD_RECORD_ONLY
+        let t = GuardThresholds()
+        defaults.country_daily_minimum = UInt32(t.countryDailyMinimum)
+        defaults.country_history_percent = UInt32(t.countryHistoryPercent)
+        defaults.country_day_percent = UInt32(t.countryDayPercent)
+        defaults.country_hourly_minimum = UInt32(t.countryHourlyMinimum)
+        defaults.country_hourly_divisor = UInt32(t.countryHourlyDivisor)
+        defaults.country_hour_percent = UInt32(t.countryHourPercent)
+        defaults.address_daily_minimum = UInt32(t.addressDailyMinimum)
+        defaults.address_day_percent = UInt32(t.addressDayPercent)
+        defaults.address_hourly_minimum = UInt32(t.addressHourlyMinimum)
+        defaults.address_hourly_divisor = UInt32(t.addressHourlyDivisor)
+        defaults.address_countries_maximum = UInt32(t.addressCountriesMaximum)
+        defaults.history_days = UInt32(t.historyDays)
+        defaults.unverified_after_seconds = UInt32(t.unverifiedAfterSeconds)
+        defaults.range_daily_minimum = UInt32(t.rangeDailyMinimum)
+        defaults.range_hourly_minimum = UInt32(t.rangeHourlyMinimum)
+        defaults.range_new_daily_minimum = UInt32(t.rangeNewDailyMinimum)
+        defaults.range_new_hourly_minimum = UInt32(t.rangeNewHourlyMinimum)
+        defaults.challenge_pass_seconds = UInt32(Guard().challengePassSeconds)
+        return defaults
+    }
+
     /// tg_guard's first layout (0.1.0's), padded as C pads it.
     static let olderLayouts: [Int] = {
         let end = MemoryLayout<tg_guard>.offset(of: \tg_guard.range_signals) ?? MemoryLayout<tg_guard>.stride
@@ -44,29 +72,8 @@ private enum GuardLists {
 @c @implementation
 public func tg_guard_init(_ guard_: UnsafeMutablePointer<tg_guard>?, _ struct_size: Int) -> tg_status {
     Boundary.call { () throws(TickgateError) in
-        var defaults = tg_guard()
-        defaults.struct_size = UInt32(MemoryLayout<tg_guard>.size)
-        defaults.mode = TG_GUARD_RECORD_ONLY
-        let t = GuardThresholds()
-        defaults.country_daily_minimum = UInt32(t.countryDailyMinimum)
-        defaults.country_history_percent = UInt32(t.countryHistoryPercent)
-        defaults.country_day_percent = UInt32(t.countryDayPercent)
-        defaults.country_hourly_minimum = UInt32(t.countryHourlyMinimum)
-        defaults.country_hourly_divisor = UInt32(t.countryHourlyDivisor)
-        defaults.country_hour_percent = UInt32(t.countryHourPercent)
-        defaults.address_daily_minimum = UInt32(t.addressDailyMinimum)
-        defaults.address_day_percent = UInt32(t.addressDayPercent)
-        defaults.address_hourly_minimum = UInt32(t.addressHourlyMinimum)
-        defaults.address_hourly_divisor = UInt32(t.addressHourlyDivisor)
-        defaults.address_countries_maximum = UInt32(t.addressCountriesMaximum)
-        defaults.history_days = UInt32(t.historyDays)
-        defaults.unverified_after_seconds = UInt32(t.unverifiedAfterSeconds)
-        defaults.range_daily_minimum = UInt32(t.rangeDailyMinimum)
-        defaults.range_hourly_minimum = UInt32(t.rangeHourlyMinimum)
-        defaults.range_new_daily_minimum = UInt32(t.rangeNewDailyMinimum)
-        defaults.range_new_hourly_minimum = UInt32(t.rangeNewHourlyMinimum)
-        defaults.challenge_pass_seconds = UInt32(Guard().challengePassSeconds)
-        try Versioned.initialise(guard_, struct_size, to: defaults, olderLayouts: GuardLists.olderLayouts, "guard")
+        try Versioned.initialise(guard_, struct_size, to: GuardLists.defaults, olderLayouts: GuardLists.olderLayouts,
+                                 "guard")
     }
 }
 
@@ -79,15 +86,8 @@ public func tg_guard_set(_ engine: OpaquePointer?, _ scope: UnsafePointer<CChar>
             try engine.setGuard(nil, scope: scope)
             return
         }
-        var defaults = tg_guard()
-        defaults.mode = TG_GUARD_RECORD_ONLY
-        defaults.unverified_after_seconds = UInt32(GuardThresholds().unverifiedAfterSeconds)
-        defaults.range_daily_minimum = UInt32(GuardThresholds().rangeDailyMinimum)
-        defaults.range_hourly_minimum = UInt32(GuardThresholds().rangeHourlyMinimum)
-        defaults.range_new_daily_minimum = UInt32(GuardThresholds().rangeNewDailyMinimum)
-        defaults.range_new_hourly_minimum = UInt32(GuardThresholds().rangeNewHourlyMinimum)
-        defaults.challenge_pass_seconds = UInt32(Guard().challengePassSeconds)
-        let raw = try Versioned.read(guard_, defaults: defaults, olderLayouts: GuardLists.olderLayouts, "guard")
+        // A shorter (older) layout takes the fields it lacks from the defaults.
+        let raw = try Versioned.read(guard_, defaults: GuardLists.defaults, olderLayouts: GuardLists.olderLayouts, "guard")
         guard let mode = Guard.Mode(rawValue: Int(raw.mode.rawValue)) else {
             throw TickgateError(.invalidArgument, "guard.mode \(raw.mode.rawValue) is not a tg_guard_mode")
         }

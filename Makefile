@@ -139,8 +139,11 @@ clean:
 # Redis beside redis-benchmark and Python's limits, and the web example under
 # load (ab and a threaded client, benchmarks/bench_web.py). Builds the library, installs the peers'
 # headers and gnuplot with apt-get when they are missing and we are root,
-# then benchmarks/run builds benchmarks/, runs them (about 4-5 minutes) and
-# writes build/bench.txt, build/bench.csv and build/bench.png.
+# then benchmarks/run builds benchmarks/, runs them (about 12 minutes on the
+# 2-CPU reference machine), writes build/bench.txt, build/bench.csv and
+# build/bench.png, and writes the performance page from the run's rows
+# (docs/performance.md, docs/bench-run.txt and the charts; a run with
+# BENCH_ARGS writes those into the build folder instead).
 # BENCH_ARGS passes options to the driver (e.g. BENCH_ARGS=--quick).
 .PHONY: bench bench-deps
 bench-deps:

@@ -445,6 +445,19 @@ def cpu_run(socket: str, client, subjects: list, run: int) -> dict:
                 raise AssertionError("limits refused a first send")
 
     measure("limits_four", four_hits)
+
+    # The floor under a send's two calls: two scripts that do nothing
+    # (EVALSHA of `return 1` with as many keys and arguments as a begin
+    # sends): the two round trips alone.
+    empty = client.script_load("return 1")
+    filler = ["0123456789abcdef"] * 15
+
+    def two_empty() -> None:
+        for subject in subjects:
+            client.evalsha(empty, 3, subject, "settings", "clock", *filler)
+            client.evalsha(empty, 3, subject, "settings", "clock", *filler)
+
+    measure("empty_two", two_empty)
     return out
 
 
@@ -477,6 +490,13 @@ def cpu_rows(socket: str, quick: bool) -> None:
         ratio = med[ours] / med[theirs]
         print(f"TARGET python_redis_cpu_{row} value={ratio:.2f} limit=<={limit} unit=ratio_limits "
               f"{'PASS' if ratio <= limit else 'MISS'}")
+    floor = med["empty_two"]
+    print(f"BENCH python_redis_cpu_send_floor n={n} floor={floor:.2f} limits={med['limits_hit']:.2f} unit=us "
+          f"ratio_limits={floor / med['limits_hit']:.2f} server_commands={med['empty_two_commands']:.2f} "
+          "(two EVALSHA of `return 1`: a send's two round trips alone)")
+    print(f"# python_redis_cpu_send_floor: at 1.5x a hit(), a granted send would leave "
+          f"{1.5 * med['limits_hit'] - floor:.1f} us of server CPU for both decisions' work "
+          f"(it takes {med['tg_granted'] - floor:.1f} us)")
     # A guarded granted send beside an unguarded one (issue "One rule, one
     # home": its screen in the begin's script).
     ratio = med["tg_guarded"] / med["tg_granted"]

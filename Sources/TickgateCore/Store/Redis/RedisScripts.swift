@@ -21,9 +21,9 @@ enum RedisScripts {
         ("outcomes", outcomes),
     ]
     /// The SHA1 of `probe`, run by it before any SCRIPT LOAD answered.
-    static let probeSHA = "59bd7ceda296e1535cc9e102a3c6270c77a10a4e"
+    static let probeSHA = "fc47a573c7218c0103cd9facdbcd3beea434d578"
     /// The SHA1 of `setClock`, run by it before any SCRIPT LOAD answered.
-    static let setClockSHA = "543f930455f8f2fcd4458a13e9783e13fac3ae69"
+    static let setClockSHA = "c20b26d29d843d2d6c6de04e39ba6bee11e45132"
 
     /// Scripts/decide.lua
     static let decide = #"""
@@ -63,9 +63,12 @@ enum RedisScripts {
     -- Engines set the correction when a failover brings a primary whose clock
     -- differs from the old one's (RedisClock.swift), so the store's time runs
     -- on without a jump.
+    -- A script is one step at one instant: the time is read once (a guarded
+    -- send's screen and its decision share it).
     local CLOCK, NK = KEYS[#KEYS], #KEYS - 1
-    local skew
+    local skew, read_at
     local function store_time()
+      if read_at then return read_at end
       if not skew then
         -- "RUNID:VALUE" (the primary it was set for, and µs), or none.
         local held = redis.call('GET', CLOCK)
@@ -76,7 +79,8 @@ enum RedisScripts {
         end
       end
       local t = redis.call('TIME')
-      return tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+      read_at = tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+      return read_at
     end
     -- now: the decision's time (ARGV's, or the store's), real: the store's.
     local function clock(a)
@@ -403,10 +407,12 @@ enum RedisScripts {
       return {'ok'}
     end
     -- The guard's text (B guard) with its extension line (B guardx) when that
-    -- holds: what a screen compares.
-    local function stored_guard()
-      local g = redis.call('GET', B .. 'guard') or ''
-      local x = redis.call('GET', B .. 'guardx')
+    -- holds: what a screen compares. `get` reads a key (a screen's reads are
+    -- its type checks: `rd` below); a plain GET when none is given.
+    local function stored_guard(get)
+      get = get or function(key) return redis.call('GET', key) end
+      local g = get(B .. 'guard') or ''
+      local x = get(B .. 'guardx')
       if g ~= '' and x and string.sub(x, 1, #g + 1) == g .. '\n' then return x end
       return g
     end
@@ -579,9 +585,7 @@ enum RedisScripts {
       return days
     end
     local function screen()
-      rd('string', 'GET', B .. 'guard')
-      rd('string', 'GET', B .. 'guardx')
-      local g = stored_guard()
+      local g = stored_guard(function(key) return rd('string', 'GET', key) end)
       if g ~= ARGV[8] then return {'stale', g} end
       if ARGV[9] ~= '1' then return {'same'} end
       local t = thresholds(g)
@@ -1176,9 +1180,12 @@ enum RedisScripts {
     -- Engines set the correction when a failover brings a primary whose clock
     -- differs from the old one's (RedisClock.swift), so the store's time runs
     -- on without a jump.
+    -- A script is one step at one instant: the time is read once (a guarded
+    -- send's screen and its decision share it).
     local CLOCK, NK = KEYS[#KEYS], #KEYS - 1
-    local skew
+    local skew, read_at
     local function store_time()
+      if read_at then return read_at end
       if not skew then
         -- "RUNID:VALUE" (the primary it was set for, and µs), or none.
         local held = redis.call('GET', CLOCK)
@@ -1189,7 +1196,8 @@ enum RedisScripts {
         end
       end
       local t = redis.call('TIME')
-      return tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+      read_at = tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+      return read_at
     end
     -- now: the decision's time (ARGV's, or the store's), real: the store's.
     local function clock(a)
@@ -1317,9 +1325,12 @@ enum RedisScripts {
     -- Engines set the correction when a failover brings a primary whose clock
     -- differs from the old one's (RedisClock.swift), so the store's time runs
     -- on without a jump.
+    -- A script is one step at one instant: the time is read once (a guarded
+    -- send's screen and its decision share it).
     local CLOCK, NK = KEYS[#KEYS], #KEYS - 1
-    local skew
+    local skew, read_at
     local function store_time()
+      if read_at then return read_at end
       if not skew then
         -- "RUNID:VALUE" (the primary it was set for, and µs), or none.
         local held = redis.call('GET', CLOCK)
@@ -1330,7 +1341,8 @@ enum RedisScripts {
         end
       end
       local t = redis.call('TIME')
-      return tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+      read_at = tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+      return read_at
     end
     -- now: the decision's time (ARGV's, or the store's), real: the store's.
     local function clock(a)
@@ -1446,9 +1458,12 @@ enum RedisScripts {
     -- Engines set the correction when a failover brings a primary whose clock
     -- differs from the old one's (RedisClock.swift), so the store's time runs
     -- on without a jump.
+    -- A script is one step at one instant: the time is read once (a guarded
+    -- send's screen and its decision share it).
     local CLOCK, NK = KEYS[#KEYS], #KEYS - 1
-    local skew
+    local skew, read_at
     local function store_time()
+      if read_at then return read_at end
       if not skew then
         -- "RUNID:VALUE" (the primary it was set for, and µs), or none.
         local held = redis.call('GET', CLOCK)
@@ -1459,7 +1474,8 @@ enum RedisScripts {
         end
       end
       local t = redis.call('TIME')
-      return tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+      read_at = tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+      return read_at
     end
     -- now: the decision's time (ARGV's, or the store's), real: the store's.
     local function clock(a)
@@ -1590,9 +1606,12 @@ enum RedisScripts {
     -- Engines set the correction when a failover brings a primary whose clock
     -- differs from the old one's (RedisClock.swift), so the store's time runs
     -- on without a jump.
+    -- A script is one step at one instant: the time is read once (a guarded
+    -- send's screen and its decision share it).
     local CLOCK, NK = KEYS[#KEYS], #KEYS - 1
-    local skew
+    local skew, read_at
     local function store_time()
+      if read_at then return read_at end
       if not skew then
         -- "RUNID:VALUE" (the primary it was set for, and µs), or none.
         local held = redis.call('GET', CLOCK)
@@ -1603,7 +1622,8 @@ enum RedisScripts {
         end
       end
       local t = redis.call('TIME')
-      return tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+      read_at = tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+      return read_at
     end
     -- now: the decision's time (ARGV's, or the store's), real: the store's.
     local function clock(a)
@@ -1715,9 +1735,12 @@ enum RedisScripts {
     -- Engines set the correction when a failover brings a primary whose clock
     -- differs from the old one's (RedisClock.swift), so the store's time runs
     -- on without a jump.
+    -- A script is one step at one instant: the time is read once (a guarded
+    -- send's screen and its decision share it).
     local CLOCK, NK = KEYS[#KEYS], #KEYS - 1
-    local skew
+    local skew, read_at
     local function store_time()
+      if read_at then return read_at end
       if not skew then
         -- "RUNID:VALUE" (the primary it was set for, and µs), or none.
         local held = redis.call('GET', CLOCK)
@@ -1728,7 +1751,8 @@ enum RedisScripts {
         end
       end
       local t = redis.call('TIME')
-      return tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+      read_at = tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+      return read_at
     end
     -- now: the decision's time (ARGV's, or the store's), real: the store's.
     local function clock(a)
@@ -2085,9 +2109,12 @@ enum RedisScripts {
     -- Engines set the correction when a failover brings a primary whose clock
     -- differs from the old one's (RedisClock.swift), so the store's time runs
     -- on without a jump.
+    -- A script is one step at one instant: the time is read once (a guarded
+    -- send's screen and its decision share it).
     local CLOCK, NK = KEYS[#KEYS], #KEYS - 1
-    local skew
+    local skew, read_at
     local function store_time()
+      if read_at then return read_at end
       if not skew then
         -- "RUNID:VALUE" (the primary it was set for, and µs), or none.
         local held = redis.call('GET', CLOCK)
@@ -2098,7 +2125,8 @@ enum RedisScripts {
         end
       end
       local t = redis.call('TIME')
-      return tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+      read_at = tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+      return read_at
     end
     -- now: the decision's time (ARGV's, or the store's), real: the store's.
     local function clock(a)
@@ -2222,9 +2250,12 @@ enum RedisScripts {
     -- Engines set the correction when a failover brings a primary whose clock
     -- differs from the old one's (RedisClock.swift), so the store's time runs
     -- on without a jump.
+    -- A script is one step at one instant: the time is read once (a guarded
+    -- send's screen and its decision share it).
     local CLOCK, NK = KEYS[#KEYS], #KEYS - 1
-    local skew
+    local skew, read_at
     local function store_time()
+      if read_at then return read_at end
       if not skew then
         -- "RUNID:VALUE" (the primary it was set for, and µs), or none.
         local held = redis.call('GET', CLOCK)
@@ -2235,7 +2266,8 @@ enum RedisScripts {
         end
       end
       local t = redis.call('TIME')
-      return tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+      read_at = tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+      return read_at
     end
     -- now: the decision's time (ARGV's, or the store's), real: the store's.
     local function clock(a)
@@ -2349,9 +2381,12 @@ enum RedisScripts {
     -- Engines set the correction when a failover brings a primary whose clock
     -- differs from the old one's (RedisClock.swift), so the store's time runs
     -- on without a jump.
+    -- A script is one step at one instant: the time is read once (a guarded
+    -- send's screen and its decision share it).
     local CLOCK, NK = KEYS[#KEYS], #KEYS - 1
-    local skew
+    local skew, read_at
     local function store_time()
+      if read_at then return read_at end
       if not skew then
         -- "RUNID:VALUE" (the primary it was set for, and µs), or none.
         local held = redis.call('GET', CLOCK)
@@ -2362,7 +2397,8 @@ enum RedisScripts {
         end
       end
       local t = redis.call('TIME')
-      return tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+      read_at = tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+      return read_at
     end
     -- now: the decision's time (ARGV's, or the store's), real: the store's.
     local function clock(a)
@@ -2692,9 +2728,12 @@ enum RedisScripts {
     -- Engines set the correction when a failover brings a primary whose clock
     -- differs from the old one's (RedisClock.swift), so the store's time runs
     -- on without a jump.
+    -- A script is one step at one instant: the time is read once (a guarded
+    -- send's screen and its decision share it).
     local CLOCK, NK = KEYS[#KEYS], #KEYS - 1
-    local skew
+    local skew, read_at
     local function store_time()
+      if read_at then return read_at end
       if not skew then
         -- "RUNID:VALUE" (the primary it was set for, and µs), or none.
         local held = redis.call('GET', CLOCK)
@@ -2705,7 +2744,8 @@ enum RedisScripts {
         end
       end
       local t = redis.call('TIME')
-      return tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+      read_at = tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+      return read_at
     end
     -- now: the decision's time (ARGV's, or the store's), real: the store's.
     local function clock(a)
@@ -2830,9 +2870,12 @@ enum RedisScripts {
     -- Engines set the correction when a failover brings a primary whose clock
     -- differs from the old one's (RedisClock.swift), so the store's time runs
     -- on without a jump.
+    -- A script is one step at one instant: the time is read once (a guarded
+    -- send's screen and its decision share it).
     local CLOCK, NK = KEYS[#KEYS], #KEYS - 1
-    local skew
+    local skew, read_at
     local function store_time()
+      if read_at then return read_at end
       if not skew then
         -- "RUNID:VALUE" (the primary it was set for, and µs), or none.
         local held = redis.call('GET', CLOCK)
@@ -2843,7 +2886,8 @@ enum RedisScripts {
         end
       end
       local t = redis.call('TIME')
-      return tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+      read_at = tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+      return read_at
     end
     -- now: the decision's time (ARGV's, or the store's), real: the store's.
     local function clock(a)
@@ -2961,9 +3005,12 @@ enum RedisScripts {
     -- Engines set the correction when a failover brings a primary whose clock
     -- differs from the old one's (RedisClock.swift), so the store's time runs
     -- on without a jump.
+    -- A script is one step at one instant: the time is read once (a guarded
+    -- send's screen and its decision share it).
     local CLOCK, NK = KEYS[#KEYS], #KEYS - 1
-    local skew
+    local skew, read_at
     local function store_time()
+      if read_at then return read_at end
       if not skew then
         -- "RUNID:VALUE" (the primary it was set for, and µs), or none.
         local held = redis.call('GET', CLOCK)
@@ -2974,7 +3021,8 @@ enum RedisScripts {
         end
       end
       local t = redis.call('TIME')
-      return tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+      read_at = tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+      return read_at
     end
     -- now: the decision's time (ARGV's, or the store's), real: the store's.
     local function clock(a)
@@ -3301,10 +3349,12 @@ enum RedisScripts {
       return {'ok'}
     end
     -- The guard's text (B guard) with its extension line (B guardx) when that
-    -- holds: what a screen compares.
-    local function stored_guard()
-      local g = redis.call('GET', B .. 'guard') or ''
-      local x = redis.call('GET', B .. 'guardx')
+    -- holds: what a screen compares. `get` reads a key (a screen's reads are
+    -- its type checks: `rd` below); a plain GET when none is given.
+    local function stored_guard(get)
+      get = get or function(key) return redis.call('GET', key) end
+      local g = get(B .. 'guard') or ''
+      local x = get(B .. 'guardx')
       if g ~= '' and x and string.sub(x, 1, #g + 1) == g .. '\n' then return x end
       return g
     end
@@ -3477,9 +3527,7 @@ enum RedisScripts {
       return days
     end
     local function screen()
-      rd('string', 'GET', B .. 'guard')
-      rd('string', 'GET', B .. 'guardx')
-      local g = stored_guard()
+      local g = stored_guard(function(key) return rd('string', 'GET', key) end)
       if g ~= ARGV[8] then return {'stale', g} end
       if ARGV[9] ~= '1' then return {'same'} end
       local t = thresholds(g)
@@ -3660,9 +3708,12 @@ enum RedisScripts {
     -- Engines set the correction when a failover brings a primary whose clock
     -- differs from the old one's (RedisClock.swift), so the store's time runs
     -- on without a jump.
+    -- A script is one step at one instant: the time is read once (a guarded
+    -- send's screen and its decision share it).
     local CLOCK, NK = KEYS[#KEYS], #KEYS - 1
-    local skew
+    local skew, read_at
     local function store_time()
+      if read_at then return read_at end
       if not skew then
         -- "RUNID:VALUE" (the primary it was set for, and µs), or none.
         local held = redis.call('GET', CLOCK)
@@ -3673,7 +3724,8 @@ enum RedisScripts {
         end
       end
       local t = redis.call('TIME')
-      return tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+      read_at = tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+      return read_at
     end
     -- now: the decision's time (ARGV's, or the store's), real: the store's.
     local function clock(a)
@@ -3787,9 +3839,12 @@ enum RedisScripts {
     -- Engines set the correction when a failover brings a primary whose clock
     -- differs from the old one's (RedisClock.swift), so the store's time runs
     -- on without a jump.
+    -- A script is one step at one instant: the time is read once (a guarded
+    -- send's screen and its decision share it).
     local CLOCK, NK = KEYS[#KEYS], #KEYS - 1
-    local skew
+    local skew, read_at
     local function store_time()
+      if read_at then return read_at end
       if not skew then
         -- "RUNID:VALUE" (the primary it was set for, and µs), or none.
         local held = redis.call('GET', CLOCK)
@@ -3800,7 +3855,8 @@ enum RedisScripts {
         end
       end
       local t = redis.call('TIME')
-      return tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+      read_at = tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+      return read_at
     end
     -- now: the decision's time (ARGV's, or the store's), real: the store's.
     local function clock(a)

@@ -88,10 +88,12 @@ if op == 'set' then
   return {'ok'}
 end
 -- The guard's text (B guard) with its extension line (B guardx) when that
--- holds: what a screen compares.
-local function stored_guard()
-  local g = redis.call('GET', B .. 'guard') or ''
-  local x = redis.call('GET', B .. 'guardx')
+-- holds: what a screen compares. `get` reads a key (a screen's reads are
+-- its type checks: `rd` below); a plain GET when none is given.
+local function stored_guard(get)
+  get = get or function(key) return redis.call('GET', key) end
+  local g = get(B .. 'guard') or ''
+  local x = get(B .. 'guardx')
   if g ~= '' and x and string.sub(x, 1, #g + 1) == g .. '\n' then return x end
   return g
 end
@@ -264,9 +266,7 @@ local function days_of(raw, key)
   return days
 end
 local function screen()
-  rd('string', 'GET', B .. 'guard')
-  rd('string', 'GET', B .. 'guardx')
-  local g = stored_guard()
+  local g = stored_guard(function(key) return rd('string', 'GET', key) end)
   if g ~= ARGV[8] then return {'stale', g} end
   if ARGV[9] ~= '1' then return {'same'} end
   local t = thresholds(g)

@@ -32,9 +32,12 @@ end
 -- Engines set the correction when a failover brings a primary whose clock
 -- differs from the old one's (RedisClock.swift), so the store's time runs
 -- on without a jump.
+-- A script is one step at one instant: the time is read once (a guarded
+-- send's screen and its decision share it).
 local CLOCK, NK = KEYS[#KEYS], #KEYS - 1
-local skew
+local skew, read_at
 local function store_time()
+  if read_at then return read_at end
   if not skew then
     -- "RUNID:VALUE" (the primary it was set for, and µs), or none.
     local held = redis.call('GET', CLOCK)
@@ -45,7 +48,8 @@ local function store_time()
     end
   end
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+  read_at = tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+  return read_at
 end
 -- now: the decision's time (ARGV's, or the store's), real: the store's.
 local function clock(a)

@@ -1209,7 +1209,7 @@ def guard_key(prefix: str, scope: str, what: str) -> str:
 @pytest.mark.parametrize("key, kind", [("guard", "hash"), ("codes", "string"), ("latest", "string"),
                                        ("uc:CN", "string"), ("vc:CN", "hash"), ("d:CN", "zset"),
                                        ("ua:203.0.113.7", "string"), ("ac:203.0.113.7", "zset"),
-                                       ("prev", "zset"), ("va:203.0.113.7", "string"),
+                                       ("va:203.0.113.7", "string"),
                                        ("avc:203.0.113.7", "zset")])
 def test_redis_a_guard_key_of_the_wrong_type_is_corrupt(tmp_path: Path, key: str, kind: str) -> None:
     store = Store("redis", tmp_path)
@@ -1242,6 +1242,41 @@ def test_redis_a_guard_key_of_the_wrong_type_is_corrupt(tmp_path: Path, key: str
         if key == "guard":
             engine.set_guard("login", GuardMode.ENFORCE, **QUIET)
         grant(engine, number, "203.0.113.7", budgets=[("ip", "x")])
+    finally:
+        store.close()
+
+
+@needs_redis
+@pytest.mark.parametrize("key", ["prev", "codes"])
+def test_redis_a_wrong_typed_hash_is_corrupt_when_a_number_asks_again(tmp_path: Path, key: str) -> None:
+    """The screen type-checks the two hashes it writes unread (prev, which
+    links a number's code to its code before, and codes) by writing them,
+    with no TYPE call: a number that asks again while one of them is of
+    another type is answered corrupt, and nothing is written (a link
+    written before codes failed is taken back)."""
+    store = Store("redis", tmp_path)
+    try:
+        engine = store.open(store_local_refusals=False)
+        records = Records(engine)
+        engine.set_guard("login", GuardMode.ENFORCE, **QUIET)
+        number = cn()
+        grant(engine, number, "203.0.113.7")
+        name = guard_key(store.prefix, "login", key)
+        other = guard_key(store.prefix, "login", "codes" if key == "prev" else "prev")
+        redis_cli("DEL", name)
+        redis_cli("SET", name, "x")
+        held = redis_cli("HGETALL", other)
+        before = sorted(redis_cli("KEYS", f"{store.prefix}*").split())
+        with pytest.raises(tickgate.StoreCorrupt) as corrupt:
+            engine.send_begin("login", number, client_address="203.0.113.7")
+        assert name.split("}", 1)[1] in str(corrupt.value)
+        assert sorted(redis_cli("KEYS", f"{store.prefix}*").split()) == before
+        assert redis_cli("GET", name) == "x"
+        assert redis_cli("HGETALL", other) == held
+        assert records.last().status == Status.E_STORE_CORRUPT
+        # Put right, the scope works again (another number: this one cools).
+        redis_cli("DEL", name)
+        grant(engine, cn(), "203.0.113.7")
     finally:
         store.close()
 

@@ -119,6 +119,11 @@ static void guard_key(char *out, size_t size, const char *what)
 
 /* ---- hostile data ---- */
 
+/* Each key a number's first send touches, of another type: corrupt, and
+ * nothing changed. (`prev` links a number's code to its code before: a
+ * first send does not touch it; test_guard.py's
+ * test_redis_a_wrong_typed_hash_is_corrupt_when_a_number_asks_again has
+ * it, and `codes` again, on a number's second send.) */
 static void test_a_guard_key_of_the_wrong_type(void)
 {
     static const struct {
@@ -126,7 +131,7 @@ static void test_a_guard_key_of_the_wrong_type(void)
     } cases[] = {
         {"guard", "HSET %s f v"}, {"codes", "SET %s x"}, {"latest", "SET %s x"}, {"uc:CN", "SET %s x"},
         {"vc:CN", "HSET %s f v"}, {"d:CN", "ZADD %s 1 m"}, {"ua:203.0.113.7", "SET %s x"},
-        {"va:203.0.113.7", "HSET %s f v"}, {"ac:203.0.113.7", "ZADD %s 1 m"}, {"avc:203.0.113.7", "SET %s x"}, {"prev", "SET %s x"},
+        {"va:203.0.113.7", "HSET %s f v"}, {"ac:203.0.113.7", "ZADD %s 1 m"}, {"avc:203.0.113.7", "SET %s x"},
     };
     size_t i;
     redisContext *c = raw_to(url);

@@ -384,9 +384,9 @@ enum RedisScripts {
     -- The guard the screen compares (and answers when stale) is B guard's
     -- text, and B guardx's extension on a line of its own when it holds.
     -- A key of another type is answered {'corrupt', key, why}: every key an
-    -- operation touches is type-checked first, and a screen's reads are the
-    -- checks of the keys it reads (a TYPE call only for the two it writes
-    -- unread: codes and prev).
+    -- operation touches is type-checked first; a screen's reads are the
+    -- checks of the keys it reads, and its first writes (codes, prev) check
+    -- theirs (see count_sent): no TYPE call.
     local op, B, CTY, A = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
     if late(ARGV[5]) then return {'late'} end
     local DAY, HOUR = C.DAY, C.HOUR
@@ -448,7 +448,7 @@ enum RedisScripts {
       for _, n in ipairs({'ur:', 'vr:'}) do names[#names + 1] = B .. n .. r; kinds[#kinds + 1] = 'zset' end
       names[#names + 1] = B .. 'dr:' .. r; kinds[#kinds + 1] = 'hash'
     end
-    if op == 'screen' then names, kinds = {B .. 'codes', B .. 'prev'}, {'hash', 'hash'} end
+    if op == 'screen' then names, kinds = {}, {} end
     for i, key in ipairs(names) do
       if not typed(key, kinds[i]) then return {'corrupt', key, 'is not a ' .. kinds[i]} end
     end
@@ -527,11 +527,20 @@ enum RedisScripts {
     end
 
     local id, subject = ARGV[6], ARGV[7]
-    -- Counts code `id` of `subject` unverified, sent now.
+    -- Counts code `id` of `subject` unverified, sent now. Its first writes
+    -- are the type checks of the two hashes the screen does not read (prev,
+    -- then codes): a key of another type is answered corrupt with nothing
+    -- written (a prev written first is taken back).
     local function count_sent()
       local before = rd('hash', 'HGET', B .. 'latest', subject)
-      redis.call('HSET', B .. 'codes', id, CTY .. '|' .. A .. '|' .. fmt(now))
-      if before and before ~= id then redis.call('HSET', B .. 'prev', id, before); keep(B .. 'prev', DAY + LATE) end
+      local linked = before and before ~= id
+      if linked then rd('hash', 'HSET', B .. 'prev', id, before) end
+      local wrote = redis.pcall('HSET', B .. 'codes', id, CTY .. '|' .. A .. '|' .. fmt(now))
+      if type(wrote) == 'table' and wrote.err then
+        if linked then redis.call('HDEL', B .. 'prev', id) end
+        error({corrupt = B .. 'codes', kind = 'hash'})
+      end
+      if linked then keep(B .. 'prev', DAY + LATE) end
       redis.call('HSET', B .. 'latest', subject, id)
       keep(B .. 'codes', DAY + LATE); keep(B .. 'latest', DAY + LATE)
       redis.call('ZADD', B .. 'uc:' .. CTY, fmt(now), id); trim(B .. 'uc:' .. CTY, DAY + LATE)
@@ -3326,9 +3335,9 @@ enum RedisScripts {
     -- The guard the screen compares (and answers when stale) is B guard's
     -- text, and B guardx's extension on a line of its own when it holds.
     -- A key of another type is answered {'corrupt', key, why}: every key an
-    -- operation touches is type-checked first, and a screen's reads are the
-    -- checks of the keys it reads (a TYPE call only for the two it writes
-    -- unread: codes and prev).
+    -- operation touches is type-checked first; a screen's reads are the
+    -- checks of the keys it reads, and its first writes (codes, prev) check
+    -- theirs (see count_sent): no TYPE call.
     local op, B, CTY, A = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
     if late(ARGV[5]) then return {'late'} end
     local DAY, HOUR = C.DAY, C.HOUR
@@ -3390,7 +3399,7 @@ enum RedisScripts {
       for _, n in ipairs({'ur:', 'vr:'}) do names[#names + 1] = B .. n .. r; kinds[#kinds + 1] = 'zset' end
       names[#names + 1] = B .. 'dr:' .. r; kinds[#kinds + 1] = 'hash'
     end
-    if op == 'screen' then names, kinds = {B .. 'codes', B .. 'prev'}, {'hash', 'hash'} end
+    if op == 'screen' then names, kinds = {}, {} end
     for i, key in ipairs(names) do
       if not typed(key, kinds[i]) then return {'corrupt', key, 'is not a ' .. kinds[i]} end
     end
@@ -3469,11 +3478,20 @@ enum RedisScripts {
     end
 
     local id, subject = ARGV[6], ARGV[7]
-    -- Counts code `id` of `subject` unverified, sent now.
+    -- Counts code `id` of `subject` unverified, sent now. Its first writes
+    -- are the type checks of the two hashes the screen does not read (prev,
+    -- then codes): a key of another type is answered corrupt with nothing
+    -- written (a prev written first is taken back).
     local function count_sent()
       local before = rd('hash', 'HGET', B .. 'latest', subject)
-      redis.call('HSET', B .. 'codes', id, CTY .. '|' .. A .. '|' .. fmt(now))
-      if before and before ~= id then redis.call('HSET', B .. 'prev', id, before); keep(B .. 'prev', DAY + LATE) end
+      local linked = before and before ~= id
+      if linked then rd('hash', 'HSET', B .. 'prev', id, before) end
+      local wrote = redis.pcall('HSET', B .. 'codes', id, CTY .. '|' .. A .. '|' .. fmt(now))
+      if type(wrote) == 'table' and wrote.err then
+        if linked then redis.call('HDEL', B .. 'prev', id) end
+        error({corrupt = B .. 'codes', kind = 'hash'})
+      end
+      if linked then keep(B .. 'prev', DAY + LATE) end
       redis.call('HSET', B .. 'latest', subject, id)
       keep(B .. 'codes', DAY + LATE); keep(B .. 'latest', DAY + LATE)
       redis.call('ZADD', B .. 'uc:' .. CTY, fmt(now), id); trim(B .. 'uc:' .. CTY, DAY + LATE)

@@ -118,20 +118,23 @@ local RANGES = {}
 for r in string.gmatch(ARGV[11] or '', '[^,]+') do RANGES[#RANGES + 1] = r end
 -- The store's time (ARGV 10: given by decide.lua, which read it already).
 local now = tonumber(ARGV[10] or '') or store_time()
-local names = {B .. 'guard', B .. 'codes', B .. 'latest', B .. 'uc:' .. CTY, B .. 'vc:' .. CTY, B .. 'd:' .. CTY,
-               B .. 'prev', B .. 'guardx'}
-local kinds = {'string', 'hash', 'hash', 'zset', 'zset', 'hash', 'hash', 'string'}
-if A ~= '' then
-  for _, n in ipairs({'ua:', 'va:'}) do names[#names + 1] = B .. n .. A; kinds[#kinds + 1] = 'zset' end
-  for _, n in ipairs({'ac:', 'avc:'}) do names[#names + 1] = B .. n .. A; kinds[#kinds + 1] = 'hash' end
-end
-for _, r in ipairs(RANGES) do
-  for _, n in ipairs({'ur:', 'vr:'}) do names[#names + 1] = B .. n .. r; kinds[#kinds + 1] = 'zset' end
-  names[#names + 1] = B .. 'dr:' .. r; kinds[#kinds + 1] = 'hash'
-end
-if op == 'screen' then names, kinds = {}, {} end
-for i, key in ipairs(names) do
-  if not typed(key, kinds[i]) then return {'corrupt', key, 'is not a ' .. kinds[i]} end
+-- Every key the operation touches, type-checked first (not the screen's:
+-- its reads and first writes are its checks).
+if op ~= 'screen' then
+  local names = {B .. 'guard', B .. 'codes', B .. 'latest', B .. 'uc:' .. CTY, B .. 'vc:' .. CTY, B .. 'd:' .. CTY,
+                 B .. 'prev', B .. 'guardx'}
+  local kinds = {'string', 'hash', 'hash', 'zset', 'zset', 'hash', 'hash', 'string'}
+  if A ~= '' then
+    for _, n in ipairs({'ua:', 'va:'}) do names[#names + 1] = B .. n .. A; kinds[#kinds + 1] = 'zset' end
+    for _, n in ipairs({'ac:', 'avc:'}) do names[#names + 1] = B .. n .. A; kinds[#kinds + 1] = 'hash' end
+  end
+  for _, r in ipairs(RANGES) do
+    for _, n in ipairs({'ur:', 'vr:'}) do names[#names + 1] = B .. n .. r; kinds[#kinds + 1] = 'zset' end
+    names[#names + 1] = B .. 'dr:' .. r; kinds[#kinds + 1] = 'hash'
+  end
+  for i, key in ipairs(names) do
+    if not typed(key, kinds[i]) then return {'corrupt', key, 'is not a ' .. kinds[i]} end
+  end
 end
 -- A read that is its key's type check: a key of another type raises
 -- {corrupt = key, kind = want}, answered as corrupt (see `screen`).

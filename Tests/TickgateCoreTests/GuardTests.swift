@@ -166,20 +166,20 @@ import Testing
         ledger.sent("a", subject: alice, country: "CN", address: address, at: Self.at(t0), historyDays: 14)
         ledger.sent("b", subject: bob, country: "CN", address: address, at: Self.at(t0 + 30 * Self.minute),
                     historyDays: 14)
-        var counts = ledger.counts(country: "CN", address: address, historyDays: 14, unverifiedAfter: .zero, at: Self.at(t0 + 59 * Self.minute))
+        var counts = ledger.counts(subject: carol, country: "CN", address: address, historyDays: 14, unverifiedAfter: .zero, at: Self.at(t0 + 59 * Self.minute))
         #expect((counts.countryUnverifiedDay, counts.countryUnverifiedHour) == (2, 2))
         #expect((counts.addressUnverifiedDay, counts.addressUnverifiedHour) == (2, 2))
         #expect(counts.hasAddress && counts.addressCountriesDay == 1)
-        counts = ledger.counts(country: "CN", address: address, historyDays: 14, unverifiedAfter: .zero, at: Self.at(t0 + 61 * Self.minute))
+        counts = ledger.counts(subject: carol, country: "CN", address: address, historyDays: 14, unverifiedAfter: .zero, at: Self.at(t0 + 61 * Self.minute))
         #expect((counts.countryUnverifiedDay, counts.countryUnverifiedHour) == (2, 1))
         #expect((counts.addressUnverifiedDay, counts.addressUnverifiedHour) == (2, 1))
-        counts = ledger.counts(country: "CN", address: address, historyDays: 14, unverifiedAfter: .zero,
+        counts = ledger.counts(subject: carol, country: "CN", address: address, historyDays: 14, unverifiedAfter: .zero,
                                at: Self.at(t0 + Self.day + 10 * Self.minute))
         #expect((counts.countryUnverifiedDay, counts.countryUnverifiedHour) == (1, 0))
-        counts = ledger.counts(country: "CN", address: nil, historyDays: 14, unverifiedAfter: .zero, at: Self.at(t0 + 2 * Self.day))
+        counts = ledger.counts(subject: carol, country: "CN", address: nil, historyDays: 14, unverifiedAfter: .zero, at: Self.at(t0 + 2 * Self.day))
         #expect(counts == GuardCounts())
         // Another country and another address count apart.
-        counts = ledger.counts(country: "US", address: try! ClientAddress.parse("198.51.100.1"), historyDays: 14, unverifiedAfter: .zero,
+        counts = ledger.counts(subject: carol, country: "US", address: try! ClientAddress.parse("198.51.100.1"), historyDays: 14, unverifiedAfter: .zero,
                                at: Self.at(t0 + Self.minute))
         #expect(counts.countryUnverifiedDay == 0 && counts.addressUnverifiedDay == 0)
         #expect(counts.addressCountriesDay == 1)
@@ -191,7 +191,7 @@ import Testing
         ledger.sent("a", subject: alice, country: "CN", address: address, at: Self.at(t0), historyDays: 14)
         ledger.sent("b", subject: bob, country: "CN", address: address, at: Self.at(t0 + Self.minute), historyDays: 14)
         func unverified(at t: Int64) -> [Int] {
-            let c = ledger.counts(country: "CN", address: address, historyDays: 14, unverifiedAfter: after, at: Self.at(t))
+            let c = ledger.counts(subject: carol, country: "CN", address: address, historyDays: 14, unverifiedAfter: after, at: Self.at(t))
             return [c.countryUnverifiedDay, c.countryUnverifiedHour, c.addressUnverifiedDay, c.addressUnverifiedHour]
         }
         #expect(unverified(at: t0 + Self.minute) == [0, 0, 0, 0])
@@ -266,24 +266,24 @@ import Testing
         ledger.sent("a", subject: alice, country: "CN", address: address, at: Self.at(t0), historyDays: 14)
         ledger.sent("c", subject: carol, country: "US", address: address, at: Self.at(t0 + Self.second),
                     historyDays: 14)
-        var counts = ledger.counts(country: "CN", address: address, historyDays: 14, unverifiedAfter: .zero, at: Self.at(t0 + Self.minute))
+        var counts = ledger.counts(subject: carol, country: "CN", address: address, historyDays: 14, unverifiedAfter: .zero, at: Self.at(t0 + Self.minute))
         #expect(counts.countryUnverifiedDay == 1 && counts.addressUnverifiedDay == 2 && counts.addressCountriesDay == 2)
         ledger.returned("c")
-        counts = ledger.counts(country: "CN", address: address, historyDays: 14, unverifiedAfter: .zero, at: Self.at(t0 + Self.minute))
+        counts = ledger.counts(subject: carol, country: "CN", address: address, historyDays: 14, unverifiedAfter: .zero, at: Self.at(t0 + Self.minute))
         #expect(counts.countryUnverifiedDay == 1 && counts.addressUnverifiedDay == 1)
         // The code never went out: its country is not one the address asked for.
         #expect(counts.addressCountriesDay == 1)
-        #expect(ledger.counts(country: "US", address: nil, historyDays: 14, unverifiedAfter: .zero, at: Self.at(t0 + Self.minute))
+        #expect(ledger.counts(subject: carol, country: "US", address: nil, historyDays: 14, unverifiedAfter: .zero, at: Self.at(t0 + Self.minute))
             .countryUnverifiedDay == 0)
         #expect(ledger.codes["c"] == nil && ledger.latest[carol] == nil)
         // A verified code is not given back.
         ledger.verified(subject: alice, country: "CN", at: Self.at(t0 + 2 * Self.minute), historyDays: 14)
         ledger.returned("a")
-        counts = ledger.counts(country: "CN", address: address, historyDays: 14, unverifiedAfter: .zero, at: Self.at(t0 + 3 * Self.minute))
+        counts = ledger.counts(subject: carol, country: "CN", address: address, historyDays: 14, unverifiedAfter: .zero, at: Self.at(t0 + 3 * Self.minute))
         #expect(counts.countryVerifiedDay == 1 && counts.countryUnverifiedDay == 0)
         // Returning an unknown code changes nothing.
         ledger.returned("nope")
-        #expect(ledger.counts(country: "CN", address: address, historyDays: 14, unverifiedAfter: .zero, at: Self.at(t0 + 3 * Self.minute))
+        #expect(ledger.counts(subject: carol, country: "CN", address: address, historyDays: 14, unverifiedAfter: .zero, at: Self.at(t0 + 3 * Self.minute))
             == counts)
     }
 
@@ -295,28 +295,28 @@ import Testing
                     historyDays: 14)
         ledger.sent("c", subject: carol, country: "US", address: address, at: Self.at(t0 + Self.minute),
                     historyDays: 14)
-        var counts = ledger.counts(country: "CN", address: address, historyDays: 14, unverifiedAfter: .zero, at: Self.at(t0 + 2 * Self.minute))
+        var counts = ledger.counts(subject: carol, country: "CN", address: address, historyDays: 14, unverifiedAfter: .zero, at: Self.at(t0 + 2 * Self.minute))
         #expect((counts.countryUnverifiedDay, counts.addressUnverifiedDay, counts.addressCountriesDay) == (2, 3, 2))
         ledger.verified(subject: alice, country: "CN", at: Self.at(t0 + 2 * Self.minute), historyDays: 14)
-        counts = ledger.counts(country: "CN", address: address, historyDays: 14, unverifiedAfter: .zero, at: Self.at(t0 + 3 * Self.minute))
+        counts = ledger.counts(subject: carol, country: "CN", address: address, historyDays: 14, unverifiedAfter: .zero, at: Self.at(t0 + 3 * Self.minute))
         // The last code (a2) is verified; a1 stays unverified.
         #expect((counts.countryUnverifiedDay, counts.countryVerifiedDay, counts.countryVerifiedHour) == (1, 1, 1))
         #expect((counts.addressUnverifiedDay, counts.addressVerifiedDay) == (2, 1))
         // A verified country leaves the address's count (US is still asked).
         #expect(counts.addressCountriesDay == 1)
-        #expect(ledger.counts(country: "US", address: address, historyDays: 14, unverifiedAfter: .zero, at: Self.at(t0 + 3 * Self.minute))
+        #expect(ledger.counts(subject: carol, country: "US", address: address, historyDays: 14, unverifiedAfter: .zero, at: Self.at(t0 + 3 * Self.minute))
             .addressCountriesDay == 1)
         #expect(counts.countryVerifiedDailyMaximum == 1)
         // Verified again with no new code: nothing counts (a verification
         // with no code would raise the thresholds for nothing).
         ledger.verified(subject: alice, country: "CN", at: Self.at(t0 + 4 * Self.minute), historyDays: 14)
-        counts = ledger.counts(country: "CN", address: address, historyDays: 14, unverifiedAfter: .zero, at: Self.at(t0 + 5 * Self.minute))
+        counts = ledger.counts(subject: carol, country: "CN", address: address, historyDays: 14, unverifiedAfter: .zero, at: Self.at(t0 + 5 * Self.minute))
         #expect((counts.countryUnverifiedDay, counts.countryVerifiedDay) == (1, 1))
         // An hour later the verification leaves the hour, a day later the day.
-        counts = ledger.counts(country: "CN", address: address, historyDays: 14, unverifiedAfter: .zero,
+        counts = ledger.counts(subject: carol, country: "CN", address: address, historyDays: 14, unverifiedAfter: .zero,
                                at: Self.at(t0 + 2 * Self.hour))
         #expect((counts.countryVerifiedDay, counts.countryVerifiedHour) == (1, 0))
-        counts = ledger.counts(country: "CN", address: address, historyDays: 14, unverifiedAfter: .zero,
+        counts = ledger.counts(subject: carol, country: "CN", address: address, historyDays: 14, unverifiedAfter: .zero,
                                at: Self.at(t0 + Self.day + 10 * Self.minute))
         #expect((counts.countryVerifiedDay, counts.countryUnverifiedDay) == (0, 0))
         // ... but the day's verification stays in the history.
@@ -332,7 +332,7 @@ import Testing
         ledger.returned("a2")
         #expect(ledger.latest[alice] == "a1")
         ledger.verified(subject: alice, country: "CN", at: Self.at(t0 + 2 * Self.minute), historyDays: 14)
-        let counts = ledger.counts(country: "CN", address: address, historyDays: 14, unverifiedAfter: .zero, at: Self.at(t0 + 3 * Self.minute))
+        let counts = ledger.counts(subject: carol, country: "CN", address: address, historyDays: 14, unverifiedAfter: .zero, at: Self.at(t0 + 3 * Self.minute))
         #expect((counts.countryUnverifiedDay, counts.addressUnverifiedDay, counts.countryVerifiedDay) == (0, 0, 1))
         // After a verified code, a returned one leaves none to verify.
         ledger.sent("a3", subject: alice, country: "CN", address: address, at: Self.at(t0 + 4 * Self.minute),
@@ -355,17 +355,17 @@ import Testing
             }
         }
         let day110 = start + 10 * Self.day + Self.hour
-        #expect(ledger.counts(country: "CN", address: nil, historyDays: 14, unverifiedAfter: .zero, at: Self.at(day110))
+        #expect(ledger.counts(subject: carol, country: "CN", address: nil, historyDays: 14, unverifiedAfter: .zero, at: Self.at(day110))
             .countryVerifiedDailyMaximum == 5)
         // 10 days of history (days 101 ... 110) leave day 100 out.
-        #expect(ledger.counts(country: "CN", address: nil, historyDays: 10, unverifiedAfter: .zero, at: Self.at(day110))
+        #expect(ledger.counts(subject: carol, country: "CN", address: nil, historyDays: 10, unverifiedAfter: .zero, at: Self.at(day110))
             .countryVerifiedDailyMaximum == 2)
-        #expect(ledger.counts(country: "CN", address: nil, historyDays: 1, unverifiedAfter: .zero, at: Self.at(day110))
+        #expect(ledger.counts(subject: carol, country: "CN", address: nil, historyDays: 1, unverifiedAfter: .zero, at: Self.at(day110))
             .countryVerifiedDailyMaximum == 1)
         // 14 days after day 100, it leaves the 14-day history too.
-        #expect(ledger.counts(country: "CN", address: nil, historyDays: 14, unverifiedAfter: .zero, at: Self.at(start + 14 * Self.day))
+        #expect(ledger.counts(subject: carol, country: "CN", address: nil, historyDays: 14, unverifiedAfter: .zero, at: Self.at(start + 14 * Self.day))
             .countryVerifiedDailyMaximum == 2)
-        #expect(ledger.counts(country: "US", address: nil, historyDays: 14, unverifiedAfter: .zero, at: Self.at(day110))
+        #expect(ledger.counts(subject: carol, country: "US", address: nil, historyDays: 14, unverifiedAfter: .zero, at: Self.at(day110))
             .countryVerifiedDailyMaximum == 0)
     }
 
@@ -383,7 +383,7 @@ import Testing
                     historyDays: 14)
         #expect(ledger.codes.count == 1 && ledger.latest.count == 1)
         #expect(ledger.codes["new"] != nil && ledger.latest[alice] == "new")
-        let counts = ledger.counts(country: "CN", address: address, historyDays: 14, unverifiedAfter: .zero,
+        let counts = ledger.counts(subject: carol, country: "CN", address: address, historyDays: 14, unverifiedAfter: .zero,
                                    at: Self.at(t0 + 2 * Self.day + Self.second))
         #expect((counts.countryUnverifiedDay, counts.addressUnverifiedDay, counts.addressCountriesDay) == (1, 1, 1))
         // A code pruned is no code to verify.
@@ -441,7 +441,7 @@ import Testing
         }
         // +4475, 10 of +4475xx (+447500 ... +447509), 1000 of +4475xxxx.
         #expect(ledger.ranges.count == 1 + 10 + 1000)
-        let counts = ledger.counts(country: "GB", ranges: ["+4475", "+447500", "+44750000"], address: nil,
+        let counts = ledger.counts(subject: carol, country: "GB", ranges: ["+4475", "+447500", "+44750000"], address: nil,
                                    historyDays: 14, unverifiedAfter: .zero, at: Self.at(t0 + 1000 * Self.second))
         #expect(counts.ranges.map(\.unverifiedDay) == [500, 50, 0])
         #expect(counts.ranges.map(\.verifiedDay) == [500, 50, 1])
@@ -458,6 +458,38 @@ import Testing
         #expect(ledger.ranges.count == 3 && ledger.rangeDays.isEmpty)
     }
 
+    @Test func aRangesCountsLeaveOutTheSubjectsOwnCodes() throws {
+        var ledger = ConversionLedger()
+        let t0 = 5 * Self.day
+        let user = try KeyName("+447520001001"), other = try KeyName("+447520001002")
+        let ranges = GuardRules.ranges(ofSubject: user)
+        func rangeCounts(_ subject: KeyName, at t: Int64) -> [[Int]] {
+            ledger.counts(subject: subject, country: "GB", ranges: ranges, address: nil, historyDays: 14,
+                          unverifiedAfter: .zero, at: Self.at(t)).ranges.map { [$0.unverifiedDay, $0.unverifiedHour] }
+        }
+        for index in 0..<3 {
+            ledger.sent("u\(index)", subject: user, country: "GB", ranges: ranges, address: nil,
+                        at: Self.at(t0 + Int64(index) * Self.minute), historyDays: 14)
+        }
+        ledger.sent("o", subject: other, country: "GB", ranges: ranges, address: nil,
+                    at: Self.at(t0 + 3 * Self.minute), historyDays: 14)
+        #expect(rangeCounts(user, at: t0 + 4 * Self.minute) == Array(repeating: [1, 1], count: 3))
+        #expect(rangeCounts(other, at: t0 + 4 * Self.minute) == Array(repeating: [3, 3], count: 3))
+        // The country counts every code.
+        #expect(ledger.counts(subject: user, country: "GB", ranges: ranges, address: nil, historyDays: 14,
+                              unverifiedAfter: .zero, at: Self.at(t0 + 4 * Self.minute)).countryUnverifiedDay == 4)
+        // A verification marks the user's last code; a code given back
+        // counts nowhere; past the hour the user's own still leave the day.
+        ledger.verified(subject: user, country: "GB", at: Self.at(t0 + 5 * Self.minute), historyDays: 14)
+        ledger.returned("o")
+        #expect(rangeCounts(other, at: t0 + 6 * Self.minute) == Array(repeating: [2, 2], count: 3))
+        #expect(rangeCounts(user, at: t0 + 6 * Self.minute) == Array(repeating: [0, 0], count: 3))
+        ledger.sent("o2", subject: other, country: "GB", ranges: ranges, address: nil,
+                    at: Self.at(t0 + 90 * Self.minute), historyDays: 14)
+        #expect(rangeCounts(user, at: t0 + 91 * Self.minute) == Array(repeating: [1, 1], count: 3))
+        #expect(rangeCounts(other, at: t0 + 91 * Self.minute) == Array(repeating: [2, 0], count: 3))
+    }
+
     @Test func theLedgerWorksOnAClockThatStartsBelowZero() {
         // A manual clock may start anywhere; the day numbers round down.
         #expect(ConversionLedger.dayNumber(Self.at(-1)) == -1)
@@ -467,7 +499,7 @@ import Testing
         var ledger = ConversionLedger()
         ledger.sent("a", subject: alice, country: "CN", address: nil, at: Self.at(-Self.hour), historyDays: 14)
         ledger.verified(subject: alice, country: "CN", at: Self.at(-Self.minute), historyDays: 14)
-        let counts = ledger.counts(country: "CN", address: nil, historyDays: 14, unverifiedAfter: .zero, at: Self.at(Self.minute))
+        let counts = ledger.counts(subject: carol, country: "CN", address: nil, historyDays: 14, unverifiedAfter: .zero, at: Self.at(Self.minute))
         #expect((counts.countryVerifiedDay, counts.countryUnverifiedDay, counts.countryVerifiedDailyMaximum) == (1, 0, 1))
     }
 }

@@ -858,6 +858,54 @@ def test_a_new_range_is_trusted_least(store: Store) -> None:
     assert "range +44752000: 8 of 40 a day, 8 of 8 an hour" in str(refused.value)
 
 
+def test_a_number_is_not_judged_by_its_own_codes(store: Store) -> None:
+    """A user whose code never came asks again: a range's counts for a
+    send leave out the number's own unverified codes (alone in a new range,
+    the user was refused or challenged for asking again). Other numbers of
+    the range still count them, and a verification marks only the number's
+    last code, as before."""
+    engine = store.open()
+    records = Records(engine)
+    engine.set_policy("login", tickgate.Policy(cooldowns_ms=(1,)))
+    # The defaults of a new range (1 unverified code an hour) for a known
+    # one too, so that the verification below leaves the minimums alone.
+    engine.set_guard("login", GuardMode.ENFORCE, range_signals=1, range_daily_minimum=5, range_hourly_minimum=1,
+                     country_hourly_divisor=1000000, **QUIET)
+    number = "+447520001001"
+
+    def later() -> None:
+        if store.kind == "memory":
+            engine.advance(ms=5)
+        else:
+            time.sleep(0.01)
+
+    grant(engine, number)
+    for _ in range(2):
+        later()
+        grant(engine, number)
+        assert records.last().warnings == PumpingWarning(0), records.last()
+    # Its three codes count for another number of the range.
+    with pytest.raises(tickgate.PumpingSuspected) as refused:
+        engine.send_begin("login", "+447520001002")
+    assert "range +44752000: 3 of 5 a day, 3 of 1 an hour" in str(refused.value)
+    # A verification marks the last code: the two before it still count
+    # for others, not for the number.
+    engine.verified("login", number)
+    with pytest.raises(tickgate.PumpingSuspected) as refused:
+        engine.send_begin("login", "+447520001003")
+    assert re.search(r"range \+44752000: 2 of \d+ a day, 2 of \d+ an hour", str(refused.value)), str(refused.value)
+    later()
+    grant(engine, number)
+    assert records.last().warnings == PumpingWarning(0), records.last()
+    # A code given back leaves the number's own too: the next one is judged
+    # as before it.
+    later()
+    engine.send_begin("login", number).failed()
+    later()
+    grant(engine, number)
+    assert records.last().warnings == PumpingWarning(0), records.last()
+
+
 def test_ranges_are_off_unless_set(store: Store) -> None:
     engine = store.open()
     records = Records(engine)

@@ -50,14 +50,10 @@ MISSED = {
     # the attack's codes granted after a passed challenge (the bots pass
     # 2 %: 14 of them that day) fill it.
     ("1k-spike-attack", "challenged"): "125 of 1991 challenged (6.3 %, ' draw 5'), by country/hour",
-    # At ~20 a day one user is 5 to 10 %. The users' own numbers are alone
-    # in their ranges (new ranges: one unverified code an hour), so a user
-    # who asks again once the first code counts is challenged; and at the
-    # spike the attack's first codes and one user's fill the country's 3
-    # an hour.
-    ("20-quiet-attack", "challenged"): "1 of 14 challenged (7.1 %, ' draw 1' and ' draw 7'), by a user's new range",
-    ("20-spike-attack", "challenged"): "6 of 39 challenged (15.4 %, ' draw 2'), 5 by country/hour",
-    ("20-rotating", "challenged"): "3 of 21 challenged (14.3 %, ' draw 7'), by the users' new ranges",
+    # At ~20 a day one user is 5 to 10 %: at the spike the attack's first
+    # code of the hour (a new range lets one through) and one user's
+    # unverified code fill the country's 3 an hour.
+    ("20-spike-attack", "challenged"): "5 of 39 challenged (12.8 %, ' draw 2'), all 5 by country/hour",
 }
 
 

@@ -68,6 +68,9 @@ struct ConversionLedger {
     private(set) var codes: [String: Code] = [:]
     /// A key's last code (the one `verified` marks).
     private(set) var latest: [KeyName: String] = [:]
+    /// A key's codes counted in its ranges: what a range's counts for the
+    /// key's own sends leave out (`GuardRules.ranges(ofSubject:)`).
+    private var rangedCodes: [KeyName: [String]] = [:]
     private var countries: [String: Series] = [:]
     private var addresses: [ClientAddress: Series] = [:]
     /// Per number range (`GuardRules.ranges`), as per country.
@@ -88,11 +91,12 @@ struct ConversionLedger {
         return nanoseconds >= 0 ? nanoseconds / day : -((-(nanoseconds &+ 1)) / day) - 1
     }
 
-    /// The counts for a send to `country` (and its `ranges`) from
-    /// `address` at `now`, codes counted unverified from `unverifiedAfter`
-    /// past their send.
-    func counts(country: String, ranges names: [String] = [], address: ClientAddress?, historyDays: Int,
-                unverifiedAfter: Span, at now: Instant) -> GuardCounts {
+    /// The counts for a send to `subject` in `country` (and its `ranges`)
+    /// from `address` at `now`, codes counted unverified from
+    /// `unverifiedAfter` past their send; a range's leave out the
+    /// subject's own codes.
+    func counts(subject: KeyName, country: String, ranges names: [String] = [], address: ClientAddress?,
+                historyDays: Int, unverifiedAfter: Span, at now: Instant) -> GuardCounts {
         var counts = GuardCounts()
         let w = GuardRules.windows(at: now, unverifiedAfter: unverifiedAfter)
         let (dayAgo, hourAgo, due) = (w.verifiedSinceDay, w.verifiedSinceHour, w.unverifiedUntil)
@@ -108,11 +112,16 @@ struct ConversionLedger {
             counts.countryVerifiedDailyMaximum = GuardRules.verifiedDailyMaximum(history, today: today,
                                                                                  historyDays: historyDays)
         }
+        // The subject's own codes that a range counts unverified now.
+        let own = names.isEmpty ? [] : (rangedCodes[subject] ?? []).compactMap { codes[$0] }
+            .filter { !$0.verified && $0.sentAt > sentDayAgo && $0.sentAt <= due }
         for name in names {
             var range = RangeCounts(range: name)
             if let series = ranges[name] {
-                range.unverifiedDay = series.unverified(since: sentDayAgo, until: due)
-                range.unverifiedHour = series.unverified(since: sentHourAgo, until: due)
+                let ownDay = own.filter { $0.ranges.contains(name) }
+                let ownHour = ownDay.filter { $0.sentAt > sentHourAgo }
+                range.unverifiedDay = max(0, series.unverified(since: sentDayAgo, until: due) - ownDay.count)
+                range.unverifiedHour = max(0, series.unverified(since: sentHourAgo, until: due) - ownHour.count)
                 range.verifiedDay = series.verified(since: dayAgo)
                 range.verifiedHour = series.verified(since: hourAgo)
             }
@@ -148,6 +157,7 @@ struct ConversionLedger {
         codes[id] = Code(subject: subject, country: country, address: address, ranges: names, sentAt: now,
                          verified: false)
         latest[subject] = id
+        if !names.isEmpty { rangedCodes[subject, default: []].append(id) }
         countries[country, default: Series()].sent.append(now)
         for name in names { ranges[name, default: Series()].sent.append(now) }
         if let address {
@@ -161,6 +171,10 @@ struct ConversionLedger {
     /// nowhere.
     mutating func returned(_ id: String) {
         guard let code = codes.removeValue(forKey: id), !code.verified else { return }
+        if let held = rangedCodes[code.subject] {
+            let kept = held.filter { $0 != id }
+            rangedCodes[code.subject] = kept.isEmpty ? nil : kept
+        }
         func remove(_ instant: Instant, _ list: inout [Instant]) {
             if let index = list.lastIndex(of: instant) { list.remove(at: index) }
         }
@@ -226,6 +240,10 @@ struct ConversionLedger {
         let sentDayAgo = dayAgo.advanced(by: Span(nanoseconds: -GuardThresholds.longestUnverifiedAfter.nanoseconds))
         codes = codes.filter { $0.value.sentAt > sentDayAgo }
         latest = latest.filter { codes[$0.value] != nil }
+        rangedCodes = rangedCodes.compactMapValues { ids in
+            let kept = ids.filter { codes[$0] != nil }
+            return kept.isEmpty ? nil : kept
+        }
         for key in Array(countries.keys) {
             countries[key]?.prune(sentBefore: sentDayAgo, before: dayAgo)
             if countries[key]?.isEmpty == true { countries.removeValue(forKey: key) }

@@ -391,7 +391,7 @@ extension Engine {
             let held = state.guards.ledgers[code.scope] != nil
             var ledger = state.guards.ledgers.removeValue(forKey: code.scope) ?? ConversionLedger()
             let ranges = rules.ranges(ofSubject: code.subject)
-            let counts = ledger.counts(country: code.country, ranges: ranges, address: code.address,
+            let counts = ledger.counts(subject: code.subject, country: code.country, ranges: ranges, address: code.address,
                                        historyDays: historyDays, unverifiedAfter: rules.thresholds.unverifiedAfter,
                                        at: now)
             var judgment = GuardRules.judge(counts, by: rules.thresholds)

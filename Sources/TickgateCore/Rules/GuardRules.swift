@@ -52,6 +52,15 @@ enum GuardRules {
     }
 
     /// The ranges of a guarded key's subject (none if it is no number).
+    ///
+    /// A range's unverified counts for a send leave out the codes of the
+    /// send's own subject: a number is judged by the other numbers of its
+    /// ranges, and its own resends are its key's policy's to limit (a user
+    /// whose first code never came, alone in a new range, would otherwise be
+    /// challenged for asking again). Each store's count does so:
+    /// `ConversionLedger.counts`, `SQLiteFile.guardCounts`, and guard.lua's
+    /// screen (`B us:SUBJECT`). The country's and the address's counts keep
+    /// every code.
     static func ranges(ofSubject subject: KeyName) -> [String] {
         (try? PhoneNumber.parse(subject.value)).map { ranges(of: $0) } ?? []
     }

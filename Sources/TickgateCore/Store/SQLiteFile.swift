@@ -769,11 +769,12 @@ final class SQLiteFile {
         return result
     }
 
-    /// The signals' counts of a send to `country` from `address` at wall
-    /// time `now` (ns), codes counted unverified from `unverifiedAfter`
-    /// past their send.
-    func guardCounts(scope: KeyName, country: String, ranges: [String] = [], address: String?, unverifiedAfter: Span,
-                     now: Int64) throws(TickgateError) -> (counts: GuardCounts, days: [Int64: Int], rangeDays: [[Int64: Int]]) {
+    /// The signals' counts of a send to `subject` in `country` from
+    /// `address` at wall time `now` (ns), codes counted unverified from
+    /// `unverifiedAfter` past their send. A range's counts leave out the
+    /// subject's own codes (`GuardRules.ranges(ofSubject:)`).
+    func guardCounts(scope: KeyName, subject: KeyName, country: String, ranges: [String] = [], address: String?,
+                     unverifiedAfter: Span, now: Int64) throws(TickgateError) -> (counts: GuardCounts, days: [Int64: Int], rangeDays: [[Int64: Int]]) {
         let day: Int64 = 86_400_000_000_000
         let s = Value.text(scope.value), c = Value.text(country)
         let w = GuardRules.windows(at: Instant(nanoseconds: now), unverifiedAfter: unverifiedAfter)
@@ -794,16 +795,18 @@ final class SQLiteFile {
                   table: "guard_verifications") { (row) throws(TickgateError) in
             days[try row.integer(0, "day", Int64.min...Int64.max)] = Int(try row.integer(1, "count", 0...Int64.max))
         }
-        // A range's codes are its country's whose subject starts with it.
+        // A range's codes are its country's whose subject starts with it,
+        // but for the subject's own.
         var rangeDays: [[Int64: Int]] = []
         var rangeTables = false
         if !ranges.isEmpty { rangeTables = try extensionTablesExist() }
         for name in ranges {
             var range = RangeCounts(range: name)
             let r = Value.text(name), length = Value.int(Int64(name.utf8.count))
-            let byRange = "SELECT COUNT(*) FROM guard_codes WHERE scope = ? AND country = ? AND sent_ns > ? AND sent_ns <= ? AND verified_ns IS NULL AND substr(subject, 1, ?) = ?"
-            range.unverifiedDay = try count(byRange, [s, c, .int(sentDayAgo), .int(due), length, r])
-            range.unverifiedHour = try count(byRange, [s, c, .int(sentHourAgo), .int(due), length, r])
+            let byRange = "SELECT COUNT(*) FROM guard_codes WHERE scope = ? AND country = ? AND sent_ns > ? AND sent_ns <= ? AND verified_ns IS NULL AND substr(subject, 1, ?) = ? AND subject <> ?"
+            let own = Value.text(subject.value)
+            range.unverifiedDay = try count(byRange, [s, c, .int(sentDayAgo), .int(due), length, r, own])
+            range.unverifiedHour = try count(byRange, [s, c, .int(sentHourAgo), .int(due), length, r, own])
             var history: [Int64: Int] = [:]
             if rangeTables {
                 let verifiedInRange = "SELECT COUNT(*) FROM guard_range_verifications WHERE scope = ? AND range = ? AND at_ns > ?"

@@ -340,7 +340,7 @@ final class SQLiteStore: Store {
             guard stored?.storedText == rules.storedText else { return .stale(stored) }
             guard judge else { return .same }
             let ranges = rules.ranges(ofSubject: subject)
-            let (counts, days, rangeDays) = try file.guardCounts(scope: scope, country: country, ranges: ranges,
+            let (counts, days, rangeDays) = try file.guardCounts(scope: scope, subject: subject, country: country, ranges: ranges,
                                                                  address: address?.description,
                                                                  unverifiedAfter: rules.thresholds.unverifiedAfter, now: now)
             var reading = GuardReading(counts: counts, days: days, today: now / 86_400_000_000_000)

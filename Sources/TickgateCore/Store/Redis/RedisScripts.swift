@@ -339,6 +339,9 @@ enum RedisScripts {
     --                sent (as uc:, for a guard with range signals)
     --   B vr:R       sorted set: R's verifications, by when
     --   B dr:R       hash: UTC day number -> codes of R verified that day
+    --   B us:S       sorted set: subject S's unverified codes counted in its
+    --                ranges, by when sent: what the ranges' counts for S's
+    --                own sends leave out (GuardRules.ranges(ofSubject:))
     --   B ch:S|A     string: a challenge passed for subject S from address A
     --                ('' = none), waiting for its send (its expiry: the
     --                guard's challenge_pass_seconds)
@@ -451,6 +454,7 @@ enum RedisScripts {
         for _, n in ipairs({'ur:', 'vr:'}) do names[#names + 1] = B .. n .. r; kinds[#kinds + 1] = 'zset' end
         names[#names + 1] = B .. 'dr:' .. r; kinds[#kinds + 1] = 'hash'
       end
+      if #RANGES > 0 then names[#names + 1] = B .. 'us:' .. (ARGV[7] or ''); kinds[#kinds + 1] = 'zset' end
       for i, key in ipairs(names) do
         if not typed(key, kinds[i]) then return {'corrupt', key, 'is not a ' .. kinds[i]} end
       end
@@ -552,6 +556,10 @@ enum RedisScripts {
         redis.call('ZADD', B .. 'ur:' .. r, fmt(now), id); trim(B .. 'ur:' .. r, DAY + LATE)
         keep(B .. 'ur:' .. r, DAY + LATE)
       end
+      if #RANGES > 0 then
+        redis.call('ZADD', B .. 'us:' .. subject, fmt(now), id); trim(B .. 'us:' .. subject, DAY + LATE)
+        keep(B .. 'us:' .. subject, DAY + LATE)
+      end
       if A ~= '' then
         redis.call('ZADD', B .. 'ua:' .. A, fmt(now), id); trim(B .. 'ua:' .. A, DAY + LATE)
         keep(B .. 'ua:' .. A, DAY + LATE)
@@ -610,10 +618,19 @@ enum RedisScripts {
                  has_address = A ~= '', address_unverified_day = reply[8], address_unverified_hour = reply[9],
                  address_verified_day = reply[10], address_countries_day = reply[11], ranges = {}}
       local per_range = {}
+      -- The subject's own codes that its ranges count now: left out.
+      local own_day, own_hour = 0, 0
+      if #RANGES > 0 then
+        local own = rd('zset', 'ZRANGEBYSCORE', B .. 'us:' .. subject, '(' .. fmt(w.unverified_day), fmt(w.due), 'WITHSCORES')
+        for i = 2, #own, 2 do
+          own_day = own_day + 1
+          if tonumber(own[i]) > w.unverified_hour then own_hour = own_hour + 1 end
+        end
+      end
       for _, r in ipairs(RANGES) do
         local history = days_of(rd('hash', 'HGETALL', B .. 'dr:' .. r), B .. 'dr:' .. r)
-        local rc = {range = r, unverified_day = unverified(B .. 'ur:' .. r, w.unverified_day, w.due),
-                    unverified_hour = unverified(B .. 'ur:' .. r, w.unverified_hour, w.due),
+        local rc = {range = r, unverified_day = math.max(0, unverified(B .. 'ur:' .. r, w.unverified_day, w.due) - own_day),
+                    unverified_hour = math.max(0, unverified(B .. 'ur:' .. r, w.unverified_hour, w.due) - own_hour),
                     verified_day = count(B .. 'vr:' .. r, w.verified_day), verified_hour = count(B .. 'vr:' .. r, w.verified_hour),
                     verified_daily_maximum = R.verified_daily_maximum(history, today, t.history_days)}
         c.ranges[#c.ranges + 1] = rc
@@ -657,6 +674,7 @@ enum RedisScripts {
     if op == 'returned' then
       redis.call('ZREM', B .. 'uc:' .. CTY, id)
       for _, r in ipairs(RANGES) do redis.call('ZREM', B .. 'ur:' .. r, id) end
+      if #RANGES > 0 then redis.call('ZREM', B .. 'us:' .. subject, id) end
       if A ~= '' then
         redis.call('ZREM', B .. 'ua:' .. A, id)
         -- C stays a country A asked for only by another of A's codes to C
@@ -707,6 +725,7 @@ enum RedisScripts {
       if code then
         if country then redis.call('ZREM', B .. 'uc:' .. country, code) end
         for _, r in ipairs(RANGES) do redis.call('ZREM', B .. 'ur:' .. r, code) end
+        if #RANGES > 0 then redis.call('ZREM', B .. 'us:' .. subject, code) end
         if address ~= '' then redis.call('ZREM', B .. 'ua:' .. address, code) end
         redis.call('HDEL', B .. 'codes', code)
         redis.call('HDEL', B .. 'latest', subject)
@@ -3293,6 +3312,9 @@ enum RedisScripts {
     --                sent (as uc:, for a guard with range signals)
     --   B vr:R       sorted set: R's verifications, by when
     --   B dr:R       hash: UTC day number -> codes of R verified that day
+    --   B us:S       sorted set: subject S's unverified codes counted in its
+    --                ranges, by when sent: what the ranges' counts for S's
+    --                own sends leave out (GuardRules.ranges(ofSubject:))
     --   B ch:S|A     string: a challenge passed for subject S from address A
     --                ('' = none), waiting for its send (its expiry: the
     --                guard's challenge_pass_seconds)
@@ -3405,6 +3427,7 @@ enum RedisScripts {
         for _, n in ipairs({'ur:', 'vr:'}) do names[#names + 1] = B .. n .. r; kinds[#kinds + 1] = 'zset' end
         names[#names + 1] = B .. 'dr:' .. r; kinds[#kinds + 1] = 'hash'
       end
+      if #RANGES > 0 then names[#names + 1] = B .. 'us:' .. (ARGV[7] or ''); kinds[#kinds + 1] = 'zset' end
       for i, key in ipairs(names) do
         if not typed(key, kinds[i]) then return {'corrupt', key, 'is not a ' .. kinds[i]} end
       end
@@ -3506,6 +3529,10 @@ enum RedisScripts {
         redis.call('ZADD', B .. 'ur:' .. r, fmt(now), id); trim(B .. 'ur:' .. r, DAY + LATE)
         keep(B .. 'ur:' .. r, DAY + LATE)
       end
+      if #RANGES > 0 then
+        redis.call('ZADD', B .. 'us:' .. subject, fmt(now), id); trim(B .. 'us:' .. subject, DAY + LATE)
+        keep(B .. 'us:' .. subject, DAY + LATE)
+      end
       if A ~= '' then
         redis.call('ZADD', B .. 'ua:' .. A, fmt(now), id); trim(B .. 'ua:' .. A, DAY + LATE)
         keep(B .. 'ua:' .. A, DAY + LATE)
@@ -3564,10 +3591,19 @@ enum RedisScripts {
                  has_address = A ~= '', address_unverified_day = reply[8], address_unverified_hour = reply[9],
                  address_verified_day = reply[10], address_countries_day = reply[11], ranges = {}}
       local per_range = {}
+      -- The subject's own codes that its ranges count now: left out.
+      local own_day, own_hour = 0, 0
+      if #RANGES > 0 then
+        local own = rd('zset', 'ZRANGEBYSCORE', B .. 'us:' .. subject, '(' .. fmt(w.unverified_day), fmt(w.due), 'WITHSCORES')
+        for i = 2, #own, 2 do
+          own_day = own_day + 1
+          if tonumber(own[i]) > w.unverified_hour then own_hour = own_hour + 1 end
+        end
+      end
       for _, r in ipairs(RANGES) do
         local history = days_of(rd('hash', 'HGETALL', B .. 'dr:' .. r), B .. 'dr:' .. r)
-        local rc = {range = r, unverified_day = unverified(B .. 'ur:' .. r, w.unverified_day, w.due),
-                    unverified_hour = unverified(B .. 'ur:' .. r, w.unverified_hour, w.due),
+        local rc = {range = r, unverified_day = math.max(0, unverified(B .. 'ur:' .. r, w.unverified_day, w.due) - own_day),
+                    unverified_hour = math.max(0, unverified(B .. 'ur:' .. r, w.unverified_hour, w.due) - own_hour),
                     verified_day = count(B .. 'vr:' .. r, w.verified_day), verified_hour = count(B .. 'vr:' .. r, w.verified_hour),
                     verified_daily_maximum = R.verified_daily_maximum(history, today, t.history_days)}
         c.ranges[#c.ranges + 1] = rc
@@ -3611,6 +3647,7 @@ enum RedisScripts {
     if op == 'returned' then
       redis.call('ZREM', B .. 'uc:' .. CTY, id)
       for _, r in ipairs(RANGES) do redis.call('ZREM', B .. 'ur:' .. r, id) end
+      if #RANGES > 0 then redis.call('ZREM', B .. 'us:' .. subject, id) end
       if A ~= '' then
         redis.call('ZREM', B .. 'ua:' .. A, id)
         -- C stays a country A asked for only by another of A's codes to C
@@ -3661,6 +3698,7 @@ enum RedisScripts {
       if code then
         if country then redis.call('ZREM', B .. 'uc:' .. country, code) end
         for _, r in ipairs(RANGES) do redis.call('ZREM', B .. 'ur:' .. r, code) end
+        if #RANGES > 0 then redis.call('ZREM', B .. 'us:' .. subject, code) end
         if address ~= '' then redis.call('ZREM', B .. 'ua:' .. address, code) end
         redis.call('HDEL', B .. 'codes', code)
         redis.call('HDEL', B .. 'latest', subject)

@@ -7,9 +7,10 @@ keeps its default address (127.0.0.1), and which trusts the proxy 127.0.0.1;
 then, with the standard library's HTTP client:
 
   1. the public listener answers 404 for /metrics, /api/stats and
-     /api/records, and its page with ?debug=1 has no operator's panel, no
-     activity panel and no server name; the admin listener serves all three
-     (Prometheus text, JSON) and the page with the panels;
+     /api/records and for its page asked with ?debug (the operator's view),
+     and its page has no operator's panel, no activity panel and no server
+     name; the admin listener serves all three (Prometheus text, JSON) and
+     the page with the panels;
   2. the admin listener is on 127.0.0.1 only: at 127.0.0.2 the public port
      answers and the admin port refuses the connection;
   3. every response of both listeners (the pages, ?debug=1, the script, the
@@ -125,10 +126,12 @@ def check_listeners(cluster: Cluster) -> None:
     public, admin = cluster.ports[0], cluster.admin_ports[0]
     refused = {path: request(public, path).status for path in OPERATOR_PATHS}
     assert set(refused.values()) == {404}, f"the public port answered {refused}"
-    page = request(public, "/?debug=1")
+    debug = {query: request(public, "/" + query).status for query in ("?debug=1", "?debug", "?lang=en&debug=0")}
+    assert set(debug.values()) == {404}, f"the public port answered {debug}"
+    page = request(public, "/")
     assert page.status == 200, page.status
     for marker in ('id="operator"', 'id="refusals"', 'id="records"', 'id="activity"', 'id="server"', "server A"):
-        assert marker not in page.text, f"the public page with ?debug=1 has {marker}"
+        assert marker not in page.text, f"the public page has {marker}"
     served = {path: request(admin, path) for path in OPERATOR_PATHS}
     assert {path: a.status for path, a in served.items()} == dict.fromkeys(OPERATOR_PATHS, 200), served
     assert served["/metrics"].headers["Content-Type"].startswith("text/plain")
@@ -138,8 +141,9 @@ def check_listeners(cluster: Cluster) -> None:
     panel = request(admin, "/").text
     for marker in ('id="operator"', 'id="refusals"', 'id="records"', 'id="activity"', "server A"):
         assert marker in panel, f"the admin page lacks {marker}"
-    check(1, f"the public port answered {sorted(set(refused.values()))} for {', '.join(OPERATOR_PATHS)} and its "
-             "?debug=1 page has no panel; the admin port served them (Prometheus text, JSON) and the panels")
+    check(1, f"the public port answered {sorted(set(refused.values()))} for {', '.join(OPERATOR_PATHS)} and "
+             f"{sorted(set(debug.values()))} for its page with ?debug; its page has no panel; the admin port served "
+             "them (Prometheus text, JSON) and the panels")
 
 
 def check_admin_address(cluster: Cluster) -> None:
@@ -161,7 +165,7 @@ def check_headers(cluster: Cluster) -> None:
     sid = first.cookie().split(";")[0]
     answers = {
         "public /": first,
-        "public /?debug=1": request(public, "/?debug=1"),
+        "public /?debug=1 (404)": request(public, "/?debug=1"),
         "public /static/app.js": request(public, "/static/app.js"),
         "public /static/style.css": request(public, "/static/style.css"),
         "public /static/icon.svg": request(public, "/static/icon.svg"),

@@ -112,8 +112,13 @@ def main() -> int:
 
         opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(CookieJar()))
         for (name, url), (_, admin), port in zip(urls, admins, ports):
-            page = opener.open(url + "?debug=1", timeout=10).read().decode()
+            page = opener.open(url, timeout=10).read().decode()
             assert f"server {name}" not in page and 'id="operator"' not in page, page[:500]
+            try:   # the operator's view: the admin listener's only
+                opener.open(url + "?debug=1", timeout=10)
+                raise AssertionError(f"{url}?debug=1 answered, not 404")
+            except urllib.error.HTTPError as debug:
+                assert debug.code == 404, debug
             panel = opener.open(admin, timeout=10).read().decode()  # the name: the admin page only
             assert f"server {name} (port {port})" in panel and 'id="operator"' in panel, panel[:500]
             metrics = opener.open(admin + "metrics", timeout=10).read().decode()

@@ -16,8 +16,8 @@ Two listeners, as Envoy's admin interface and Prometheus exporters keep
 theirs apart:
   the public one   --host (127.0.0.1) and --port (8081): the page and what
                    it calls, for anyone. It answers 404 for the operator's
-                   paths below, and its page never shows an operator's panel
-                   (?debug=1 changes nothing there).
+                   paths below and for the page asked with ?debug (the
+                   operator's view), and its page never shows a panel.
   the admin one    --admin-host (127.0.0.1 whatever --host is) and
                    --admin-port (--port + 1000, so 9081): the same page with
                    the operator's panels (what was refused and why, the
@@ -269,7 +269,7 @@ def phone_of(body: dict[str, str]) -> Optional[str]:
 def render(request: web.Request) -> str:
     """The page in the browser's language. The operator's panels and the
     server's name (between <!--debug--> marks) only on the admin listener;
-    the public one leaves them out, whatever the query says (?debug=1)."""
+    the public one leaves them out (and answers 404 for ?debug: listeners)."""
     config, lang = request.app[CONFIG], language_of(request)
     page = request.app[PAGE]
     if on_admin(request):
@@ -701,11 +701,13 @@ def on_admin(request: web.Request) -> bool:
 @web.middleware
 async def listeners(request: web.Request, handler: Any) -> web.StreamResponse:
     """Which listener the request came to (by the port its socket was
-    accepted on): the public one answers 404 for the operator's paths, as if
-    they did not exist."""
+    accepted on): the public one answers 404 for the operator's paths, and
+    for the page asked with ?debug (the operator's view is the admin
+    listener's page), as if they did not exist."""
     sockname = request.transport.get_extra_info("sockname") if request.transport is not None else None
     request[ADMIN] = bool(sockname) and sockname[1] == request.app[CONFIG].admin_port
-    if not request[ADMIN] and getattr(request.match_info.handler, "operator_only", False):
+    if not request[ADMIN] and (getattr(request.match_info.handler, "operator_only", False)
+                               or (request.path == "/" and "debug" in request.query)):
         raise web.HTTPNotFound()
     return await handler(request)
 

@@ -12,7 +12,7 @@ CTEST ?= ctest
 # The Swift toolchain's driver (the one CMake found, else the PATH's).
 SWIFT ?= $(shell sed -n 's/^SWIFT_EXECUTABLE:[A-Z]*=//p' $(BUILD_DIR)/CMakeCache.txt 2>/dev/null || true)
 
-.PHONY: all build demo demo-web test install uninstall clean tools web-tools
+.PHONY: all build demo demo-web test install uninstall clean tools web-tools typing-tools
 
 all: build
 
@@ -60,7 +60,7 @@ demo: build
 # The metrics collector's test (Tests/python/test_stats.py) imports Python's
 # prometheus_client. Nothing is installed into the user's Python: without
 # it, that test reports SKIP, and this says what to install.
-test: build web-tools
+test: build web-tools typing-tools
 	@python3 -c 'import prometheus_client' >/dev/null 2>&1 || \
 	  echo "the metrics collector's test needs Python's prometheus_client in the python3 that runs the tests (e.g. in a virtual environment: 'pip install prometheus_client'); without it, it reports SKIP" >&2
 	$(CTEST) --test-dir $(BUILD_DIR) --output-on-failure --timeout 900
@@ -102,6 +102,20 @@ web-tools:
 	    echo "the web tests need$$missing (e.g. 'sudo apt-get install$$missing'); without it, they report SKIP" >&2; \
 	  fi; \
 	fi
+
+# mypy for the typing tests (Tests/python/test_typing.py, test_newcomer.py:
+# mypy --strict on the package and on every Python example of the docs), in
+# a virtual environment of its own, BUILD_DIR/mypy-venv, when the python3
+# that runs the tests has none; never into the user's Python. Without it
+# (no network, no venv module) those tests report SKIP, and this says why.
+MYPY_VERSION ?= 2.4.1
+typing-tools:
+	@python3 -c 'import mypy' >/dev/null 2>&1 || \
+	  $(BUILD_DIR)/mypy-venv/bin/python -c 'import mypy' >/dev/null 2>&1 || { \
+	  echo "Installing mypy $(MYPY_VERSION) into $(BUILD_DIR)/mypy-venv (the typing tests)"; \
+	  { python3 -m venv $(BUILD_DIR)/mypy-venv && \
+	    $(BUILD_DIR)/mypy-venv/bin/pip install -q mypy==$(MYPY_VERSION); } || \
+	  echo "could not install mypy into $(BUILD_DIR)/mypy-venv ('python3 -m venv' and 'pip install mypy' there): the typing tests will report SKIP" >&2; }
 
 # Installs into PREFIX and records every file in BUILD_DIR/install_manifest.txt.
 # As root into /usr or /usr/local it refreshes the loader's cache (ldconfig),

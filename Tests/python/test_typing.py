@@ -11,6 +11,7 @@ and says SKIP when neither has it.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import os
 import re
@@ -96,6 +97,12 @@ def test_names_a_strict_caller_can_use() -> None:
                            enabled=True)
     assert event.kind_name == "TICK"
     assert tickgate.Event(**dict(event.__dict__, kind=99)).kind_name == "99"
+    record = tickgate.GuardRecord(scope="login", number="+447520000000", country="GB", client_address="",
+                                  wall_ms=0, status=0, message="", ticket=1, mode=tickgate.GuardMode.ENFORCE,
+                                  warnings=PumpingWarning(0), bypass=None, rule=None, counts=())
+    assert record.outcome_name == ""
+    assert dataclasses.replace(record, outcome=tickgate.CodeOutcome.VERIFIED).outcome_name == "VERIFIED"
+    assert dataclasses.replace(record, outcome=99).outcome_name == "99"
     gate = tickgate.GateEvent(kind=GateEventKind.STATE, realm="r", logged_in=False, session_remaining_ms=0,
                               queued=0, subscription=1)
     assert gate.kind_name == "STATE"

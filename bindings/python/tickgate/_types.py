@@ -399,6 +399,15 @@ class GuardRecord:
         return self.code_sent_wall_ms / 1000.0
 
     @property
+    def outcome_name(self) -> str:
+        """The outcome's name ("VERIFIED"), its number as text for one these
+        bindings do not know (``outcome`` is then a plain int), or "" in a
+        decision's record."""
+        if self.outcome is None:
+            return ""
+        return self.outcome.name if isinstance(self.outcome, CodeOutcome) else str(int(self.outcome))
+
+    @property
     def granted(self) -> bool:
         """True if the send was granted (:attr:`status` is ``Status.OK``;
         False in an outcome's record)."""

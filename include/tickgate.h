@@ -1398,11 +1398,12 @@ tg_status tg_send_begin_from(tg_engine *engine, const char *scope,
  * unknown, as for tg_send_begin_from) passed a challenge the host showed
  * after TG_E_CHALLENGE_REQUIRED. The next send of that number from that
  * address is let through the guard's challenge_signals, once, if it comes
- * within the guard's challenge_pass_seconds; it is counted as usual, and
- * it still meets every other signal, the key's cooldowns and window, and
- * its budgets. A later pass for the same number and address replaces the
- * earlier. On SQLite and Redis the pass lives in the store: any engine's
- * next send uses it.
+ * within the guard's challenge_pass_seconds; it is counted as usual
+ * (through warnings of its ranges alone, not among its country's codes:
+ * the range holds it; docs/pumping.md), and it still meets every other
+ * signal, the key's cooldowns and window, and its budgets. A later pass
+ * for the same number and address replaces the earlier. On SQLite and
+ * Redis the pass lives in the store: any engine's next send uses it.
  * Errors: TG_E_INVALID_KEY (scope), TG_E_NOT_FOUND (scope has no guard, or
  * its guard has no challenge_signals), TG_E_INVALID_NUMBER (number is no
  * E.164 number), TG_E_INVALID_ARGUMENT (number NULL, client_address is no

@@ -108,6 +108,11 @@ import Testing
             judgment.warnings = PumpingWarnings(rawValue: UInt32(int(i["warnings"])))
             let mode = Guard.Mode(rawValue: int(i["mode"])) ?? .off
             return ["refuses": GuardRules.refuses(judgment, mode: mode)]
+        case "counts_in_country":
+            var judgment = GuardJudgment()
+            judgment.warnings = PumpingWarnings(rawValue: UInt32(int(i["warnings"])))
+            judgment.challengePassed = (i["passed"] as? Bool) ?? false
+            return ["counts": GuardRules.countsInCountry(judgment)]
         case "guard_answer":
             var judgment = GuardJudgment()
             judgment.warnings = PumpingWarnings(rawValue: UInt32(int(i["warnings"])))

@@ -264,10 +264,11 @@ def anchor_judgment(c: Dict[str, int], has_address: bool) -> Tuple[Dict[str, int
 
 
 class _Code:
-    __slots__ = ("sent", "verified_at", "country", "address")
+    __slots__ = ("sent", "verified_at", "country", "address", "in_country")
 
-    def __init__(self, sent: int, country: str, address: Optional[str]) -> None:
+    def __init__(self, sent: int, country: str, address: Optional[str], in_country: bool = True) -> None:
         self.sent, self.verified_at, self.country, self.address = sent, None, country, address
+        self.in_country = in_country
 
 
 class _Unverified:
@@ -371,12 +372,16 @@ class Ledger:
             counts["address_countries_day"] = len(asked)
         return counts
 
-    def sent(self, now: int, number: str, country: str, address: Optional[str]) -> None:
-        code = _Code(now, country, address)
+    def sent(self, now: int, number: str, country: str, address: Optional[str], in_country: bool = True) -> None:
+        """A code counted; among its country's unverified codes only if
+        `in_country` (not one a pass let through its ranges' warnings alone:
+        GuardRules.countsInCountry)."""
+        code = _Code(now, country, address, in_country)
         self.latest[number] = code
         c = self._series(self.countries, country)
-        c.day.add(code, now)
-        c.hour.add(code, now)
+        if in_country:
+            c.day.add(code, now)
+            c.hour.add(code, now)
         if address is not None:
             a = self._series(self.addresses, address)
             a.day.add(code, now)
@@ -393,8 +398,9 @@ class Ledger:
         c = self._series(self.countries, country)
         code = self.latest.pop(number, None)
         if code is not None and code.verified_at is None:
-            c.day.verified(code, now)
-            c.hour.verified(code, now)
+            if code.in_country:
+                c.day.verified(code, now)
+                c.hour.verified(code, now)
             if code.address is not None:
                 a = self._series(self.addresses, code.address)
                 a.day.verified(code, now)
@@ -544,7 +550,7 @@ class _Run:
 
     # -- a send, a verification ------------------------------------------------------
 
-    def send(self, kind: str, number: str, country: str, address: Optional[str]) -> bool:
+    def send(self, kind: str, number: str, country: str, address: Optional[str], after_pass: bool = False) -> bool:
         judged = not (number.startswith(self.size.qa_prefix) or (address or "").startswith(OFFICE_PREFIX))
         expected = None
         if self.recording and judged:
@@ -559,7 +565,12 @@ class _Run:
         else:
             ticket.succeeded()
             if judged and self.tracking:
-                self.ledger.sent(self.now, number, country, address)
+                # Through a passed challenge with no country or address
+                # warning: the ranges' warnings alone challenged it, and the
+                # country leaves it out.
+                in_country = not after_pass or bool(
+                    anchor_judgment(self.ledger.counts(self.now, country, address), address is not None)[1])
+                self.ledger.sent(self.now, number, country, address, in_country)
         # Asked a challenge: a person passes it (nearly always), then asks again.
         passed = refusal == "ChallengeRequired" and self.passes.random() < P_PASS.get(kind, 0.0)
         if self.recording:
@@ -569,7 +580,7 @@ class _Run:
             self.outcome.history_refused += 1
         if passed:
             self.engine.challenge_passed(SCOPE, number, address)
-            return self.send(kind, number, country, address)
+            return self.send(kind, number, country, address, after_pass=True)
         return not refusal
 
     def verify(self, number: str) -> None:

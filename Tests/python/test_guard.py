@@ -987,6 +987,45 @@ def test_a_challenge_instead_of_a_refusal(store: Store) -> None:
         engine.send_begin("login", "+447520001002", client_address=x)
 
 
+def test_a_code_through_a_ranges_challenge_is_the_ranges_not_the_countrys(store: Store) -> None:
+    """A code a passed challenge let through warnings of its ranges alone
+    keeps counting in the range (still warned), not in the country: the few
+    bots that pass a range's challenges must not fill the country's hour
+    and challenge every user of the country. A code passed through a
+    country's warning counts in the country as any."""
+    engine = store.open()
+    records = Records(engine)
+    engine.set_guard("login", GuardMode.ENFORCE, **CHALLENGED, **QUIET)
+    grant(engine, "+447520001001", "198.51.100.1")
+    with pytest.raises(tickgate.ChallengeRequired):
+        engine.send_begin("login", "+447520001002", client_address="198.51.100.2")
+    engine.challenge_passed("login", "+447520001002", "198.51.100.2")
+    grant(engine, "+447520001002", "198.51.100.2")
+    assert records.last().challenge_passed
+    # The range counts both codes; the country only the first.
+    with pytest.raises(tickgate.ChallengeRequired):
+        engine.send_begin("login", "+447520001003", client_address="198.51.100.3")
+    assert records.last().count("range_unverified_hour") == 2
+    record = probe(engine, records, "+447700900123", "198.51.100.4")
+    assert (record.count("country_unverified_day"), record.count("country_unverified_hour")) == (1, 1), record
+    # Verified, the passed code leaves the range and adds a verification.
+    engine.verified("login", "+447520001002")
+    record = probe(engine, records, "+447700900124", "198.51.100.4")
+    assert (record.count("country_unverified_day"), record.count("country_verified_day")) == (1, 1), record
+    # A pass through the country's warning: counted in the country.
+    engine.set_guard("login", GuardMode.ENFORCE, **dict(CHALLENGED, challenge_signals=PumpingWarning.UNVERIFIED_BY_COUNTRY_DAILY
+                                                        | PumpingWarning.UNVERIFIED_BY_RANGE_HOURLY),
+                     **dict(QUIET, country_daily_minimum=1, country_day_percent=0, country_history_percent=0))
+    with pytest.raises(tickgate.ChallengeRequired):
+        engine.send_begin("login", "+447400123456", client_address="198.51.100.5")
+    assert records.last().warnings == PumpingWarning.UNVERIFIED_BY_COUNTRY_DAILY
+    engine.challenge_passed("login", "+447400123456", "198.51.100.5")
+    grant(engine, "+447400123456", "198.51.100.5")
+    with pytest.raises(tickgate.ChallengeRequired):
+        engine.send_begin("login", "+447700900125", client_address="198.51.100.4")
+    assert records.last().count("country_unverified_day") == 2, records.last()
+
+
 def test_a_pass_is_one_truth_on_a_shared_store(shared: Store) -> None:
     a = shared.open()
     b = shared.open()

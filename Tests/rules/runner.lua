@@ -50,6 +50,7 @@ local run = {
             verified_day = num(w.verified_day), verified_hour = num(w.verified_hour)}
   end,
   guard_refuses = function(i) return {refuses = R.guard_refuses(i.mode, {warnings = i.warnings})} end,
+  counts_in_country = function(i) return {counts = R.counts_in_country({warnings = i.warnings}, i.passed)} end,
   guard_answer = function(i)
     return {answer = R.guard_answer(i.mode, {warnings = i.warnings}, i.challenge, i.passed)}
   end,

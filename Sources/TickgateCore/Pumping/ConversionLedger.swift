@@ -14,6 +14,9 @@ struct ConversionLedger {
         var ranges: [String] = []
         var sentAt: Instant
         var verified: Bool
+        /// Counted among its country's unverified codes
+        /// (`GuardRules.countsInCountry`).
+        var inCountry = true
     }
 
     /// One country's or one address's codes.
@@ -150,15 +153,16 @@ struct ConversionLedger {
         return counts
     }
 
-    /// A code went out to `subject` (its key's last code from now on).
+    /// A code went out to `subject` (its key's last code from now on),
+    /// counted among its country's unverified codes if `inCountry`.
     mutating func sent(_ id: String, subject: KeyName, country: String, ranges names: [String] = [],
-                       address: ClientAddress?, at now: Instant, historyDays: Int) {
+                       address: ClientAddress?, inCountry: Bool = true, at now: Instant, historyDays: Int) {
         prune(at: now, historyDays: historyDays)
         codes[id] = Code(subject: subject, country: country, address: address, ranges: names, sentAt: now,
-                         verified: false)
+                         verified: false, inCountry: inCountry)
         latest[subject] = id
         if !names.isEmpty { rangedCodes[subject, default: []].append(id) }
-        countries[country, default: Series()].sent.append(now)
+        if inCountry { countries[country, default: Series()].sent.append(now) }
         for name in names { ranges[name, default: Series()].sent.append(now) }
         if let address {
             addresses[address, default: Series()].sent.append(now)
@@ -178,7 +182,7 @@ struct ConversionLedger {
         func remove(_ instant: Instant, _ list: inout [Instant]) {
             if let index = list.lastIndex(of: instant) { list.remove(at: index) }
         }
-        remove(code.sentAt, &countries[code.country, default: Series()].sent)
+        if code.inCountry { remove(code.sentAt, &countries[code.country, default: Series()].sent) }
         for name in code.ranges { remove(code.sentAt, &ranges[name, default: Series()].sent) }
         if let address = code.address {
             remove(code.sentAt, &addresses[address, default: Series()].sent)
@@ -211,7 +215,9 @@ struct ConversionLedger {
         code.verified = true
         codes[id] = code
         address = code.address
-        Series.insertSorted(code.sentAt, into: &countries[code.country, default: Series()].verifiedSent)
+        if code.inCountry {
+            Series.insertSorted(code.sentAt, into: &countries[code.country, default: Series()].verifiedSent)
+        }
         for name in code.ranges {
             Series.insertSorted(code.sentAt, into: &ranges[name, default: Series()].verifiedSent)
             ranges[name, default: Series()].verifiedAt.append(now)

@@ -409,7 +409,8 @@ extension Engine {
                 }
             }
             ledger.sent(code.code, subject: code.subject, country: code.country, ranges: ranges,
-                        address: code.address, at: now, historyDays: historyDays)
+                        address: code.address, inCountry: GuardRules.countsInCountry(judgment), at: now,
+                        historyDays: historyDays)
             state.guards.ledgers[code.scope] = ledger
             return (counts, judgment, true)
         }

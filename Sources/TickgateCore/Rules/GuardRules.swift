@@ -95,6 +95,19 @@ enum GuardRules {
         return passed ? .grant : .challenge
     }
 
+    /// Whether a granted code counts among its country's unverified codes:
+    /// not when a passed challenge let it through warnings of its ranges
+    /// alone. The range that challenged it keeps counting it (and stays
+    /// warned); the country, the last resort for an attack no range sees,
+    /// leaves it out: else the few bots that pass a range's challenges
+    /// fill the country's hour, and every user of the country is
+    /// challenged. A pass through a country's or an address's warning
+    /// counts as any code.
+    static func countsInCountry(_ judgment: GuardJudgment) -> Bool {
+        let ranges: PumpingWarnings = [.unverifiedByRangeDaily, .unverifiedByRangeHourly]
+        return !(judgment.challengePassed && !judgment.warnings.isEmpty && judgment.warnings.isSubset(of: ranges))
+    }
+
     /// True if a guard in `mode` refuses a send judged `judgment` (enforced
     /// and warned): it is not counted (guard.lua's screen: mode 2 and any
     /// warning bit).

@@ -128,6 +128,8 @@ final class SQLiteFile {
     private(set) var inTransaction = false
     /// The tables of `createExtensionTables` exist.
     private var extensionTablesSeen = false
+    /// guard_outside_country was seen (or made) on this file.
+    private var outsideCountrySeen = false
     private var outcomeTableSeen = false
 
     /// Opens the store at `path`; a corrupt one is moved aside and replaced
@@ -721,6 +723,23 @@ final class SQLiteFile {
         extensionTablesSeen = true
     }
 
+    /// The codes its country's count leaves out (`GuardRules.countsInCountry`):
+    /// a table 0.1.0 never reads, made by the first such code.
+    private func outsideCountryExists(making: Bool = false) throws(TickgateError) -> Bool {
+        if outsideCountrySeen { return true }
+        if making {
+            try execute("""
+                CREATE TABLE IF NOT EXISTS guard_outside_country(scope TEXT NOT NULL, id TEXT NOT NULL,
+                    sent_ns INTEGER NOT NULL, PRIMARY KEY(scope, id)) WITHOUT ROWID
+                """)
+            outsideCountrySeen = true
+            return true
+        }
+        try query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'guard_outside_country'", [],
+                  table: "sqlite_master") { _ throws(TickgateError) in outsideCountrySeen = true }
+        return outsideCountrySeen
+    }
+
     private func extensionTablesExist() throws(TickgateError) -> Bool {
         if extensionTablesSeen { return true }
         var found = false
@@ -781,9 +800,13 @@ final class SQLiteFile {
         let due = w.unverifiedUntil.nanoseconds
         let (sentDayAgo, sentHourAgo) = (w.unverifiedSinceDay.nanoseconds, w.unverifiedSinceHour.nanoseconds)
         var counts = GuardCounts()
+        // The country's codes, but for those it leaves out.
+        let outside = try outsideCountryExists()
         let unverified = "SELECT COUNT(*) FROM guard_codes WHERE scope = ? AND country = ? AND sent_ns > ? AND sent_ns <= ? AND verified_ns IS NULL"
-        counts.countryUnverifiedDay = try count(unverified, [s, c, .int(sentDayAgo), .int(due)])
-        counts.countryUnverifiedHour = try count(unverified, [s, c, .int(sentHourAgo), .int(due)])
+            + (outside ? " AND id NOT IN (SELECT id FROM guard_outside_country WHERE scope = ?)" : "")
+        let left: [Value] = outside ? [s] : []
+        counts.countryUnverifiedDay = try count(unverified, [s, c, .int(sentDayAgo), .int(due)] + left)
+        counts.countryUnverifiedHour = try count(unverified, [s, c, .int(sentHourAgo), .int(due)] + left)
         let verified = "SELECT COUNT(*) FROM guard_verifications WHERE scope = ? AND country = ? AND at_ns > ?"
         counts.countryVerifiedDay = try count(verified, [s, c, .int(w.verifiedSinceDay.nanoseconds)])
         counts.countryVerifiedHour = try count(verified, [s, c, .int(w.verifiedSinceHour.nanoseconds)])
@@ -845,11 +868,21 @@ final class SQLiteFile {
         return (counts, days, rangeDays)
     }
 
+    /// A code counted, among its country's unverified codes too if
+    /// `inCountry`.
     func guardSent(scope: KeyName, subject: KeyName, code: String, country: String, address: String?,
-                   now: Int64) throws(TickgateError) {
+                   inCountry: Bool = true, now: Int64) throws(TickgateError) {
         // Kept a day past the longest unverified_after_seconds.
-        try run("DELETE FROM guard_codes WHERE scope = ? AND sent_ns < ?",
-                [.text(scope.value), .int(now - 86_400_000_000_000 - GuardThresholds.longestUnverifiedAfter.nanoseconds)])
+        let kept = now - 86_400_000_000_000 - GuardThresholds.longestUnverifiedAfter.nanoseconds
+        try run("DELETE FROM guard_codes WHERE scope = ? AND sent_ns < ?", [.text(scope.value), .int(kept)])
+        if try outsideCountryExists(making: !inCountry) {
+            try run("DELETE FROM guard_outside_country WHERE scope = ? AND (sent_ns < ? OR id = ?)",
+                    [.text(scope.value), .int(kept), .text(code)])
+            if !inCountry {
+                try run("INSERT INTO guard_outside_country(scope, id, sent_ns) VALUES(?, ?, ?)",
+                        [.text(scope.value), .text(code), .int(now)])
+            }
+        }
         try run("INSERT OR REPLACE INTO guard_codes(scope, id, subject, country, address, sent_ns) VALUES(?, ?, ?, ?, ?, ?)",
                 [.text(scope.value), .text(code), .text(subject.value), .text(country),
                  address.map { .text($0) } ?? .null, .int(now)])

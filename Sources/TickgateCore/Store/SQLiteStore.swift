@@ -356,7 +356,8 @@ final class SQLiteStore: Store {
             let counted = answer == .grant
             if counted {
                 try file.guardSent(scope: scope, subject: subject, code: code, country: country,
-                                   address: address?.description, now: now)
+                                   address: address?.description,
+                                   inCountry: GuardRules.countsInCountry(judgment), now: now)
             }
             return .judged(reading, judgment, counted: counted)
         }

@@ -660,7 +660,9 @@ class Engine(Managed[int]):
         the next send of that number from that address goes through the
         guard's ``challenge_signals``, once, within its
         ``challenge_pass_seconds``, and is counted as usual (cooldowns,
-        windows, budgets and the other signals still hold).
+        windows, budgets and the other signals still hold; let through
+        warnings of its ranges alone, it is counted in them but not among
+        its country's codes).
 
         Raises :class:`tickgate.NotFound` when the scope has no guard with
         ``challenge_signals``, :class:`tickgate.InvalidNumber` for a number

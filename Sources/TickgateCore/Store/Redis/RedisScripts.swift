@@ -275,6 +275,13 @@ enum RedisScripts {
     end
     -- True if a guard of mode `mode` (0 off, 1 record only, 2 enforce) refuses
     -- a send judged j: enforced and warned (GuardRules.refuses).
+    -- Whether a granted code counts among its country's unverified codes: not
+    -- when a passed challenge let it through warnings of its ranges alone
+    -- (0x20, 0x40; GuardRules.countsInCountry says why).
+    function R.counts_in_country(j, passed)
+      local w = j.warnings
+      return not (passed and w > 0 and w % 32 == 0 and w < 128)
+    end
     function R.guard_refuses(mode, j)
       return mode == 2 and j.warnings > 0
     end
@@ -325,7 +332,8 @@ enum RedisScripts {
     --   B latest     hash: subject -> its last code id
     --   B prev       hash: code id -> the subject's last code id before it
     --   B uc:C       sorted set: country C's unverified codes, by when sent
-    --                (kept a day and an hour: see `after`)
+    --                (kept a day and an hour: see `after`), but for those
+    --                R.counts_in_country leaves out
     --   B vc:C       sorted set: country C's verifications, by when
     --   B d:C        hash: UTC day number -> codes to C verified that day
     --   B ua:A       sorted set: address A's unverified codes, by when sent
@@ -534,11 +542,12 @@ enum RedisScripts {
     end
 
     local id, subject = ARGV[6], ARGV[7]
-    -- Counts code `id` of `subject` unverified, sent now. Its first writes
+    -- Counts code `id` of `subject` unverified, sent now (among its
+    -- country's codes too if `in_country`). Its first writes
     -- are the type checks of the two hashes the screen does not read (prev,
     -- then codes): a key of another type is answered corrupt with nothing
     -- written (a prev written first is taken back).
-    local function count_sent()
+    local function count_sent(in_country)
       local before = rd('hash', 'HGET', B .. 'latest', subject)
       local linked = before and before ~= id
       if linked then rd('hash', 'HSET', B .. 'prev', id, before) end
@@ -550,8 +559,10 @@ enum RedisScripts {
       if linked then keep(B .. 'prev', DAY + LATE) end
       redis.call('HSET', B .. 'latest', subject, id)
       keep(B .. 'codes', DAY + LATE); keep(B .. 'latest', DAY + LATE)
-      redis.call('ZADD', B .. 'uc:' .. CTY, fmt(now), id); trim(B .. 'uc:' .. CTY, DAY + LATE)
-      keep(B .. 'uc:' .. CTY, DAY + LATE)
+      if in_country then
+        redis.call('ZADD', B .. 'uc:' .. CTY, fmt(now), id); trim(B .. 'uc:' .. CTY, DAY + LATE)
+        keep(B .. 'uc:' .. CTY, DAY + LATE)
+      end
       for _, r in ipairs(RANGES) do
         redis.call('ZADD', B .. 'ur:' .. r, fmt(now), id); trim(B .. 'ur:' .. r, DAY + LATE)
         keep(B .. 'ur:' .. r, DAY + LATE)
@@ -652,7 +663,7 @@ enum RedisScripts {
       end
       local counted = answer == 'grant'
       if counted then
-        count_sent()
+        count_sent(R.counts_in_country(j, passed == '1'))
       else
         reply[13], reply[14] = oldest(w)
       end
@@ -1978,6 +1989,13 @@ enum RedisScripts {
     end
     -- True if a guard of mode `mode` (0 off, 1 record only, 2 enforce) refuses
     -- a send judged j: enforced and warned (GuardRules.refuses).
+    -- Whether a granted code counts among its country's unverified codes: not
+    -- when a passed challenge let it through warnings of its ranges alone
+    -- (0x20, 0x40; GuardRules.countsInCountry says why).
+    function R.counts_in_country(j, passed)
+      local w = j.warnings
+      return not (passed and w > 0 and w % 32 == 0 and w < 128)
+    end
     function R.guard_refuses(mode, j)
       return mode == 2 and j.warnings > 0
     end
@@ -2624,6 +2642,13 @@ enum RedisScripts {
     end
     -- True if a guard of mode `mode` (0 off, 1 record only, 2 enforce) refuses
     -- a send judged j: enforced and warned (GuardRules.refuses).
+    -- Whether a granted code counts among its country's unverified codes: not
+    -- when a passed challenge let it through warnings of its ranges alone
+    -- (0x20, 0x40; GuardRules.countsInCountry says why).
+    function R.counts_in_country(j, passed)
+      local w = j.warnings
+      return not (passed and w > 0 and w % 32 == 0 and w < 128)
+    end
     function R.guard_refuses(mode, j)
       return mode == 2 and j.warnings > 0
     end
@@ -3248,6 +3273,13 @@ enum RedisScripts {
     end
     -- True if a guard of mode `mode` (0 off, 1 record only, 2 enforce) refuses
     -- a send judged j: enforced and warned (GuardRules.refuses).
+    -- Whether a granted code counts among its country's unverified codes: not
+    -- when a passed challenge let it through warnings of its ranges alone
+    -- (0x20, 0x40; GuardRules.countsInCountry says why).
+    function R.counts_in_country(j, passed)
+      local w = j.warnings
+      return not (passed and w > 0 and w % 32 == 0 and w < 128)
+    end
     function R.guard_refuses(mode, j)
       return mode == 2 and j.warnings > 0
     end
@@ -3298,7 +3330,8 @@ enum RedisScripts {
     --   B latest     hash: subject -> its last code id
     --   B prev       hash: code id -> the subject's last code id before it
     --   B uc:C       sorted set: country C's unverified codes, by when sent
-    --                (kept a day and an hour: see `after`)
+    --                (kept a day and an hour: see `after`), but for those
+    --                R.counts_in_country leaves out
     --   B vc:C       sorted set: country C's verifications, by when
     --   B d:C        hash: UTC day number -> codes to C verified that day
     --   B ua:A       sorted set: address A's unverified codes, by when sent
@@ -3507,11 +3540,12 @@ enum RedisScripts {
     end
 
     local id, subject = ARGV[6], ARGV[7]
-    -- Counts code `id` of `subject` unverified, sent now. Its first writes
+    -- Counts code `id` of `subject` unverified, sent now (among its
+    -- country's codes too if `in_country`). Its first writes
     -- are the type checks of the two hashes the screen does not read (prev,
     -- then codes): a key of another type is answered corrupt with nothing
     -- written (a prev written first is taken back).
-    local function count_sent()
+    local function count_sent(in_country)
       local before = rd('hash', 'HGET', B .. 'latest', subject)
       local linked = before and before ~= id
       if linked then rd('hash', 'HSET', B .. 'prev', id, before) end
@@ -3523,8 +3557,10 @@ enum RedisScripts {
       if linked then keep(B .. 'prev', DAY + LATE) end
       redis.call('HSET', B .. 'latest', subject, id)
       keep(B .. 'codes', DAY + LATE); keep(B .. 'latest', DAY + LATE)
-      redis.call('ZADD', B .. 'uc:' .. CTY, fmt(now), id); trim(B .. 'uc:' .. CTY, DAY + LATE)
-      keep(B .. 'uc:' .. CTY, DAY + LATE)
+      if in_country then
+        redis.call('ZADD', B .. 'uc:' .. CTY, fmt(now), id); trim(B .. 'uc:' .. CTY, DAY + LATE)
+        keep(B .. 'uc:' .. CTY, DAY + LATE)
+      end
       for _, r in ipairs(RANGES) do
         redis.call('ZADD', B .. 'ur:' .. r, fmt(now), id); trim(B .. 'ur:' .. r, DAY + LATE)
         keep(B .. 'ur:' .. r, DAY + LATE)
@@ -3625,7 +3661,7 @@ enum RedisScripts {
       end
       local counted = answer == 'grant'
       if counted then
-        count_sent()
+        count_sent(R.counts_in_country(j, passed == '1'))
       else
         reply[13], reply[14] = oldest(w)
       end
@@ -4113,6 +4149,13 @@ enum RedisScripts {
     end
     -- True if a guard of mode `mode` (0 off, 1 record only, 2 enforce) refuses
     -- a send judged j: enforced and warned (GuardRules.refuses).
+    -- Whether a granted code counts among its country's unverified codes: not
+    -- when a passed challenge let it through warnings of its ranges alone
+    -- (0x20, 0x40; GuardRules.countsInCountry says why).
+    function R.counts_in_country(j, passed)
+      local w = j.warnings
+      return not (passed and w > 0 and w % 32 == 0 and w < 128)
+    end
     function R.guard_refuses(mode, j)
       return mode == 2 and j.warnings > 0
     end

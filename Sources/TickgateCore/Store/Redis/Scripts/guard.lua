@@ -6,7 +6,8 @@
 --   B latest     hash: subject -> its last code id
 --   B prev       hash: code id -> the subject's last code id before it
 --   B uc:C       sorted set: country C's unverified codes, by when sent
---                (kept a day and an hour: see `after`)
+--                (kept a day and an hour: see `after`), but for those
+--                R.counts_in_country leaves out
 --   B vc:C       sorted set: country C's verifications, by when
 --   B d:C        hash: UTC day number -> codes to C verified that day
 --   B ua:A       sorted set: address A's unverified codes, by when sent
@@ -215,11 +216,12 @@ local function freed()
 end
 
 local id, subject = ARGV[6], ARGV[7]
--- Counts code `id` of `subject` unverified, sent now. Its first writes
+-- Counts code `id` of `subject` unverified, sent now (among its
+-- country's codes too if `in_country`). Its first writes
 -- are the type checks of the two hashes the screen does not read (prev,
 -- then codes): a key of another type is answered corrupt with nothing
 -- written (a prev written first is taken back).
-local function count_sent()
+local function count_sent(in_country)
   local before = rd('hash', 'HGET', B .. 'latest', subject)
   local linked = before and before ~= id
   if linked then rd('hash', 'HSET', B .. 'prev', id, before) end
@@ -231,8 +233,10 @@ local function count_sent()
   if linked then keep(B .. 'prev', DAY + LATE) end
   redis.call('HSET', B .. 'latest', subject, id)
   keep(B .. 'codes', DAY + LATE); keep(B .. 'latest', DAY + LATE)
-  redis.call('ZADD', B .. 'uc:' .. CTY, fmt(now), id); trim(B .. 'uc:' .. CTY, DAY + LATE)
-  keep(B .. 'uc:' .. CTY, DAY + LATE)
+  if in_country then
+    redis.call('ZADD', B .. 'uc:' .. CTY, fmt(now), id); trim(B .. 'uc:' .. CTY, DAY + LATE)
+    keep(B .. 'uc:' .. CTY, DAY + LATE)
+  end
   for _, r in ipairs(RANGES) do
     redis.call('ZADD', B .. 'ur:' .. r, fmt(now), id); trim(B .. 'ur:' .. r, DAY + LATE)
     keep(B .. 'ur:' .. r, DAY + LATE)
@@ -333,7 +337,7 @@ local function screen()
   end
   local counted = answer == 'grant'
   if counted then
-    count_sent()
+    count_sent(R.counts_in_country(j, passed == '1'))
   else
     reply[13], reply[14] = oldest(w)
   end

@@ -130,6 +130,13 @@ function R.range_thresholds(t, r)
 end
 -- True if a guard of mode `mode` (0 off, 1 record only, 2 enforce) refuses
 -- a send judged j: enforced and warned (GuardRules.refuses).
+-- Whether a granted code counts among its country's unverified codes: not
+-- when a passed challenge let it through warnings of its ranges alone
+-- (0x20, 0x40; GuardRules.countsInCountry says why).
+function R.counts_in_country(j, passed)
+  local w = j.warnings
+  return not (passed and w > 0 and w % 32 == 0 and w < 128)
+end
 function R.guard_refuses(mode, j)
   return mode == 2 and j.warnings > 0
 end

@@ -105,17 +105,14 @@ web-tools:
 
 # mypy for the typing tests (Tests/python/test_typing.py, test_newcomer.py:
 # mypy --strict on the package and on every Python example of the docs), in
-# a virtual environment of its own, BUILD_DIR/mypy-venv, when the python3
-# that runs the tests has none; never into the user's Python. Without it
-# (no network, no venv module) those tests report SKIP, and this says why.
-MYPY_VERSION ?= 2.4.1
+# a virtual environment of its own, BUILD_DIR/mypy-venv (the version pinned
+# in Tests/python/typing-requirements.txt), when the python3 that runs the
+# tests has none; never into the user's Python. Without it (no package
+# index, no venv module) those tests report SKIP, and this says why.
 typing-tools:
 	@python3 -c 'import mypy' >/dev/null 2>&1 || \
-	  $(BUILD_DIR)/mypy-venv/bin/python -c 'import mypy' >/dev/null 2>&1 || { \
-	  echo "Installing mypy $(MYPY_VERSION) into $(BUILD_DIR)/mypy-venv (the typing tests)"; \
-	  { python3 -m venv $(BUILD_DIR)/mypy-venv && \
-	    $(BUILD_DIR)/mypy-venv/bin/pip install -q mypy==$(MYPY_VERSION); } || \
-	  echo "could not install mypy into $(BUILD_DIR)/mypy-venv ('python3 -m venv' and 'pip install mypy' there): the typing tests will report SKIP" >&2; }
+	  sh examples/web/venv.sh $(BUILD_DIR)/mypy-venv Tests/python/typing-requirements.txt || \
+	  echo "could not make $(BUILD_DIR)/mypy-venv: the typing tests will report SKIP" >&2
 
 # Installs into PREFIX and records every file in BUILD_DIR/install_manifest.txt.
 # As root into /usr or /usr/local it refreshes the loader's cache (ldconfig),

@@ -5,7 +5,7 @@ examples/readme/fragments.py (which holds the fragments, line for line).
 
 mypy is no dependency of the project: the test runs it with this
 interpreter if it can import mypy, else with build/mypy-venv's (made by
-``python3 -m venv build/mypy-venv && build/mypy-venv/bin/pip install mypy``),
+``make test``: the version of Tests/python/typing-requirements.txt),
 and says SKIP when neither has it.
 """
 

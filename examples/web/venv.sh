@@ -2,7 +2,8 @@
 # venv.sh DIR REQUIREMENTS [PYTHON]: makes the virtual environment DIR with the
 # packages of REQUIREMENTS (pinned), unless DIR already holds exactly those.
 # make demo-web uses it for the example (examples/web/requirements.txt), the
-# browser test for its own (Tests/web/requirements.txt).
+# browser test for its own (Tests/web/requirements.txt), make test for mypy
+# (Tests/python/typing-requirements.txt).
 set -eu
 dir=$1 requirements=$2 python=${3:-python3}
 # What was installed: the requirements file and the files it includes (-r).

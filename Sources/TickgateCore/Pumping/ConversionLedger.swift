@@ -71,9 +71,12 @@ struct ConversionLedger {
     private(set) var codes: [String: Code] = [:]
     /// A key's last code (the one `verified` marks).
     private(set) var latest: [KeyName: String] = [:]
-    /// A key's codes counted in its ranges: what a range's counts for the
-    /// key's own sends leave out (`GuardRules.ranges(ofSubject:)`).
-    private var rangedCodes: [KeyName: [String]] = [:]
+    /// A key's codes counted in its ranges, oldest first, with their send:
+    /// what a range's counts for the key's own sends leave out
+    /// (`GuardRules.ranges(ofSubject:)`). Pruned by send time once a day
+    /// (a pass over every id each minute, hashing each, cost a busy scope
+    /// more than its sends).
+    private var rangedCodes: [KeyName: [(id: String, sentAt: Instant)]] = [:]
     private var countries: [String: Series] = [:]
     private var addresses: [ClientAddress: Series] = [:]
     /// Per number range (`GuardRules.ranges`), as per country.
@@ -116,7 +119,8 @@ struct ConversionLedger {
                                                                                  historyDays: historyDays)
         }
         // The subject's own codes that a range counts unverified now.
-        let own = names.isEmpty ? [] : (rangedCodes[subject] ?? []).compactMap { codes[$0] }
+        let own = names.isEmpty ? [] : (rangedCodes[subject] ?? [])
+            .filter { $0.sentAt > sentDayAgo && $0.sentAt <= due }.compactMap { codes[$0.id] }
             .filter { !$0.verified && $0.sentAt > sentDayAgo && $0.sentAt <= due }
         for name in names {
             var range = RangeCounts(range: name)
@@ -161,7 +165,7 @@ struct ConversionLedger {
         codes[id] = Code(subject: subject, country: country, address: address, ranges: names, sentAt: now,
                          verified: false, inCountry: inCountry)
         latest[subject] = id
-        if !names.isEmpty { rangedCodes[subject, default: []].append(id) }
+        if !names.isEmpty { rangedCodes[subject, default: []].append((id, now)) }
         if inCountry { countries[country, default: Series()].sent.append(now) }
         for name in names { ranges[name, default: Series()].sent.append(now) }
         if let address {
@@ -176,7 +180,7 @@ struct ConversionLedger {
     mutating func returned(_ id: String) {
         guard let code = codes.removeValue(forKey: id), !code.verified else { return }
         if let held = rangedCodes[code.subject] {
-            let kept = held.filter { $0 != id }
+            let kept = held.filter { $0.id != id }
             rangedCodes[code.subject] = kept.isEmpty ? nil : kept
         }
         func remove(_ instant: Instant, _ list: inout [Instant]) {
@@ -246,10 +250,6 @@ struct ConversionLedger {
         let sentDayAgo = dayAgo.advanced(by: Span(nanoseconds: -GuardThresholds.longestUnverifiedAfter.nanoseconds))
         codes = codes.filter { $0.value.sentAt > sentDayAgo }
         latest = latest.filter { codes[$0.value] != nil }
-        rangedCodes = rangedCodes.compactMapValues { ids in
-            let kept = ids.filter { codes[$0] != nil }
-            return kept.isEmpty ? nil : kept
-        }
         for key in Array(countries.keys) {
             countries[key]?.prune(sentBefore: sentDayAgo, before: dayAgo)
             if countries[key]?.isEmpty == true { countries.removeValue(forKey: key) }
@@ -271,6 +271,10 @@ struct ConversionLedger {
         let today = Self.dayNumber(now)
         if lastPruneDay == today { return }
         lastPruneDay = today
+        rangedCodes = rangedCodes.compactMapValues { held in
+            let kept = held.filter { $0.sentAt > sentDayAgo }
+            return kept.isEmpty ? nil : kept
+        }
         let oldest = today - Int64(max(historyDays, GuardThresholds.maximumHistoryDays))
         days = days.compactMapValues { history in
             let kept = history.filter { $0.key > oldest }

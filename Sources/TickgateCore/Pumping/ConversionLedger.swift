@@ -118,17 +118,16 @@ struct ConversionLedger {
             counts.countryVerifiedDailyMaximum = GuardRules.verifiedDailyMaximum(history, today: today,
                                                                                  historyDays: historyDays)
         }
-        // The subject's own codes that a range counts unverified now.
+        // The subject's own codes that its ranges (each of them: the ranges
+        // are the subject's) count unverified now.
         let own = names.isEmpty ? [] : (rangedCodes[subject] ?? [])
-            .filter { $0.sentAt > sentDayAgo && $0.sentAt <= due }.compactMap { codes[$0.id] }
-            .filter { !$0.verified && $0.sentAt > sentDayAgo && $0.sentAt <= due }
+            .filter { $0.sentAt > sentDayAgo && $0.sentAt <= due && codes[$0.id]?.verified == false }
+        let ownHour = own.filter { $0.sentAt > sentHourAgo }.count
         for name in names {
             var range = RangeCounts(range: name)
             if let series = ranges[name] {
-                let ownDay = own.filter { $0.ranges.contains(name) }
-                let ownHour = ownDay.filter { $0.sentAt > sentHourAgo }
-                range.unverifiedDay = max(0, series.unverified(since: sentDayAgo, until: due) - ownDay.count)
-                range.unverifiedHour = max(0, series.unverified(since: sentHourAgo, until: due) - ownHour.count)
+                range.unverifiedDay = max(0, series.unverified(since: sentDayAgo, until: due) - own.count)
+                range.unverifiedHour = max(0, series.unverified(since: sentHourAgo, until: due) - ownHour)
                 range.verifiedDay = series.verified(since: dayAgo)
                 range.verifiedHour = series.verified(since: hourAgo)
             }

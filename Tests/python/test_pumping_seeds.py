@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 import time
-from typing import List, Tuple
+from typing import Dict, List, Tuple
 
 import pytest
 
@@ -43,14 +43,9 @@ TODAY_ALL_DAY = {
     "20-quiet-attack": 11, "20-spike-attack": 15, "20-rotating": 20,
 }
 
-# Targets missed with the current defaults, with the worst of the 10 seeds
-# (docs/pumping.md, "10 seeds, with challenges", says why).
-MISSED = {
-    # At ~20 a day one user is 5 to 10 %: at the spike the attack's first
-    # code of the hour (a new range lets one through) and one user's
-    # unverified code fill the country's 3 an hour.
-    ("20-spike-attack", "challenged"): "5 of 39 challenged (12.8 %, ' draw 2'), all 5 by country/hour",
-}
+# Targets missed with CHALLENGES, with the worst of the 10 seeds
+# (docs/pumping.md, "10 seeds, with challenges", says why): none today.
+MISSED: Dict[Tuple[str, str], str] = {}
 
 
 @functools.lru_cache(maxsize=None)

@@ -102,6 +102,30 @@ import Testing
         #expect(try engine.sendEnd(try engine.sendBegin(key), .succeeded) == .milliseconds(60_000))
     }
 
+    @Test func anEndedTicketSaysHowItEndedUntil4096MoreHaveEnded() throws {
+        let engine = try engine()
+        defer { engine.close() }
+        let first = try engine.sendBegin(key)
+        _ = try engine.sendEnd(first, .failed)
+        // A second end of it keeps the first: still "failed".
+        #expect(throws: TickgateError.self) { try engine.sendEnd(first, .succeeded) }
+        func message(_ ticket: UInt64) -> String {
+            do {
+                _ = try engine.sendEnd(ticket, .succeeded)
+                return "ended"
+            } catch {
+                return error.message
+            }
+        }
+        #expect(message(first).contains("was already ended: it failed"))
+        for _ in 0..<EndedTickets.capacity - 1 { _ = try engine.sendEnd(try engine.sendBegin(key), .failed) }
+        #expect(message(first).contains("was already ended: it failed"))
+        let last = try engine.sendBegin(key)
+        _ = try engine.sendEnd(last, .succeeded)
+        #expect(message(first) == "no send ticket \(first)")
+        #expect(message(last).contains("was already ended: it succeeded"))
+    }
+
     @Test func policiesAreValidated() {
         #expect(throws: TickgateError.self) { try SendPolicy(cooldowns: []).validated() }
         #expect(throws: TickgateError.self) { try SendPolicy(cooldowns: [.zero]).validated() }

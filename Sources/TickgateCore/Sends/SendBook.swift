@@ -53,6 +53,34 @@ struct TicketSet {
     }
 }
 
+/// How the last `capacity` tickets to end ended, in a ring: writing one is
+/// two stores (the send path ends a ticket on every decision), and only an
+/// error reads it back, by a scan from the newest.
+struct EndedTickets {
+    static let capacity = 4096
+    private var numbers = [UInt64](repeating: 0, count: EndedTickets.capacity)
+    private var ends = [TicketEnd](repeating: .succeeded, count: EndedTickets.capacity)
+    private var count = 0
+    private var next = 0
+
+    mutating func append(_ ticket: UInt64, _ end: TicketEnd) {
+        numbers[next] = ticket
+        ends[next] = end
+        next = next == Self.capacity - 1 ? 0 : next + 1
+        if count < Self.capacity { count += 1 }
+    }
+
+    /// How `ticket` ended, if it is among the last `capacity` to end.
+    subscript(ticket: UInt64) -> TicketEnd? {
+        var index = next
+        for _ in 0..<count {
+            index = index == 0 ? Self.capacity - 1 : index - 1
+            if numbers[index] == ticket { return ends[index] }
+        }
+        return nil
+    }
+}
+
 /// Where an open ticket's run is: its slot in the countdown table, and the
 /// key's hash there (a slot freed and taken by another key is told apart).
 struct TicketPlace {
@@ -85,10 +113,8 @@ struct SendBook {
     /// Keys whose state this engine decided alone (fail open): written back
     /// to the store when it is reached again (`Engine.writeBackLocalGrants`).
     private(set) var localKeys: Set<CountdownKey> = []
-    /// How recent tickets ended, the oldest evicted first.
-    private(set) var endedTickets = TicketTable<TicketEnd>()
-    private var endedOrder: [UInt64] = []
-    static let endedTicketsKept = 4096
+    /// How recent tickets ended, the oldest forgotten first.
+    private(set) var endedTickets = EndedTickets()
 
     // MARK: Records and policies
 
@@ -136,18 +162,12 @@ struct SendBook {
     /// one kept: a ticket's run replaced after it ended (its cooldown
     /// starting) did not cancel it.
     mutating func recordEnd(of ticket: UInt64, _ end: TicketEnd) {
-        guard endedTickets[ticket] == nil else { return }
-        tickets.removeValue(forKey: ticket)
+        // An open ticket has not ended: only one that is not open is looked
+        // for among the ended (a scan, off the send path).
+        if tickets.removeValue(forKey: ticket) == nil, endedTickets[ticket] != nil { return }
         if !localTickets.isEmpty { localTickets.remove(ticket) }
         if !charges.isEmpty { charges.removeValue(forKey: ticket) }
-        endedTickets[ticket] = end
-        endedOrder.append(ticket)
-        if endedOrder.count > Self.endedTicketsKept * 2 {
-            for old in endedOrder.prefix(endedOrder.count - Self.endedTicketsKept) {
-                endedTickets.removeValue(forKey: old)
-            }
-            endedOrder.removeFirst(endedOrder.count - Self.endedTicketsKept)
-        }
+        endedTickets.append(ticket, end)
     }
 
     // MARK: Fail open

@@ -148,40 +148,60 @@ local function rd(want, cmd, key, ...)
   if type(r) == 'table' and r.err then error({corrupt = key, kind = want}) end
   return r
 end
-local function count(key, since)
-  return rd('zset', 'ZCOUNT', key, '(' .. fmt(since), '+inf')
+-- The windows' bounds as ZCOUNT takes them, each written once per send
+-- (w: R.guard_windows'): after a window's start (exclusive), up to due.
+local function bounds(w)
+  return {unverified_day = '(' .. fmt(w.unverified_day), unverified_hour = '(' .. fmt(w.unverified_hour),
+          verified_day = '(' .. fmt(w.verified_day), verified_hour = '(' .. fmt(w.verified_hour), due = fmt(w.due)}
 end
--- Unverified codes sent after `since` and at or before `due`.
+-- Members scored after `since` (a bound of `bounds`).
+local function count(key, since)
+  return rd('zset', 'ZCOUNT', key, since, '+inf')
+end
+-- Unverified codes sent after `since` and at or before `due` (bounds).
 local function unverified(key, since, due)
-  return rd('zset', 'ZCOUNT', key, '(' .. fmt(since), fmt(due))
+  return rd('zset', 'ZCOUNT', key, since, due)
 end
 -- A code counts as unverified from unverified_after_seconds (the 13th
--- threshold of the guard's 9th field; 0 when a guard written before it
--- holds 12) past its send; codes are kept a day past the longest (LATE).
+-- threshold of the guard's 9th field, read by `thresholds` below; 0 when a
+-- guard written before it holds 12) past its send; codes are kept a day
+-- past the longest (LATE).
 local LATE = C.LATE
-local function after(g)
-  local t = string.match(g, '^[^;]*;[^;]*;[^;]*;[^;]*;[^;]*;[^;]*;[^;]*;[^;]*;([^;]*);')
-  local values = {}
-  for v in string.gmatch(t or '', '[^,]+') do values[#values + 1] = v end
-  local seconds = #values == 13 and string.match(values[13], '^%d+$') and tonumber(values[13]) or 0
+local function after(t)
+  local seconds = t.unverified_after_seconds
   if seconds * 1000000 > LATE then return 0 end
   return seconds * 1000000
 end
-local function trim(key, span) redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(now - span)) end
-local function keep(key, us) redis.call('PEXPIRE', key, fmt(math.floor(us / 1000) + 60000)) end
+-- Drops the members older than `span`; keeps `key` `us` (and a minute)
+-- from now. A send trims and keeps several keys by the same spans: each
+-- span's bound is written once.
+local trims, keeps = {}, {}
+local function trim(key, span)
+  local before = trims[span]
+  if not before then before = fmt(now - span); trims[span] = before end
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', before)
+end
+local function keep(key, us)
+  local ms = keeps[us]
+  if not ms then ms = fmt(math.floor(us / 1000) + 60000); keeps[us] = ms end
+  redis.call('PEXPIRE', key, ms)
+end
 local today = math.floor(now / DAY)
 
--- The counts of a send by guard g (13 and 14: see `oldest`).
-local function check(g)
-  local w = R.guard_windows(now, after(g))
-  local due = w.due
+-- The counts of a send by guard g with thresholds t (13 and 14: see
+-- `oldest`).
+local function check(g, t)
+  local w = R.guard_windows(now, after(t))
+  local b = bounds(w)
+  w.bounds = b
   local days = rd('hash', 'HGETALL', B .. 'd:' .. CTY)
-  local reply = {g, unverified(B .. 'uc:' .. CTY, w.unverified_day, due), unverified(B .. 'uc:' .. CTY, w.unverified_hour, due),
-                 count(B .. 'vc:' .. CTY, w.verified_day), count(B .. 'vc:' .. CTY, w.verified_hour), today, days, 0, 0, 0, 0}
+  local reply = {g, unverified(B .. 'uc:' .. CTY, b.unverified_day, b.due),
+                 unverified(B .. 'uc:' .. CTY, b.unverified_hour, b.due), count(B .. 'vc:' .. CTY, b.verified_day),
+                 count(B .. 'vc:' .. CTY, b.verified_hour), today, days, 0, 0, 0, 0}
   if A ~= '' then
-    reply[8] = unverified(B .. 'ua:' .. A, w.unverified_day, due)
-    reply[9] = unverified(B .. 'ua:' .. A, w.unverified_hour, due)
-    reply[10] = count(B .. 'va:' .. A, w.verified_day)
+    reply[8] = unverified(B .. 'ua:' .. A, b.unverified_day, b.due)
+    reply[9] = unverified(B .. 'ua:' .. A, b.unverified_hour, b.due)
+    reply[10] = count(B .. 'va:' .. A, b.verified_day)
     local asked, n = {[CTY] = true}, 0
     local seen = rd('hash', 'HGETALL', B .. 'ac:' .. A)
     for i = 1, #seen, 2 do
@@ -204,10 +224,10 @@ end
 -- (engines refuse until then; read only for a send the screen refuses).
 local function oldest(w)
   local function first(since)
-    local got = rd('zset', 'ZRANGEBYSCORE', B .. 'uc:' .. CTY, '(' .. fmt(since), fmt(w.due), 'WITHSCORES', 'LIMIT', 0, 1)
+    local got = rd('zset', 'ZRANGEBYSCORE', B .. 'uc:' .. CTY, since, w.bounds.due, 'WITHSCORES', 'LIMIT', 0, 1)
     return got[2] and tonumber(got[2]) or ''
   end
-  return first(w.unverified_day), first(w.unverified_hour)
+  return first(w.bounds.unverified_day), first(w.bounds.unverified_hour)
 end
 -- The counts have room again (a code returned or verified): engines that
 -- refuse sends of the scope without asking ask again.
@@ -258,24 +278,48 @@ local THRESHOLDS = {'country_daily_minimum', 'country_history_percent', 'country
   'country_hourly_minimum', 'country_hourly_divisor', 'country_hour_percent', 'address_daily_minimum',
   'address_day_percent', 'address_hourly_minimum', 'address_hourly_divisor', 'address_countries_maximum',
   'history_days', 'unverified_after_seconds'}
+-- The 9th field as Guard.encoded writes it: 13 (or 12) values of digits,
+-- each at most 1000000, read in one match; any other text is read value by
+-- value (below), which gives the same thresholds or nil.
+local PLAIN13 = '^(%d+),(%d+),(%d+),(%d+),(%d+),(%d+),(%d+),(%d+),(%d+),(%d+),(%d+),(%d+),(%d+)$'
+local PLAIN12 = '^(%d+),(%d+),(%d+),(%d+),(%d+),(%d+),(%d+),(%d+),(%d+),(%d+),(%d+),(%d+)$'
+local function plain_thresholds(text)
+  local values = {string.match(text, PLAIN13)}
+  if #values == 0 then values = {string.match(text, PLAIN12)} end
+  if #values == 0 then return nil end
+  local t = {unverified_after_seconds = 0}
+  for i, v in ipairs(values) do
+    if #v > 7 then return nil end
+    local n = tonumber(v)
+    if n > 1000000 then return nil end
+    t[THRESHOLDS[i]] = n
+  end
+  return t
+end
 local function thresholds(g)
   local text = string.match(g, '^[^;]*;[^;]*;[^;]*;[^;]*;[^;]*;[^;]*;[^;]*;[^;]*;([^;]*);')
-  local t, n = {unverified_after_seconds = 0}, 0
-  for v in string.gmatch(text or '', '[^,]+') do
-    n = n + 1
-    t[THRESHOLDS[n] or 'extra'] = int(v, 0, 1000000)
-    if not t[THRESHOLDS[n] or 'extra'] then return nil end
+  local t = text and plain_thresholds(text)
+  if not t then
+    local n = 0
+    t = {unverified_after_seconds = 0}
+    for v in string.gmatch(text or '', '[^,]+') do
+      n = n + 1
+      t[THRESHOLDS[n] or 'extra'] = int(v, 0, 1000000)
+      if not t[THRESHOLDS[n] or 'extra'] then return nil end
+    end
+    if n ~= 12 and n ~= 13 then return nil end
   end
-  if n ~= 12 and n ~= 13 then return nil end
+  if #RANGES == 0 then return t end
   -- The ranges' minimums, on the extension line (Guard.extensionText),
-  -- which a guard with range signals always has.
+  -- which a guard with range signals always has; read only for a number
+  -- with ranges (the judgment of one without reads none of them).
   local x = string.match(g, '\n(.*)$') or ''
   t.range_daily_minimum = int(string.match(x, 'range_daily_minimum=(%d+)') or '', 0, 1000000)
   t.range_hourly_minimum = int(string.match(x, 'range_hourly_minimum=(%d+)') or '', 0, 1000000)
   t.range_new_daily_minimum = int(string.match(x, 'range_new_daily_minimum=(%d+)') or '', 0, 1000000)
   t.range_new_hourly_minimum = int(string.match(x, 'range_new_hourly_minimum=(%d+)') or '', 0, 1000000)
-  if #RANGES > 0 and not (t.range_daily_minimum and t.range_hourly_minimum and t.range_new_daily_minimum
-                          and t.range_new_hourly_minimum) then return nil end
+  if not (t.range_daily_minimum and t.range_hourly_minimum and t.range_new_daily_minimum
+          and t.range_new_hourly_minimum) then return nil end
   return t
 end
 -- The codes verified per day (HGETALL of a d: or dr: hash) as
@@ -295,7 +339,7 @@ local function screen()
   if ARGV[9] ~= '1' then return {'same'} end
   local t = thresholds(g)
   if not t then return {'corrupt', B .. 'guard', 'holds bad guard thresholds'} end
-  local reply, w = check(g)
+  local reply, w = check(g, t)
   local days = days_of(reply[7], B .. 'd:' .. CTY)
   local c = {country_unverified_day = reply[2], country_unverified_hour = reply[3],
              country_verified_day = reply[4], country_verified_hour = reply[5],
@@ -306,7 +350,7 @@ local function screen()
   -- The subject's own codes that its ranges count now: left out.
   local own_day, own_hour = 0, 0
   if #RANGES > 0 then
-    local own = rd('zset', 'ZRANGEBYSCORE', B .. 'us:' .. subject, '(' .. fmt(w.unverified_day), fmt(w.due), 'WITHSCORES')
+    local own = rd('zset', 'ZRANGEBYSCORE', B .. 'us:' .. subject, w.bounds.unverified_day, w.bounds.due, 'WITHSCORES')
     for i = 2, #own, 2 do
       own_day = own_day + 1
       if tonumber(own[i]) > w.unverified_hour then own_hour = own_hour + 1 end
@@ -314,9 +358,10 @@ local function screen()
   end
   for _, r in ipairs(RANGES) do
     local history = days_of(rd('hash', 'HGETALL', B .. 'dr:' .. r), B .. 'dr:' .. r)
-    local rc = {range = r, unverified_day = math.max(0, unverified(B .. 'ur:' .. r, w.unverified_day, w.due) - own_day),
-                unverified_hour = math.max(0, unverified(B .. 'ur:' .. r, w.unverified_hour, w.due) - own_hour),
-                verified_day = count(B .. 'vr:' .. r, w.verified_day), verified_hour = count(B .. 'vr:' .. r, w.verified_hour),
+    local b = w.bounds
+    local rc = {range = r, unverified_day = math.max(0, unverified(B .. 'ur:' .. r, b.unverified_day, b.due) - own_day),
+                unverified_hour = math.max(0, unverified(B .. 'ur:' .. r, b.unverified_hour, b.due) - own_hour),
+                verified_day = count(B .. 'vr:' .. r, b.verified_day), verified_hour = count(B .. 'vr:' .. r, b.verified_hour),
                 verified_daily_maximum = R.verified_daily_maximum(history, today, t.history_days)}
     c.ranges[#c.ranges + 1] = rc
     for _, v in ipairs({rc.range, rc.unverified_day, rc.unverified_hour, rc.verified_day, rc.verified_hour,

@@ -168,6 +168,7 @@ bench-deps:
 	command -v gnuplot >/dev/null 2>&1 || missing="$$missing gnuplot-nox"; \
 	command -v redis-benchmark >/dev/null 2>&1 || missing="$$missing redis-server"; \
 	command -v ab >/dev/null 2>&1 || missing="$$missing apache2-utils"; \
+	command -v callgrind_control >/dev/null 2>&1 || missing="$$missing valgrind"; \
 	if [ -n "$$missing" ]; then \
 	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
 	    echo "Installing$$missing with apt-get"; \

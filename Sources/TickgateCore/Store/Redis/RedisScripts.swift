@@ -148,7 +148,7 @@ enum RedisScripts {
     -- snake case, and no rule anywhere else in Lua. Tests/rules/*.json holds
     -- the cases both must answer alike. Times and spans in µs; -1 or nil for
     -- none; C holds the constants of Rules/RuleConstants.swift.
-    local R = {}
+    local R = {consecutive = false, cooldown = false, countdown_after_send = false, expired_sends = false, prune = false, window_frees = false, wrong_code = false, wrong_codes_left = false, key_life = false, budget_frees = false, guard_windows = false, verified_daily_maximum = false, guard_answer = false, range_thresholds = false, counts_in_country = false, guard_refuses = false, guard_judge = false}
     -- The consecutive count after a send granted at now (SendRules.consecutive):
     -- quiet (0: never) or more after the last send restarts the schedule.
     function R.consecutive(n, last, quiet, now)
@@ -1907,7 +1907,7 @@ enum RedisScripts {
     -- snake case, and no rule anywhere else in Lua. Tests/rules/*.json holds
     -- the cases both must answer alike. Times and spans in µs; -1 or nil for
     -- none; C holds the constants of Rules/RuleConstants.swift.
-    local R = {}
+    local R = {consecutive = false, cooldown = false, countdown_after_send = false, expired_sends = false, prune = false, window_frees = false, wrong_code = false, wrong_codes_left = false, key_life = false, budget_frees = false, guard_windows = false, verified_daily_maximum = false, guard_answer = false, range_thresholds = false, counts_in_country = false, guard_refuses = false, guard_judge = false}
     -- The consecutive count after a send granted at now (SendRules.consecutive):
     -- quiet (0: never) or more after the last send restarts the schedule.
     function R.consecutive(n, last, quiet, now)
@@ -2560,7 +2560,7 @@ enum RedisScripts {
     -- snake case, and no rule anywhere else in Lua. Tests/rules/*.json holds
     -- the cases both must answer alike. Times and spans in µs; -1 or nil for
     -- none; C holds the constants of Rules/RuleConstants.swift.
-    local R = {}
+    local R = {consecutive = false, cooldown = false, countdown_after_send = false, expired_sends = false, prune = false, window_frees = false, wrong_code = false, wrong_codes_left = false, key_life = false, budget_frees = false, guard_windows = false, verified_daily_maximum = false, guard_answer = false, range_thresholds = false, counts_in_country = false, guard_refuses = false, guard_judge = false}
     -- The consecutive count after a send granted at now (SendRules.consecutive):
     -- quiet (0: never) or more after the last send restarts the schedule.
     function R.consecutive(n, last, quiet, now)
@@ -3191,7 +3191,7 @@ enum RedisScripts {
     -- snake case, and no rule anywhere else in Lua. Tests/rules/*.json holds
     -- the cases both must answer alike. Times and spans in µs; -1 or nil for
     -- none; C holds the constants of Rules/RuleConstants.swift.
-    local R = {}
+    local R = {consecutive = false, cooldown = false, countdown_after_send = false, expired_sends = false, prune = false, window_frees = false, wrong_code = false, wrong_codes_left = false, key_life = false, budget_frees = false, guard_windows = false, verified_daily_maximum = false, guard_answer = false, range_thresholds = false, counts_in_country = false, guard_refuses = false, guard_judge = false}
     -- The consecutive count after a send granted at now (SendRules.consecutive):
     -- quiet (0: never) or more after the last send restarts the schedule.
     function R.consecutive(n, last, quiet, now)
@@ -4112,7 +4112,7 @@ enum RedisScripts {
     -- snake case, and no rule anywhere else in Lua. Tests/rules/*.json holds
     -- the cases both must answer alike. Times and spans in µs; -1 or nil for
     -- none; C holds the constants of Rules/RuleConstants.swift.
-    local R = {}
+    local R = {consecutive = false, cooldown = false, countdown_after_send = false, expired_sends = false, prune = false, window_frees = false, wrong_code = false, wrong_codes_left = false, key_life = false, budget_frees = false, guard_windows = false, verified_daily_maximum = false, guard_answer = false, range_thresholds = false, counts_in_country = false, guard_refuses = false, guard_judge = false}
     -- The consecutive count after a send granted at now (SendRules.consecutive):
     -- quiet (0: never) or more after the last send restarts the schedule.
     function R.consecutive(n, last, quiet, now)

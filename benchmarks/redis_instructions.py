@@ -13,10 +13,11 @@ beside the CPU rows and set no target of their own.
     BENCH python_redis_instructions_send_granted n=N tickgate=I limits=I unit=instructions ratio_limits=R
     BENCH python_redis_instructions_send_guarded n=N tickgate=I unguarded=I unit=instructions ratio_unguarded=R
 
-Granted: send_begin + succeeded() of a new key beside limits' moving-window
-hit() (1 per minute, a new key), as python_redis_cpu_send_granted does;
-guarded: the same send on a scope whose guard is enforced and never
-reached (python_redis_cpu_send_guarded's). Each after a warm-up of its own.
+The workloads are bench_python.py's own (grant_all, grant_guarded,
+limits_grant): a granted send of a new key beside limits' moving-window
+hit() (1 per minute, a new key), as python_redis_cpu_send_granted; a
+granted send on a scope whose guard is enforced and never reached, as
+python_redis_cpu_send_guarded. Each after a warm-up of its own.
 
     python3 benchmarks/redis_instructions.py [--quick]
 
@@ -25,7 +26,6 @@ needs valgrind and redis-server.)
 """
 from __future__ import annotations
 
-import os
 import pathlib
 import re
 import shutil
@@ -35,6 +35,9 @@ import tempfile
 import time
 
 import tickgate
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import bench_python  # noqa: E402  (the CPU rows' workloads)
 
 
 def wait_for(predicate, what: str, seconds: float = 60.0) -> None:
@@ -89,38 +92,27 @@ class CountedServer:
         self.log.close()
 
 
-GUARD = dict(country_daily_minimum=1_000_000, country_hourly_minimum=1_000_000,
-             address_daily_minimum=1_000_000, address_hourly_minimum=1_000_000)
-
-
 def tickgate_sends(url: str, prefix: str, subjects: list, warm: list, guarded: bool, server: CountedServer) -> int:
+    """The CPU rows' workloads (bench_python.py): granted sends, or granted
+    sends on a quiet guard."""
     with tickgate.Engine(delivery=tickgate.Delivery.HOST_THREAD, store_url=url, store_prefix=prefix) as engine:
         if guarded:
-            engine.set_guard("login", tickgate.GuardMode.ENFORCE, **GUARD)
-
-        def sends(names: list) -> None:
-            for subject in names:
-                engine.send_begin("login", subject, client_address="203.0.113.7").succeeded()
-
-        sends(warm)
-        return server.counted(lambda: sends(subjects))
+            engine.set_guard("login", tickgate.GuardMode.ENFORCE, **bench_python.QUIET_GUARD)
+        sends = bench_python.grant_guarded if guarded else bench_python.grant_all
+        sends(engine, warm)
+        return server.counted(lambda: sends(engine, subjects))
 
 
 def limits_hits(url: str, subjects: list, warm: list, server: CountedServer) -> int | None:
+    """limits' moving-window hit() of a new key (bench_python.limits_grant)."""
     try:
         from limits import RateLimitItemPerMinute, storage, strategies
     except ImportError:
         return None
     limiter = strategies.MovingWindowRateLimiter(storage.RedisStorage(url))
     item = RateLimitItemPerMinute(1)
-
-    def hits(names: list) -> None:
-        for subject in names:
-            if not limiter.hit(item, "instructions", subject):
-                raise SystemExit("redis_instructions.py: limits refused a first hit")
-
-    hits(warm)
-    return server.counted(lambda: hits(subjects))
+    bench_python.limits_grant(limiter, item, "instructions", warm)
+    return server.counted(lambda: bench_python.limits_grant(limiter, item, "instructions", subjects))
 
 
 def main() -> int:

@@ -223,6 +223,9 @@ final class Background: @unchecked Sendable {
 /// `Store` has no defaults: every store says each of these.
 extension DoubleStore {
     var warning: String? { nil }
+    var decidesInEngine: Bool { false }
+    var keepsRecordStream: Bool { false }
+    var sweepInterval: Span { .milliseconds(1_000) }
     var readsThrough: Bool { false }
     var holdsRules: Bool { false }
     var refusesLocally: Bool { false }

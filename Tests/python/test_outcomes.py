@@ -260,6 +260,30 @@ def test_concurrent_sweeps_report_each_code_once(shared: Store) -> None:
     assert reported == {n: 1 for n in numbers}
 
 
+def test_a_stream_length_on_a_file_follows_no_code_for_no_one(tmp_path: Path) -> None:
+    """SQLite keeps no record stream: a guard's record_stream_length there
+    has no reader, so a send with no outcome observer follows no code (no
+    store call beyond the screen, the begin and the end), as on a guard
+    without it; an outcome observer still hears the code's outcome."""
+    calls = []
+    for length in (0, 1000):
+        s = Store("sqlite", tmp_path / f"stream{length}")
+        (tmp_path / f"stream{length}").mkdir()
+        try:
+            engine = guarded(s, record_stream_length=length)
+            before = engine.stats().store_calls
+            sent(engine, cn())
+            calls.append(engine.stats().store_calls - before)
+            heard = Outcomes(engine)
+            number = cn()
+            sent(engine, number)
+            engine.verified("login", number)
+            assert heard.of(number) == [CodeOutcome.VERIFIED]
+        finally:
+            s.close()
+    assert calls[0] == calls[1] == 3, calls
+
+
 @pytest.mark.skipif(not URL, reason="TG_REDIS_URL is not set")
 def test_redis_the_stream_holds_every_engines_outcomes(tmp_path: Path) -> None:
     s = Store("redis", tmp_path)

@@ -20,7 +20,7 @@ extension Engine {
     public func budgetUsage(_ key: BudgetKey) throws(TickgateError) -> Budget.Usage {
         // A budget set through another engine a moment ago may not have
         // reached this one's copies yet: the store has it.
-        if let store, store.holdsRules,
+        if store.holdsRules,
            try locked.withLock({ (state) throws(TickgateError) in
                try state.checkOpen()
                return state.budgets.budgets[key.budget] == nil
@@ -31,15 +31,7 @@ extension Engine {
             try state.checkOpen()
             return try state.budgets.rows([key])[0].budget
         }
-        var charges: [Instant]
-        if let store {
-            charges = try store.charges(of: key)
-        } else {
-            charges = try locked.withLock { (state) throws(TickgateError) in
-                try state.checkOpen()
-                return state.budgets.charges[key] ?? []
-            }
-        }
+        var charges = try store.charges(of: key)
         let now = clock.now()
         budget.prune(&charges, at: now)
         return budget.usage(of: charges, at: now)

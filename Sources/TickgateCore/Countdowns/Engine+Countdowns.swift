@@ -67,7 +67,7 @@ extension Engine {
                 return state.cancelAll(scope: scope, held)
             }
         }
-        return store == nil ? try body() : try lanes.withScope(scope, body)
+        return decidesInEngine ? try body() : try lanes.withScope(scope, body)
     }
 
     /// The time the key's countdown still runs; throws `.notFound` if it is
@@ -106,13 +106,13 @@ extension Engine {
     // MARK: Fast paths by the caller's bytes
 
     /// Whether a change of the key's countdown needs the full path: a store
-    /// to write, observers of its scope (or of it) to tell, a callback to
+    /// to write (any but memory), observers of its scope (or of it) to tell, a callback to
     /// wait for, or a closed engine to report. Otherwise the fast paths
     /// below find the key by its bytes and make no names; observers of
     /// other scopes cost them one comparison each. Lock held.
     @inline(__always)
     func needsFullPath(_ key: RawKey, _ state: EngineState) -> Bool {
-        store != nil || state.closed || state.dispatch.runningEvent != nil
+        !decidesInEngine || state.closed || state.dispatch.runningEvent != nil
             || state.isObserved(scopeBytes: key.scope)
     }
 
@@ -169,7 +169,7 @@ extension Engine {
 
     /// `remaining` for a key given as bytes.
     public func remaining(_ key: RawKey) throws(TickgateError) -> Span {
-        if store?.readsThrough == true { try refresh(key.names()) }
+        if store.readsThrough { try refresh(key.names()) }
         let remaining = try locked.withLock { (state) throws(TickgateError) -> Span? in
         try state.checkOpen()
         let now = state.now()

@@ -65,7 +65,7 @@ extension Engine {
     /// Commits what a group commit holds now.
     public func flush() throws(TickgateError) {
         try locked.withLock { (state) throws(TickgateError) in try state.checkOpen() }
-        try store?.flush()
+        try store.flush()
     }
 
     /// One delivery pass: fire due timers, then run the queued callbacks one

@@ -16,9 +16,13 @@ public final class Engine: @unchecked Sendable {
     let defaultTickInterval: Span
     /// The engine thread (engine-thread delivery only), 0 before it starts.
     private var thread: UInt = 0
-    /// The durable store, if the options named one; called with no engine
-    /// lock held.
-    let store: Store?
+    /// Where the keys live: the store the options named (called with no
+    /// engine lock held), or with none the engine's own memory
+    /// (`MemoryStore`).
+    let store: Store
+    /// `store.decidesInEngine`, read once: the hot paths ask it on every
+    /// call.
+    let decidesInEngine: Bool
     /// One store decision at a time per key.
     let lanes = KeyLanes()
     /// Grant sends in memory while the store is unreachable.
@@ -66,36 +70,39 @@ public final class Engine: @unchecked Sendable {
         // is looked at once an engine observes something: an app that only
         // decides runs no thread for it, and its decisions read the file's
         // rules anyway.)
-        if store?.readsThrough == true { watchStore() }
+        if self.store.readsThrough { watchStore() }
         // Refusals made again without a round trip need every key's
         // notice (LocalRefusals).
-        if let store, store.refusesLocally {
-            store.watchKeys()
+        if self.store.refusesLocally {
+            self.store.watchKeys()
+            let keepsBudgets = self.store.keepsBudgetRefusals
             locked.withLock { state in
                 state.refusals.enabled = true
-                state.refusals.keepsBudgets = store.keepsBudgetRefusals
+                state.refusals.keepsBudgets = keepsBudgets
             }
         }
     }
 
-    /// An engine on `store` (any `Store`; tests pass their own), starting
-    /// from `snapshot`.
     /// What the open saw in the store that its operator should change
     /// (a Redis maxmemory-policy that evicts live keys), or nil.
-    public var storeWarning: String? { store?.warning }
+    public var storeWarning: String? { store.warning }
 
+    /// An engine on `store` (any `Store`; tests pass their own; nil: the
+    /// engine's own memory), starting from `snapshot`.
     init(options: EngineOptions, clock: Clock, store: Store?, snapshot: StoreSnapshot) throws(TickgateError) {
         defaultTickInterval = try options.tickInterval.validatedTickInterval()
         delivery = options.delivery
         clockKind = options.clock
         self.clock = clock
-        // Every call to the store goes through one place that times it.
-        let counters = self.counters
-        self.store = store.map { MeasuredStore($0, counters: counters) }
         failOpen = options.redis?.failOpen ?? false
         storeTimeout = options.redis?.timeout ?? options.store?.timeout ?? Limits.defaultStoreTimeout
         poller = try Poller()
         locked = Guarded(EngineState(clock: clock, poller: poller, defaultTickInterval: defaultTickInterval))
+        // Every call to a store goes through one place that times it
+        // (memory's calls are no round trips, and not timed).
+        let counters = self.counters
+        self.store = store.map { MeasuredStore($0, counters: counters) } ?? MemoryStore(locked)
+        decidesInEngine = self.store.decidesInEngine
         locked.withLock { state in state.restore(snapshot) }
         if options.delivery == .engineThread { try startThread() }
     }
@@ -140,7 +147,7 @@ public final class Engine: @unchecked Sendable {
         guard let closed else { return false }
         // Commits what a group commit holds (it waits for a decision under
         // way; every later one fails as closed).
-        store?.close()
+        store.close()
         poller.arm(at: nil)
         poller.wake()
         if thread != 0 && !onEngineThread { _ = tgshim_thread_join(thread) }

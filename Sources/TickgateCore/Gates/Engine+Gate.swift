@@ -89,7 +89,7 @@ extension Engine {
     /// Makes memory agree with the realm's session as a read-through store
     /// holds it (another engine may have logged it in or out).
     func syncSession(_ realm: KeyName) throws(TickgateError) {
-        guard let store, store.readsThrough else { return }
+        guard store.readsThrough else { return }
         try lanes.with(.realm(realm)) { () throws(TickgateError) in
             try locked.withLock { (state) throws(TickgateError) in try state.checkOpen() }
             guard let session = try store.session(realm: realm) else { return }

@@ -10,7 +10,7 @@ extension Engine {
         watchStore()
         switch target {
         case .realm, .records, .outcomes: break
-        case .key, .scope: store?.watchKeys()
+        case .key, .scope: store.watchKeys()
         }
         // The key as the store holds it now, so its first event is right.
         if case let .key(key) = target { try refresh(key) }

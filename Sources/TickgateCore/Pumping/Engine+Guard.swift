@@ -87,7 +87,7 @@ extension Engine {
         let spot = KnownGuardRefusals.Spot(scope: key.scope, country: country)
         let guardMark = try locked.withLock { (state) throws(TickgateError) -> UInt64 in
             try state.checkOpen()
-            guard let store, store.refusesLocally, state.sends.localKeys.isEmpty else { return 0 }
+            guard store.refusesLocally, state.sends.localKeys.isEmpty else { return 0 }
             // (The key's own refusals only: an always-allowed send may skip
             // the budgets.)
             if let refusal = state.refusals.refuseSend(key, budgets: [], at: state.now()) { throw refusal }
@@ -115,7 +115,7 @@ extension Engine {
                                             code: locked.withLock { $0.guards.nextCode() },
                                             country: country, address: address)
         var rules = locked.withLock { $0.guards.rules[key.scope] }
-        if let store, store.screensInDecision, let current = rules {
+        if store.screensInDecision, let current = rules {
             // One server: the guard screens the send in the step that
             // decides it (a guarded send costs no step of its own).
             switch try sendScreenedInStep(key, budgets: budgets, number: number, country: country, address: address,
@@ -127,47 +127,45 @@ extension Engine {
         }
         var screened: (reading: GuardReading, judgment: GuardJudgment, counted: Bool)?
         var judged = true
-        if let store {
-            var tries = 0
-            screening: while let current = rules {
-                let judge = current.mode != .off && current.alwaysAllowed(number, address) == nil
-                    && current.refusal(of: number) == nil
-                do throws(TickgateError) {
-                    switch try store.guardScreen(scope: key.scope, subject: key.subject, code: pending.code,
-                                                 country: country, address: address, rules: current, judge: judge) {
-                    case let .stale(stored):
-                        adopt(stored, scope: key.scope)
-                        rules = stored
-                        tries += 1
-                        if tries >= 3 {
-                            throw TickgateError(.storeUnknown, "the guard of \(key.scope.value) changed during the send, three times")
-                        }
-                    case .same:
-                        break screening
-                    case let .judged(reading, judgment, counted):
-                        screened = (reading, judgment, counted)
-                        break screening
+        var tries = 0
+        screening: while let current = rules {
+            let judge = current.mode != .off && current.alwaysAllowed(number, address) == nil
+                && current.refusal(of: number) == nil
+            do throws(TickgateError) {
+                switch try store.guardScreen(scope: key.scope, subject: key.subject, code: pending.code,
+                                             country: country, address: address, rules: current, judge: judge) {
+                case let .stale(stored):
+                    adopt(stored, scope: key.scope)
+                    rules = stored
+                    tries += 1
+                    if tries >= 3 {
+                        throw TickgateError(.storeUnknown, "the guard of \(key.scope.value) changed during the send, three times")
                     }
-                } catch {
-                    // The count may have been made (a reply lost): given
-                    // back (a screen a stopped server runs late, past its
-                    // deadline, changes nothing).
-                    if judge { giveBack(pending) }
-                    guard (error.status == .storeIO || error.status == .storeUnknown) && failOpen else { throw error }
-                    // Fail open: the store is out of reach; this engine's
-                    // copy of the guard decides its lists, no signal is
-                    // judged (the counts are the store's), and the send
-                    // goes on to be granted or refused by memory alone.
-                    judged = false
-                    record.message = "the store is out of reach: signals not judged"
+                case .same:
+                    break screening
+                case let .judged(reading, judgment, counted):
+                    screened = (reading, judgment, counted)
                     break screening
                 }
+            } catch {
+                // The count may have been made (a reply lost): given
+                // back (a screen a stopped server runs late, past its
+                // deadline, changes nothing).
+                if judge { giveBack(pending) }
+                guard (error.status == .storeIO || error.status == .storeUnknown) && failOpen else { throw error }
+                // Fail open: the store is out of reach; this engine's
+                // copy of the guard decides its lists, no signal is
+                // judged (the counts are the store's), and the send
+                // goes on to be granted or refused by memory alone.
+                judged = false
+                record.message = "the store is out of reach: signals not judged"
+                break screening
             }
         }
         guard let rules else {
-            // Removed on another engine a moment ago: unguarded (a store
-            // refuses it if a guard came back meanwhile).
-            return try decideSendBegin(key, budgets: budgets, screened: store == nil ? .screened : .unscreened)
+            // Removed on another engine a moment ago: unguarded (a shared
+            // store refuses it if a guard came back meanwhile).
+            return try decideSendBegin(key, budgets: budgets, screened: .unscreened)
         }
         record.mode = rules.mode
         record.streamLength = rules.recordStreamLength
@@ -184,16 +182,15 @@ extension Engine {
             return try decideSendBegin(key, budgets: named, screened: .screened)
         }
         // Counted and judged by the codes counted before it, in one step
-        // (memory: under the lock; a store: one transaction or script), so
-        // that sends at the same time are judged one after another: a
-        // burst gets no more through than a threshold allows. Given back
-        // if the key refuses it.
-        let (counts, judgment, counted): (GuardCounts, GuardJudgment, Bool)
-        if let screened {
-            (counts, judgment, counted) = (screened.reading.counts, screened.judgment, screened.counted)
-        } else {
-            (counts, judgment, counted) = try countInMemory(pending, rules: rules)
+        // of the store (memory: under the lock; SQLite: one transaction;
+        // Redis: one script), so that sends at the same time are judged one
+        // after another: a burst gets no more through than a threshold
+        // allows. Given back if the key refuses it.
+        guard let screened else {
+            throw TickgateError(.storeCorrupt, "the store's guard answered a send it was asked to judge without a judgment",
+                                store: .corrupt)
         }
+        let (counts, judgment, counted) = (screened.reading.counts, screened.judgment, screened.counted)
         record.judgment = judgment
         record.counts = counts
         let answer = GuardRules.answer(judgment, mode: rules.mode, challenge: rules.challengeSignals,
@@ -201,13 +198,13 @@ extension Engine {
         if answer != .grant {
             if counted {
                 giveBack(pending)
-            } else if answer == .refuse, let store, let reading = screened?.reading, store.refusesLocally, store.hearsKeys,
+            } else if answer == .refuse, store.refusesLocally, store.hearsKeys,
                       !judgment.warnings.isDisjoint(with: [.unverifiedByCountryDaily, .unverifiedByCountryHourly]) {
                 // Refused by the country's counts as the store read them:
                 // the country's next sends are refused here until they can
                 // have room (KnownGuardRefusals).
                 locked.withLock { state in
-                    state.refusals.guards.learn(spot, mark: guardMark, read: reading, counts: counts,
+                    state.refusals.guards.learn(spot, mark: guardMark, read: screened.reading, counts: counts,
                                                 judgment: judgment, unverifiedAfter: rules.thresholds.unverifiedAfter,
                                                 at: state.now())
                 }
@@ -285,7 +282,7 @@ extension Engine {
                 let counts = reading.counts
                 let answer = GuardRules.answer(judgment, mode: rules.mode, challenge: rules.challengeSignals,
                                                passed: judgment.challengePassed)
-                if answer == .refuse, store?.refusesLocally == true, store?.hearsKeys == true,
+                if answer == .refuse, store.refusesLocally, store.hearsKeys,
                    !judgment.warnings.isDisjoint(with: [.unverifiedByCountryDaily, .unverifiedByCountryHourly]) {
                     locked.withLock { state in
                         state.refusals.guards.learn(spot, mark: mark, read: reading, counts: counts,
@@ -323,25 +320,7 @@ extension Engine {
     /// signals; nothing is kept on an error.
     public func challengePassed(_ key: CountdownKey, from address: ClientAddress?) throws(TickgateError) {
         _ = try PhoneNumber.parse(key.subject.value)
-        if let store {
-            try store.guardChallengePassed(scope: key.scope, subject: key.subject, address: address)
-            recordChallengePassed(key, from: address)
-            return
-        }
-        try locked.withLock { (state) throws(TickgateError) in
-            try state.checkOpen()
-            guard let rules = state.guards.rules[key.scope], !rules.challengeSignals.isEmpty else {
-                throw TickgateError(.notFound, "the scope \(key.scope.value) has no guard with challenge signals")
-            }
-            let now = state.now()
-            var passes = (state.guards.passes[key.scope] ?? [:]).filter { $0.value > now }
-            guard passes.count < GuardBook.maximumPasses else {
-                throw TickgateError(.busy, "\(GuardBook.maximumPasses) challenge passes of \(key.scope.value) wait for their send")
-            }
-            passes[GuardBook.passKey(key.subject, address)] =
-                now.advanced(by: Span(nanoseconds: Int64(rules.challengePassSeconds) * 1_000_000_000))
-            state.guards.passes[key.scope] = passes
-        }
+        try store.guardChallengePassed(scope: key.scope, subject: key.subject, address: address)
         recordChallengePassed(key, from: address)
     }
 
@@ -376,57 +355,13 @@ extension Engine {
             + (known ? "; known from an earlier read of the store, until a code is verified or given back" : ""))
     }
 
-    /// Memory's screen: counts `code` unverified and answers the counts
-    /// before it and their judgment, in one step under the lock; a send the
-    /// counts refuse (in ENFORCE) is not counted (`counted` false).
-    private func countInMemory(_ code: GuardBook.PendingCode,
-                               rules: Guard) throws(TickgateError) -> (GuardCounts, GuardJudgment, counted: Bool) {
-        let historyDays = rules.thresholds.historyDays
-        return try locked.withLock { (state) throws(TickgateError) -> (GuardCounts, GuardJudgment, counted: Bool) in
-            try state.checkOpen()
-            let now = state.now()
-            // Taken out of the book while it is read and written: a copy
-            // left in the book would make each counted send copy the
-            // whole ledger (copy on write), every code of the last day.
-            let held = state.guards.ledgers[code.scope] != nil
-            var ledger = state.guards.ledgers.removeValue(forKey: code.scope) ?? ConversionLedger()
-            let ranges = rules.ranges(ofSubject: code.subject)
-            let counts = ledger.counts(subject: code.subject, country: code.country, ranges: ranges, address: code.address,
-                                       historyDays: historyDays, unverifiedAfter: rules.thresholds.unverifiedAfter,
-                                       at: now)
-            var judgment = GuardRules.judge(counts, by: rules.thresholds)
-            let passKey = GuardBook.passKey(code.subject, code.address)
-            let passed = state.guards.passes[code.scope]?[passKey].map { $0 > now } ?? false
-            switch GuardRules.answer(judgment, mode: rules.mode, challenge: rules.challengeSignals, passed: passed) {
-            case .refuse, .challenge:
-                if held { state.guards.ledgers[code.scope] = ledger }
-                return (counts, judgment, false)
-            case .grant:
-                if GuardRules.refuses(judgment, mode: rules.mode) {
-                    // Through its warnings by the pass, used up.
-                    judgment.challengePassed = true
-                    state.guards.passes[code.scope]?[passKey] = nil
-                }
-            }
-            ledger.sent(code.code, subject: code.subject, country: code.country, ranges: ranges,
-                        address: code.address, inCountry: GuardRules.countsInCountry(judgment), at: now,
-                        historyDays: historyDays)
-            state.guards.ledgers[code.scope] = ledger
-            return (counts, judgment, true)
-        }
-    }
-
     /// A counted code that did not go out: counted nowhere (on a store,
     /// best effort: a code left counted errs on the safe side).
     private func giveBack(_ code: GuardBook.PendingCode) {
-        if let store {
-            try? store.guardReturned(scope: code.scope, subject: code.subject, code: code.code,
-                                     country: code.country, address: code.address)
-            // (Its notice is this engine's own, unheard.)
-            locked.withLock { state in state.refusals.guards.noticed() }
-        } else {
-            locked.withLock { state in state.guards.ledgers[code.scope]?.returned(code.code) }
-        }
+        try? store.guardReturned(scope: code.scope, subject: code.subject, code: code.code,
+                                 country: code.country, address: code.address)
+        // (Its notice is this engine's own, unheard.)
+        locked.withLock { state in state.refusals.guards.noticed() }
     }
 
     /// Closes a send ticket (see `decideSendEnd`); a guarded code whose
@@ -461,7 +396,7 @@ extension Engine {
         try countingVerify(wrong: false) { () throws(TickgateError) in try decideVerified(key) }
         // A store on a local file says at no cost (this engine may never
         // have sent on the scope since another process set its guard).
-        if let store, case let .known(stored) = try? store.localGuard(scope: key.scope) {
+        if case let .known(stored) = try? store.localGuard(scope: key.scope) {
             locked.withLock { state in state.guards.set(stored, scope: key.scope) }
         }
         guard let rules = locked.withLock({ $0.guards.rules[key.scope] }), rules.mode != .off,
@@ -470,20 +405,12 @@ extension Engine {
         // (Before the signals count it: the number's last code, which it
         // marks verified, tells a followed code replaced from verified.)
         followOutcomes(key, .verified)
-        if let store {
-            // Best effort: the verification stands; a miss leaves the code
-            // counted unverified (the safe side).
-            // (The number's ranges: the store counts them if its guard has
-            // range signals, whatever this engine's copy says.)
-            try? store.guardVerified(scope: key.scope, subject: key.subject, country: country,
-                                     ranges: GuardRules.ranges(of: number))
-            locked.withLock { state in state.refusals.guards.noticed() }
-        } else {
-            locked.withLock { state in
-                state.guards.ledgers[key.scope, default: ConversionLedger()]
-                    .verified(subject: key.subject, country: country, at: state.now(),
-                              historyDays: rules.thresholds.historyDays)
-            }
-        }
+        // Best effort: the verification stands; a miss leaves the code
+        // counted unverified (the safe side).
+        // (The number's ranges: the store counts them if its guard has
+        // range signals, whatever this engine's copy says.)
+        try? store.guardVerified(scope: key.scope, subject: key.subject, country: country,
+                                 ranges: GuardRules.ranges(of: number))
+        locked.withLock { state in state.refusals.guards.noticed() }
     }
 }

@@ -8,7 +8,7 @@ extension Engine {
     /// Someone hears the outcomes of `scope`: its outcome observers here,
     /// or the store's record stream (Redis) that the guard keeps.
     private func listening(_ scope: KeyName, _ rules: Guard) -> Bool {
-        if rules.recordStreamLength > 0, store != nil { return true }
+        if rules.recordStreamLength > 0, store.keepsRecordStream { return true }
         return locked.withLock { !($0.observers.outcomeObservers[scope]?.isEmpty ?? true) }
     }
 
@@ -16,8 +16,8 @@ extension Engine {
     /// records every code whose outcome it decided. `.sent` follows the
     /// code only while someone listens; `.verified` and `.killed` always
     /// ask (another engine may follow the number's code), sweeping only
-    /// while someone listens; `.sweep` only while someone listens, and on
-    /// a store at most once a second.
+    /// while someone listens; `.sweep` only while someone listens, and at
+    /// most once per the store's `sweepInterval`.
     func followOutcomes(_ key: CountdownKey, _ event: OutcomeEvent) {
         guard let rules = locked.withLock({ $0.guards.rules[key.scope] }), rules.mode != .off else { return }
         let hears = listening(key.scope, rules)
@@ -28,37 +28,21 @@ extension Engine {
             break
         }
         let unverifiedAfter = rules.thresholds.unverifiedAfter
-        var decided: [DecidedCode] = []
-        var wallAt = clock.wallNow()
-        if let store {
-            if event == .sweep {
-                let due = locked.withLock { (state) -> Bool in
-                    let now = state.now()
-                    if let last = state.guards.lastSweep[key.scope],
-                       now.since(last) < Span(nanoseconds: 1_000_000_000) { return false }
-                    state.guards.lastSweep[key.scope] = now
-                    return true
-                }
-                guard due else { return }
-            }
-            // (An engine no one hears takes off only the number's code: its
-            // sweep would report others' codes to no one.)
-            guard let answer = try? store.guardOutcomes(scope: key.scope, subject: key.subject, event: event,
-                                                        unverifiedAfter: unverifiedAfter, sweep: hears) else { return }
-            decided = answer
-            wallAt = clock.wallNow()
-        } else {
-            decided = locked.withLock { state in
+        let interval = store.sweepInterval
+        if event == .sweep, interval > .zero {
+            let due = locked.withLock { (state) -> Bool in
                 let now = state.now()
-                wallAt = clock.wallNow()
-                let ledger = state.guards.ledgers[key.scope]
-                var sent: ConversionLedger.Code?
-                if case let .sent(code) = event { sent = ledger?.codes[code] }
-                return state.guards.followed[key.scope, default: FollowedCodes()]
-                    .apply(event, subject: key.subject, sent: sent, latest: ledger?.latest[key.subject],
-                           at: now, unverifiedAfter: unverifiedAfter, sweep: hears)
+                if let last = state.guards.lastSweep[key.scope], now.since(last) < interval { return false }
+                state.guards.lastSweep[key.scope] = now
+                return true
             }
+            guard due else { return }
         }
+        // (An engine no one hears takes off only the number's code: its
+        // sweep would report others' codes to no one.)
+        guard let decided = try? store.guardOutcomes(scope: key.scope, subject: key.subject, event: event,
+                                                     unverifiedAfter: unverifiedAfter, sweep: hears) else { return }
+        let wallAt = clock.wallNow()
         for code in decided {
             var record = GuardRecord(scope: key.scope, number: code.subject,
                                      address: code.address.isEmpty ? nil : try? ClientAddress.parse(code.address),

@@ -72,7 +72,7 @@ extension Engine {
     /// queues it for the scope's record observers.
     func deliver(_ record: GuardRecord) {
         let record = record.noted
-        if record.streamLength > 0, let store {
+        if record.streamLength > 0, store.keepsRecordStream {
             try? store.appendRecord(record, maximumLength: record.streamLength)
         }
         locked.withLock { state in

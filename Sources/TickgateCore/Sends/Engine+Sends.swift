@@ -49,7 +49,7 @@ extension Engine {
     func decideSendBegin(_ key: CountdownKey, budgets: [BudgetKey] = [], screened: Screening = .unscreened,
                          answered: (DecisionResult) -> Void = { _ in }) throws(TickgateError) -> UInt64 {
         var ticket: UInt64 = 0
-        let rulesInStore = store?.holdsRules ?? false
+        let rulesInStore = store.holdsRules
         return try decide(key, refuse: { state in
             // The store refuses a budget it does not hold before anything
             // else: only a send naming budgets this engine knows of.
@@ -219,7 +219,7 @@ extension Engine {
     /// a ticket past its timeout). Returns nil, having changed nothing,
     /// when something does.
     func decideSendEnd(succeeded ticket: UInt64, serverRetryAfter: Span) -> Span? {
-        guard store == nil, serverRetryAfter >= .zero, serverRetryAfter <= Limits.maximumDuration else { return nil }
+        guard decidesInEngine, serverRetryAfter >= .zero, serverRetryAfter <= Limits.maximumDuration else { return nil }
         return locked.withLock { (state) -> Span? in
             guard !state.closed, state.dispatch.runningEvent == nil, let slot = state.slot(ofTicket: ticket),
                   state.sends.charges[ticket] == nil,

@@ -11,7 +11,7 @@ extension Engine {
     /// `deadline` (the calling decision's: the write-back spends its store
     /// timeout, it does not add one).
     func writeBackLocalGrants(by deadline: Instant) {
-        guard let store, store.readsThrough else { return }
+        guard store.readsThrough else { return }
         let pending = locked.withLock { state -> [CountdownKey] in
             state.closed ? [] : state.sends.localKeys.sorted()
         }

@@ -6,7 +6,7 @@ extension Engine {
     /// events that makes), if other engines change the store (`always`: on
     /// a change notice, whatever the store).
     func refresh(_ key: CountdownKey, always: Bool = false) throws(TickgateError) {
-        guard let store, always || store.readsThrough else { return }
+        guard always || store.readsThrough else { return }
         // A caller's query: one store timeout for the lane, the write-back
         // and the read.
         let deadline = storeDeadline()
@@ -104,7 +104,7 @@ extension Engine {
     /// Replaces this engine's copies of the settings (policies, titles,
     /// budgets) with the store's, if the store holds the rules.
     func refreshSettings() throws(TickgateError) {
-        guard let store, store.holdsRules else { return }
+        guard store.holdsRules else { return }
         let settings = try store.readSettings()
         try locked.withLock { (state) throws(TickgateError) in
             try state.checkOpen()
@@ -114,7 +114,7 @@ extension Engine {
 
     /// Starts the store's notices, once (at the first observer).
     func watchStore() {
-        store?.watch { [weak self] notice in self?.noticed(notice) }
+        store.watch { [weak self] notice in self?.noticed(notice) }
     }
 }
 

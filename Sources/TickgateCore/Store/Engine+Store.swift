@@ -6,8 +6,8 @@ extension Engine {
 
     /// Makes a decision on `key` and applies its result to memory.
     ///
-    /// With no store the decision is made on memory, under the lock. With a
-    /// store, `prepare` runs under the lock (it reads what the decision
+    /// On memory (`Store.decidesInEngine`) the decision is made and applied
+    /// in one hold of the lock. On any other store, `prepare` runs under the lock (it reads what the decision
     /// needs: a policy, a ticket), the store decides with no engine lock
     /// held (only the key's lane, so one key's decisions apply in the
     /// store's order), and `apply` runs under the lock after memory was
@@ -37,7 +37,7 @@ extension Engine {
                    inMemory: Bool = false,
                    apply: (EngineState, Guarded<EngineState>.Held, DecisionResult) throws(TickgateError) -> R)
         throws(TickgateError) -> R {
-        guard let store, !inMemory else {
+        if decidesInEngine || inMemory {
             return try decideInMemory(resolving: resolve, prepare, budgets: budgets, localOnly: inMemory,
                                       apply: apply)
         }
@@ -101,7 +101,7 @@ extension Engine {
     /// store timeout from now, for everything the call waits for.
     func storeDeadline() -> Instant { Poller.boottime().advanced(by: storeTimeout) }
 
-    /// The decision made on memory, under the lock: with no store, or
+    /// The decision made on memory, under the lock: on `MemoryStore`, or
     /// (`localOnly`) when the store could not be reached.
     private func decideInMemory<R>(resolving resolve: (EngineState) throws(TickgateError) -> CountdownKey,
                                    _ prepare: (EngineState) throws(TickgateError) -> KeyDecision,
@@ -141,15 +141,17 @@ extension Engine {
 
     /// Runs a store write that is not a key decision (a policy, titles, a
     /// session, a scope-wide cancel) with no engine lock held, then
-    /// `apply` under the lock. With no store, only `apply`.
+    /// `apply` under the lock. On memory, whose content `apply` writes,
+    /// only `apply`.
     func write<R>(_ lane: Lane?, _ store: (Store) throws(TickgateError) -> Void,
                   apply: (EngineState, Guarded<EngineState>.Held) throws(TickgateError) -> R) throws(TickgateError) -> R {
-        guard let current = self.store else {
+        if decidesInEngine {
             return try locked.withLockWaiting { (state, held) throws(TickgateError) -> R in
                 try state.checkOpen()
                 return try apply(state, held)
             }
         }
+        let current = self.store
         if let lane {
             return try lanes.with(lane) { () throws(TickgateError) -> R in
                 try write(to: current, store, apply: apply)
@@ -181,10 +183,9 @@ extension Engine {
     /// Finishes a rolling upgrade: raises the store's format to the newest
     /// this release reads, unless engines that cannot read it are live
     /// (`Store.finishUpgrade`). Returns the store's format after the call;
-    /// 0 with no store.
+    /// 0 on memory, which has none.
     public func finishStoreUpgrade() throws(TickgateError) -> Int {
         try locked.withLock { (state) throws(TickgateError) in try state.checkOpen() }
-        guard let store else { return 0 }
         return try store.finishUpgrade()
     }
 
@@ -192,7 +193,7 @@ extension Engine {
     /// waits for the store (if another call holds it, that call commits);
     /// call with no lock held.
     func flushIfDue(at now: Instant) {
-        guard let store, let due = store.flushIfDue(at: now) else { return }
+        guard let due = store.flushIfDue(at: now) else { return }
         locked.withLock { state in if !state.closed { state.noteFlush(due) } }
     }
 }

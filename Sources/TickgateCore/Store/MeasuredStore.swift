@@ -70,6 +70,9 @@ final class MeasuredStore: Store {
     }
 
     var screensInDecision: Bool { inner.screensInDecision }
+    var decidesInEngine: Bool { inner.decidesInEngine }
+    var keepsRecordStream: Bool { inner.keepsRecordStream }
+    var sweepInterval: Span { inner.sweepInterval }
 
     func guardScreen(scope: KeyName, subject: KeyName, code: String, country: String, address: ClientAddress?,
                      rules: Guard, judge: Bool) throws(TickgateError) -> GuardScreen {

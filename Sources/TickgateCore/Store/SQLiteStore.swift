@@ -331,6 +331,7 @@ final class SQLiteStore: Store {
     // The signals on the file's wall clock: every process on the file
     // counts on the same one.
     var screensInDecision: Bool { false }
+    var decidesInEngine: Bool { false }
 
     func guardScreen(scope: KeyName, subject: KeyName, code: String, country: String, address: ClientAddress?,
                      rules: Guard, judge: Bool) throws(TickgateError) -> GuardScreen {
@@ -433,7 +434,11 @@ final class SQLiteStore: Store {
         watch(changed)
     }
     func watchKeys() {}
+    /// A file keeps no record stream: its guard's records go to the
+    /// engine's record observers only.
+    var keepsRecordStream: Bool { false }
     func appendRecord(_ record: GuardRecord, maximumLength: Int) throws(TickgateError) {}
+    var sweepInterval: Span { .milliseconds(1_000) }
     /// Memory has the sessions (re-read from the file on its changes).
     func session(realm: KeyName) throws(TickgateError) -> SessionState? { nil }
     /// A grant made alone past a file that stayed locked is not written

@@ -91,11 +91,12 @@ struct GuardReading {
     }
 }
 
-/// A durable store shared by engines: an interface of decisions, each made
-/// atomically on the store's own side (one SQLite transaction; one Redis
-/// script), so that every engine and process sharing the store decides on
-/// the same key state. Memory (no store) makes the same decisions
-/// (`KeyDecision.apply`) on the engine's own state under its lock.
+/// Where an engine's keys, settings and guard counts live: an interface of
+/// decisions, each made atomically on the store's own side (one SQLite
+/// transaction; one Redis script), so that every engine and process sharing
+/// the store decides on the same key state. An engine opened with no store
+/// has `MemoryStore`, its own state: it makes the same decisions
+/// (`KeyDecision.apply`) under the engine's lock (`decidesInEngine`).
 ///
 /// The engine calls a store with none of its own locks held, and never
 /// two decisions on one key at a time (`KeyLanes`); a store may run
@@ -106,6 +107,10 @@ struct GuardReading {
 protocol Store: AnyObject, Sendable {
     /// What the open saw that the store's operator should change, or nil.
     var warning: String? { get }
+    /// True if the store is the engine's own memory (`MemoryStore`): the
+    /// engine decides on a key and applies the decision in one hold of its
+    /// lock (no lane, no second step), and calls `decide` only to `.read`.
+    var decidesInEngine: Bool { get }
     /// Reads the key (and the charges of `budgets`, the budget keys the
     /// decision names), makes `decision` on them and writes the result, by
     /// `deadline` (a boot-clock instant: the engine call's, which may have
@@ -141,7 +146,11 @@ protocol Store: AnyObject, Sendable {
     /// (`Screening.inStep`: one Redis server), so a guarded send costs no
     /// step of its own.
     var screensInDecision: Bool { get }
-    /// Appends a decision record to the scope's record stream (Redis).
+    /// True if the store keeps a scope's record stream (Redis) for readers
+    /// of its own: a guard's `record_stream_length` means something here.
+    var keepsRecordStream: Bool { get }
+    /// Appends a decision record to the scope's record stream (Redis; a
+    /// store that keeps none appends nothing).
     func appendRecord(_ record: GuardRecord, maximumLength: Int) throws(TickgateError)
     /// `subject`'s last code was verified (`country`: the subject's).
     /// The person passed a challenge: a pass for the next send of `subject`
@@ -159,6 +168,10 @@ protocol Store: AnyObject, Sendable {
     /// reports each.
     func guardOutcomes(scope: KeyName, subject: KeyName, event: OutcomeEvent, unverifiedAfter: Span,
                        sweep: Bool) throws(TickgateError) -> [DecidedCode]
+    /// How often a send may sweep the codes followed (`guardOutcomes` with
+    /// `.sweep`) per scope: a sweep that costs a round trip runs at most
+    /// once in this span.
+    var sweepInterval: Span { get }
 
     /// A budget key's charges, oldest first (none: an empty list).
     func charges(of key: BudgetKey) throws(TickgateError) -> [Instant]

@@ -37,6 +37,7 @@ extension RedisStore {
     /// One server screens a guarded send in the step that decides it
     /// (decide.lua); a cluster's guard is in another slot than the key.
     var screensInDecision: Bool { cluster == nil }
+    var decidesInEngine: Bool { false }
 
     func guardScreen(scope: KeyName, subject: KeyName, code: String, country: String, address: ClientAddress?,
                      rules: Guard, judge: Bool) throws(TickgateError) -> GuardScreen {
@@ -197,6 +198,11 @@ extension RedisStore {
         }
         return decided
     }
+
+    /// The scope's stream `u{N:SCOPE}records`, for the operator's readers.
+    var keepsRecordStream: Bool { true }
+    /// A sweep is a round trip: at most once a second per scope.
+    var sweepInterval: Span { .milliseconds(1_000) }
 
     func appendRecord(_ record: GuardRecord, maximumLength: Int) throws(TickgateError) {
         let call = clock.begin()

@@ -128,9 +128,14 @@ extension Engine {
         var screened: (reading: GuardReading, judgment: GuardJudgment, counted: Bool)?
         var judged = true
         var tries = 0
+        // The lists' answers for the guard last screened by (each a walk of
+        // up to 1000 entries: once a send).
+        var bypass: String?
+        var rule: String?
         screening: while let current = rules {
-            let judge = current.mode != .off && current.alwaysAllowed(number, address) == nil
-                && current.refusal(of: number) == nil
+            bypass = current.alwaysAllowed(number, address)
+            rule = bypass == nil ? current.refusal(of: number) : nil
+            let judge = current.mode != .off && bypass == nil && rule == nil
             do throws(TickgateError) {
                 switch try store.guardScreen(scope: key.scope, subject: key.subject, code: pending.code,
                                              country: country, address: address, rules: current, judge: judge) {
@@ -170,11 +175,10 @@ extension Engine {
         record.mode = rules.mode
         record.streamLength = rules.recordStreamLength
         var named = budgets
-        let bypass = rules.alwaysAllowed(number, address)
         if let bypass {
             record.bypass = bypass
             if rules.alwaysAllowSkipsBudgets { named = [] }
-        } else if let rule = rules.refusal(of: number) {
+        } else if let rule {
             record.rule = rule
             throw TickgateError(.destinationRefused, "codes to \(number) are refused: \(rule)")
         }

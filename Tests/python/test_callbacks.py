@@ -327,3 +327,58 @@ def test_interpreter_exit_with_an_open_engine(tmp_path) -> None:  # type: ignore
         result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                                 cwd=tmp_path, timeout=60)
         assert (result.returncode, result.stdout.strip(), result.stderr) == (0, "bye", "")
+
+
+@pytest.mark.parametrize("store", ["memory", "sqlite", "redis"])
+@pytest.mark.parametrize("call", ["cancel_all", "cancel"])
+def test_a_cancel_inside_a_callback_while_the_host_cancels(store: str, call: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The host's cancel (or cancel_all) waits for the running callback of
+    the key it cancelled; that callback cancels the key (or all) too.
+    Regression: on a store the host waited holding the key's (or the
+    scope's) lane, which the callback's call waited for: a cancel_all
+    waited forever, and a cancel failed with a store timeout after 5 s and
+    kept the host waiting as long."""
+    import os
+    import time
+
+    options: dict = {"delivery": "thread"}
+    if store == "sqlite":
+        options["store_path"] = str(tmp_path / "cancel.db")
+    elif store == "redis":
+        url = os.environ.get("TG_REDIS_URL")
+        if not url:
+            pytest.skip("TG_REDIS_URL is not set (CTest's redis fixture sets it)")
+        options.update(store_url=url, store_prefix=f"cancelinside:{os.getpid()}:{call}:")
+
+    def cancel() -> object:
+        if call == "cancel_all":
+            return engine.cancel_all()
+        try:
+            engine.cancel("login", "alice")
+            return 1
+        except tickgate.NotFound:
+            return 0
+
+    with tickgate.Engine(**options) as engine:
+        inside = threading.Event()
+        answered: List[object] = []
+
+        def on_event(event: tickgate.Event) -> None:
+            if event.kind != EventKind.STARTED or inside.is_set():
+                return
+            inside.set()
+            time.sleep(0.3)  # the host's call starts meanwhile
+            # (A store timeout would raise here: nothing is answered.)
+            answered.append(cancel())
+
+        engine.subscribe_scope("login", on_event)
+        engine.start("login", "alice", 60)
+        assert inside.wait(10)
+        host: List[object] = []
+        caller = threading.Thread(target=lambda: host.append(cancel()), daemon=True)
+        caller.start()
+        caller.join(10)
+        assert not caller.is_alive(), "the host's call and the callback's waited for each other"
+        assert wait_until(lambda: len(answered) == 1, 10), "the callback's call failed"
+        # One of the two ended alice's countdown, the other found none.
+        assert sorted([host[0], answered[0]]) == [0, 1], (host, answered)

@@ -46,28 +46,40 @@ extension Engine {
     /// Cancels the key's countdown. Once this returns (outside that
     /// countdown's own callback), no tick or finish of it runs.
     public func cancel(_ key: CountdownKey) throws(TickgateError) {
-        try decide(key, { (_) throws(TickgateError) in .cancel }) { (state, held, result) throws(TickgateError) in
+        let ended = try decide(key, { (_) throws(TickgateError) in .cancel }) { (state, _, result) throws(TickgateError) -> Bool in
             if let refusal = result.refusal { throw refusal }
-            guard let run = state.cancel(key, at: result.now) else { return }
+            guard let run = state.cancel(key, at: result.now) else { return false }
             if state.emit(.cancelled, key, instance: 0, remaining: .zero, duration: run.duration,
                           state: state.restingState(key)) {
                 poller.wake()
             }
-            state.waitUntilNotRunning([key], held)
+            return true
         }
+        if ended { waitForCallbacks(of: [key]) }
+    }
+
+    /// Waits while a callback for an event of one of `keys` runs on another
+    /// thread, with no lane held: the callback may call the engine on its
+    /// key or scope, and would wait for a lane this call held (on a store;
+    /// a `cancel_all` of its own, forever).
+    func waitForCallbacks(of keys: Set<CountdownKey>) {
+        guard !keys.isEmpty else { return }
+        locked.withLockWaiting { state, held in state.waitUntilNotRunning(keys, held) }
     }
 
     /// Cancels every countdown of `scope` (or of every scope when nil);
     /// returns how many.
     @discardableResult
     public func cancelAll(scope: KeyName? = nil) throws(TickgateError) -> Int {
-        let body = { () throws(TickgateError) -> Int in
-            try self.write(nil, { (store) throws(TickgateError) in try store.cancelAll(scope: scope) }) { state, held in
+        let body = { () throws(TickgateError) -> Set<CountdownKey> in
+            try self.write(nil, { (store) throws(TickgateError) in try store.cancelAll(scope: scope) }) { state, _ in
                 state.refusals.dropAll()
-                return state.cancelAll(scope: scope, held)
+                return state.cancelAll(scope: scope)
             }
         }
-        return decidesInEngine ? try body() : try lanes.withScope(scope, body)
+        let cancelled = decidesInEngine ? try body() : try lanes.withScope(scope, body)
+        waitForCallbacks(of: cancelled)
+        return cancelled.count
     }
 
     /// The time the key's countdown still runs; throws `.notFound` if it is
@@ -221,8 +233,9 @@ extension EngineState {
         return placed
     }
 
-    /// Ends every countdown of `scope` (or all) in memory.
-    func cancelAll(scope: KeyName?, _ held: Guarded<EngineState>.Held) -> Int {
+    /// Ends every countdown of `scope` (or all) in memory; returns the keys
+    /// it ended (their callbacks running now are the caller's to wait for).
+    func cancelAll(scope: KeyName?) -> Set<CountdownKey> {
         let now = self.now()
         var keys = table.liveSlots().filter { isRunning($0, at: now) }
             .map { table.key($0) }
@@ -236,8 +249,7 @@ extension EngineState {
                         duration: run.duration, state: restingState(key)) || wake
         }
         if wake { poller.wake() }
-        waitUntilNotRunning(cancelled, held)
-        return cancelled.count
+        return cancelled
     }
 
     /// Waits while a callback for an event of one of these keys runs on

@@ -93,6 +93,10 @@ extension Engine {
             throw TickgateError(.invalidDuration, "server retry-after is outside 0 ... 365 days")
         }
         var key: CountdownKey?
+        // A failed send's key: its callbacks running now are waited for
+        // once its lane is free (`waitForCallbacks`).
+        var freed: Set<CountdownKey> = []
+        defer { waitForCallbacks(of: freed) }
         let local = locked.withLock { state in state.sends.localTickets.contains(ticket) }
         return try decide(resolving: { (state) throws(TickgateError) -> CountdownKey in
             guard let slot = state.slot(ofTicket: ticket) else { throw state.endedTicketError(ticket) }
@@ -113,7 +117,7 @@ extension Engine {
         }, budgets: { (state) throws(TickgateError) in
             guard outcome == .failed, let charge = state.sends.charges[ticket] else { return [] }
             return try state.budgets.rows(charge.budgets)
-        }, inMemory: local) { (state, held, result) throws(TickgateError) -> Span in
+        }, inMemory: local) { (state, _, result) throws(TickgateError) -> Span in
             guard let key else { throw state.endedTicketError(ticket) }
             if let refusal = result.refusal {
                 guard refusal.status == .expired else {
@@ -143,7 +147,7 @@ extension Engine {
                               state: state.restingState(key)) {
                     poller.wake()
                 }
-                state.waitUntilNotRunning([key], held)
+                freed = [key]
                 return .zero
             }
             state.sends.recordEnd(of: ticket, .succeeded)
@@ -288,11 +292,13 @@ extension Engine {
     /// `.codeDead` (changing nothing) if the code took too many wrong
     /// codes: then the login must be refused.
     func decideVerified(_ key: CountdownKey) throws(TickgateError) {
+        var cancelled: Set<CountdownKey> = []
+        // (Once its lane is free: `waitForCallbacks`.)
+        defer { waitForCallbacks(of: cancelled) }
         try decide(key, refuse: { state in state.refusals.refuseVerify(key, at: state.now()) }, { (state) throws(TickgateError) in
             .verified(policy: state.policy(of: key.scope))
-        }) { (state, held, result) throws(TickgateError) in
+        }) { (state, _, result) throws(TickgateError) in
             if let refusal = result.refusal { throw refusal }
-            var cancelled: Set<CountdownKey> = []
             if result.before.countdown != nil, result.after.countdown == nil, let slot = state.table.find(key) {
                 state.remove(slot: slot)
                 cancelled.insert(key)
@@ -305,7 +311,6 @@ extension Engine {
                           state: button.state) {
                 poller.wake()
             }
-            state.waitUntilNotRunning(cancelled, held)
         }
     }
 }

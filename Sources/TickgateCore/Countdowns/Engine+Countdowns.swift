@@ -71,13 +71,12 @@ extension Engine {
     /// returns how many.
     @discardableResult
     public func cancelAll(scope: KeyName? = nil) throws(TickgateError) -> Int {
-        let body = { () throws(TickgateError) -> Set<CountdownKey> in
+        let cancelled = try lanes.withScope(scope) { () throws(TickgateError) -> Set<CountdownKey> in
             try self.write(nil, { (store) throws(TickgateError) in try store.cancelAll(scope: scope) }) { state, _ in
                 state.refusals.dropAll()
                 return state.cancelAll(scope: scope)
             }
         }
-        let cancelled = decidesInEngine ? try body() : try lanes.withScope(scope, body)
         waitForCallbacks(of: cancelled)
         return cancelled.count
     }

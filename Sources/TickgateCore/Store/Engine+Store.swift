@@ -141,16 +141,10 @@ extension Engine {
 
     /// Runs a store write that is not a key decision (a policy, titles, a
     /// session, a scope-wide cancel) with no engine lock held, then
-    /// `apply` under the lock. On memory, whose content `apply` writes,
-    /// only `apply`.
+    /// `apply` under the lock (on memory the write changes nothing:
+    /// `apply` writes memory).
     func write<R>(_ lane: Lane?, _ store: (Store) throws(TickgateError) -> Void,
                   apply: (EngineState, Guarded<EngineState>.Held) throws(TickgateError) -> R) throws(TickgateError) -> R {
-        if decidesInEngine {
-            return try locked.withLockWaiting { (state, held) throws(TickgateError) -> R in
-                try state.checkOpen()
-                return try apply(state, held)
-            }
-        }
         let current = self.store
         if let lane {
             return try lanes.with(lane) { () throws(TickgateError) -> R in

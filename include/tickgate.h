@@ -46,6 +46,10 @@
  *        and, from a call that changes a key, TG_E_STORE_UNKNOWN: its
  *        request may have reached the server but no answer came back, so
  *        the change may or may not have been made (read the key to learn).
+ *        On either store, a call whose engine is closed (by another thread
+ *        or a callback) while the store makes its change returns
+ *        TG_E_STORE_UNKNOWN too: the store holds the change, the call's
+ *        answer is lost with the engine (TG_E_CLOSED: nothing was done).
  *    Every failing call leaves a message for tg_last_error_message() and,
  *    beside it, the kind of its store error for tg_last_store_failure()
  *    (TG_STORE_FAILURE_UNREACHABLE, TG_STORE_FAILURE_TIMEOUT, ...: the

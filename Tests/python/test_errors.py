@@ -512,3 +512,58 @@ def test_error_message_is_per_thread(host_engine: tickgate.Engine) -> None:
     t.join()
     raw = _ffi.library().tg_last_error_message().decode()
     assert raw == mine.value.message
+
+
+@pytest.mark.parametrize("call", ["start", "send_begin", "set_policy"])
+def test_a_close_during_a_store_change_is_not_closed(call: str, tmp_path: Path) -> None:
+    """Another thread closes the engine while the file's lock (held by a
+    second connection) keeps a call's change waiting: the change is made
+    once the lock is free, so the call answers StoreUnknown ("may have been
+    made: read the key"), not Closed ("nothing was done"), and an engine
+    opened again finds it made."""
+    path = tmp_path / "closing.db"
+    tickgate.Engine(store_path=str(path)).close()  # the schema, made
+    engine = tickgate.Engine(store_path=str(path), delivery="host")
+    other = sqlite3.connect(str(path), timeout=0, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    raised: list = []
+
+    def change() -> None:
+        try:
+            if call == "start":
+                engine.start("login", "bob", 60)
+            elif call == "send_begin":
+                engine.send_begin("login", "bob")
+            else:
+                engine.set_policy("login", tickgate.Policy(cooldowns_ms=(7000,)))
+            raised.append(None)
+        except tickgate.TickgateError as error:
+            raised.append(error)
+
+    changing = threading.Thread(target=change)
+    changing.start()
+    closing = threading.Thread(target=engine.close)
+    try:
+        # The change waits for the file's lock; the close starts meanwhile
+        # (it waits for the change's transaction before letting go).
+        assert not _done(changing, 0.3)
+        closing.start()
+        assert not _done(changing, 0.3)
+    finally:
+        other.execute("COMMIT")
+        other.close()
+    changing.join(10)
+    closing.join(10)
+    assert not changing.is_alive() and not closing.is_alive()
+    [error] = raised
+    assert isinstance(error, tickgate.StoreUnknown), repr(error)
+    with tickgate.Engine(store_path=str(path)) as again:
+        if call == "set_policy":
+            assert again.policy("login").cooldowns_ms == (7000,)
+        else:
+            assert again.button("login", "bob").state != tickgate.ButtonState.IDLE
+
+
+def _done(thread: threading.Thread, seconds: float) -> bool:
+    thread.join(seconds)
+    return not thread.is_alive()

@@ -85,6 +85,9 @@ extension Engine {
             let flushDue = store.flushDue
             let hearing = mark != nil && store.hearsKeys
             return try locked.withLockWaiting { (state, held) throws(TickgateError) -> R in
+                // Closed while the store decided: a change it made stands
+                // (`TG_E_CLOSED` would say nothing changed).
+                if state.closed, result.refusal == nil, !decision.isRead { throw Self.closedDuringChange() }
                 try state.checkOpen()
                 state.noteFlush(flushDue)
                 state.reconcile(key, to: result.before, at: result.now)
@@ -168,10 +171,21 @@ extension Engine {
         }
         let flushDue = current.flushDue
         return try locked.withLockWaiting { (state, held) throws(TickgateError) -> R in
+            // (Memory's write changed nothing: `apply` writes memory.)
+            if state.closed, !decidesInEngine { throw Self.closedDuringChange() }
             try state.checkOpen()
             state.noteFlush(flushDue)
             return try apply(state, held)
         }
+    }
+
+    /// The engine was closed (on another thread, or by a callback) while
+    /// its store made a call's change: the change was made, and memory and
+    /// the call's answer are gone with the engine. Not `TG_E_CLOSED`, which
+    /// says nothing was done.
+    static func closedDuringChange() -> TickgateError {
+        TickgateError(.storeUnknown, "the engine was closed while its store made this change: the store holds it, "
+                      + "this call's answer is lost (read the key from an engine opened on the store)")
     }
 
     /// Finishes a rolling upgrade: raises the store's format to the newest

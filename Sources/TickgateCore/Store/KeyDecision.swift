@@ -52,6 +52,12 @@ enum KeyDecision {
     }
 
     /// A send the scope's guard did not see: the store checks there is none.
+    /// A read (`.read`): the store changes nothing.
+    var isRead: Bool {
+        if case .read = self { return true }
+        return false
+    }
+
     var isUnscreenedSend: Bool {
         if case .sendBegin(_, _, _, .unscreened) = self { return true }
         return false

@@ -117,8 +117,8 @@ extension Engine {
     // MARK: Fast paths by the caller's bytes
 
     /// Whether a change of the key's countdown needs the full path: a store
-    /// to write (any but memory), observers of its scope (or of it) to tell, a callback to
-    /// wait for, or a closed engine to report. Otherwise the fast paths
+    /// to write (any but memory), observers of its scope (or of it) to
+    /// tell, a callback to wait for, or a closed engine to report. Otherwise the fast paths
     /// below find the key by its bytes and make no names; observers of
     /// other scopes cost them one comparison each. Lock held.
     @inline(__always)

@@ -7,8 +7,9 @@ extension Engine {
     /// Makes a decision on `key` and applies its result to memory.
     ///
     /// On memory (`Store.decidesInEngine`) the decision is made and applied
-    /// in one hold of the lock. On any other store, `prepare` runs under the lock (it reads what the decision
-    /// needs: a policy, a ticket), the store decides with no engine lock
+    /// in one hold of the lock. On any other store, `prepare` runs under
+    /// the lock (it reads what the decision needs: a policy, a ticket), the
+    /// store decides with no engine lock
     /// held (only the key's lane, so one key's decisions apply in the
     /// store's order), and `apply` runs under the lock after memory was
     /// made to agree with what the store held before the decision (another

@@ -166,7 +166,7 @@ import Testing
                         try onBytes { (raw) throws(TickgateError) in try engine.cancel(raw) }
                     case .sendBegin:
                         ticket = try onBytes { (raw) throws(TickgateError) in try engine.sendBegin(raw) }
-                    case let .sendEnd(_, _, outcome, retry, _, _, _):
+                    case let .sendEnd(_, _, outcome, retry, _, _, _, _):
                         _ = try engine.sendEnd(ticket, outcome, serverRetryAfter: retry)
                     case .verified:
                         try engine.verified(key)

@@ -527,5 +527,5 @@ extension DoubleStore {
     }
 
     func guardOutcomes(scope: KeyName, subject: KeyName, event: OutcomeEvent, unverifiedAfter: Span,
-                       sweep: Bool) throws(TickgateError) -> [DecidedCode] { [] }
+                       sweep: Bool, records: OutcomeRecords?) throws(TickgateError) -> [DecidedCode] { [] }
 }

@@ -8,12 +8,12 @@ then the begin) and 22 TYPE calls."""
 
 from __future__ import annotations
 
-from typing import Callable, Dict
+from typing import Callable, Dict, List
 
 import pytest
 
 import tickgate
-from tickgate import GuardMode
+from tickgate import GuardMode, PumpingWarning
 from test_one_truth import (  # noqa: F401  (own_redis: the fixture)
     RedisServer, Resp, needs_server, own_redis, unique_prefix,
 )
@@ -56,3 +56,107 @@ def test_scripts_per_granted_send(own_redis: Callable[..., RedisServer], guarded
     assert spent.get("evalsha", 0) == scripts * SENDS, spent
     assert spent.get("eval", 0) == 0, spent
     assert spent.get("type", 0) <= most_types * SENDS, spent
+
+
+def stream(server: RedisServer, key: str) -> List[Dict[str, str]]:
+    client = Resp(unix=server.socket, timeout=5)
+    try:
+        entries = client("XRANGE", key, "-", "+")
+    finally:
+        client.close()
+    out = []
+    for _, flat in entries:  # type: ignore[union-attr]
+        values = [v.decode() if isinstance(v, bytes) else str(v) for v in flat]
+        out.append(dict(zip(values[::2], values[1::2])))
+    return out
+
+
+def expected(record: tickgate.GuardRecord) -> Dict[str, str]:
+    """A granted send's record as the stream holds it (guard_record.lua's
+    fields), from the record the engine delivers to its subscribers."""
+    fields = {"time_ms": str(record.wall_ms), "scope": record.scope, "number": record.number,
+              "country": record.country, "address": record.client_address, "status": str(record.status),
+              "outcome": "granted", "message": record.message, "mode": str(int(record.mode)),
+              "warnings": ",".join(PumpingWarning(record.warnings).names), "ticket": str(record.ticket)}
+    if record.address_signals_skipped:
+        fields["address_skipped"] = "1"
+    if record.challenge_passed:
+        fields["challenge_passed"] = "1"
+    counts = dict(record.counts)
+    for name in ("country_unverified_day", "country_unverified_hour", "country_daily_threshold",
+                 "country_hourly_threshold", "address_unverified_day", "address_unverified_hour",
+                 "address_countries_day"):
+        fields[name] = str(counts[name])
+    if record.range:
+        fields["range"] = record.range
+        fields.update({name: str(value) for name, value in record.range_counts})
+    return fields
+
+
+@needs_server
+def test_a_guarded_send_with_a_record_stream_costs_two_scripts(own_redis: Callable[..., RedisServer]) -> None:
+    """With a record stream set, a granted send's decision record is
+    appended by the script that grants it, and its code is followed for its
+    outcome by the script that ends it: still 2 scripts, and no TYPE call.
+    The stream holds what the engine's subscribers get, field for field:
+    warnings, address and range signals filled in by the script from its
+    screen (record-only mode, every threshold crossed). Regression: 4
+    scripts (begin, the record's XADD, end, the outcomes' follow)."""
+    server = own_redis()
+    prefix = unique_prefix("stream")
+    records: List[tickgate.GuardRecord] = []
+    outcomes: List[tickgate.GuardRecord] = []
+    with tickgate.Engine(store_url=server.unix_url, store_prefix=prefix,
+                         delivery=tickgate.Delivery.HOST_THREAD) as engine:
+        engine.set_guard("login", GuardMode.RECORD_ONLY, record_stream_length=1000, unverified_after_seconds=0,
+                         country_daily_minimum=1, country_hourly_minimum=1, address_daily_minimum=1,
+                         address_hourly_minimum=1, address_countries_maximum=1, range_signals=1,
+                         range_new_daily_minimum=1, range_new_hourly_minimum=1, range_daily_minimum=1,
+                         range_hourly_minimum=1)
+        engine.subscribe_records("login", records.append)
+        engine.subscribe_outcomes("login", outcomes.append)
+        engine.send_begin("login", "+8613800009999", client_address="203.0.113.7").succeeded()
+        before = calls(server)
+        for i in range(SENDS):
+            address = "203.0.113.7" if i % 2 else None
+            engine.send_begin("login", f"+86138{i:08d}", client_address=address).succeeded()
+        after = calls(server)
+        engine.dispatch()
+        entries = stream_of(server, prefix)
+        # A record whose stream is not a stream: the send stands (records
+        # are best effort), still in 2 scripts.
+        client = Resp(unix=server.socket, timeout=5)
+        try:
+            client("DEL", f"{prefix}u{{5:login}}records")
+            client("SET", f"{prefix}u{{5:login}}records", "x")
+        finally:
+            client.close()
+        engine.send_begin("login", "+8613800008888", client_address="203.0.113.7").succeeded()
+        last = calls(server)
+    spent = {name: after.get(name, 0) - before.get(name, 0) for name in after}
+    assert spent.get("evalsha", 0) == 2 * SENDS, spent
+    assert spent.get("type", 0) == 0 and spent.get("eval", 0) == 0, spent
+    assert last["evalsha"] - after["evalsha"] == 2
+    decisions = [e for e in entries if "status" in e]
+    assert len(decisions) == SENDS + 1 and len(records) >= SENDS + 1, (len(decisions), len(records))
+    for entry, record in zip(decisions, records):
+        assert entry == expected(record), (entry, record)
+    # With unverified_after_seconds=0, each send's end finds the code before
+    # it never verified: its outcome's record, appended by the same script.
+    followed = [e for e in entries if "status" not in e]
+    assert len(followed) == len(outcomes) >= SENDS - 1, (len(followed), len(outcomes))
+    assert spent.get("xadd", 0) >= 2 * SENDS - 1, spent
+    for entry, record in zip(followed, outcomes):
+        assert record.outcome == tickgate.CodeOutcome.NEVER_VERIFIED
+        assert entry == {"time_ms": str(record.wall_ms), "scope": "login", "number": record.number,
+                         "country": record.country, "address": record.client_address, "outcome": "never_verified",
+                         "mode": "1", "sent_ms": str(record.code_sent_wall_ms)}, (entry, record)
+    # Every signal warned, the address and range ones where they apply.
+    warned = [set(PumpingWarning(r.warnings).names) for r in records[1:]]
+    assert all({"unverified_by_country_daily", "unverified_by_country_hourly"} <= w for w in warned[1:]), warned
+    assert any("unverified_by_address_daily" in w for w in warned), warned
+    assert any(r.range for r in records) and any(r.address_signals_skipped for r in records)
+
+
+def stream_of(server: RedisServer, prefix: str) -> List[Dict[str, str]]:
+    return stream(server, f"{prefix}u{{5:login}}records")

@@ -58,6 +58,17 @@ enum OutcomeEvent: Equatable {
 }
 
 /// A code whose outcome a store decided.
+/// The records of the outcomes a store's step decides, which a store that
+/// keeps the guard's record stream appends in that step
+/// (`Store.guardOutcomes`, `OutcomeFollow`).
+struct OutcomeRecords {
+    /// The stream's length (`Guard.recordStreamLength`, > 0).
+    var streamLength: Int
+    var mode: Guard.Mode
+    /// The records' wall-clock time (ns since 1970), read before the step.
+    var wallNanoseconds: Int64
+}
+
 struct DecidedCode: Equatable {
     var code: String
     var subject: String

@@ -252,8 +252,17 @@ extension Engine {
             // (the screen's own step: a refusal costs nothing more).
             return .another(rules)
         }
-        let request = GuardScreenRequest(code: pending.code, country: country, address: address, rules: rules,
+        var request = GuardScreenRequest(code: pending.code, country: country, address: address, rules: rules,
                                          judge: judge)
+        if rules.recordStreamLength > 0, store.keepsRecordStream {
+            // The record as known before the screen: the store appends it
+            // in the step that grants the send (no round trip of its own).
+            var known = record
+            known.mode = rules.mode
+            known.streamLength = rules.recordStreamLength
+            known.bypass = bypass
+            request.record = known
+        }
         var answer: DecisionResult?
         // What the guard's answer tells the record (and of a refusal by
         // the signals, the engine: KnownGuardRefusals).
@@ -270,6 +279,9 @@ extension Engine {
         do {
             let ticket = try decideSendBegin(key, budgets: named, screened: .inStep(request), answered: { answer = $0 })
             take(answer, record: &record)
+            // (A repeated decision's answer, whose first run appended it,
+            // says nothing of its screen.)
+            record.inStream = request.record != nil && answer?.localOnly != true
             // Counted (or, in a repeated answer, counted by the first run):
             // given back if the send fails.
             var counted = judge && answer?.localOnly != true
@@ -376,8 +388,13 @@ extension Engine {
             return cooldown
         }
         let result: Span
+        // A store that screens in its decisions follows the code in the
+        // step that ends its send (no round trip of its own).
+        let follow = outcome == .succeeded ? outcomeFollow(ticket) : nil
+        var followed: [DecidedCode]?
         do {
-            result = try decideSendEnd(ticket, outcome, serverRetryAfter: serverRetryAfter)
+            result = try decideSendEnd(ticket, outcome, serverRetryAfter: serverRetryAfter, follow: follow,
+                                       followed: { followed = $0 })
         } catch {
             // An expired or ended ticket's code stays counted (it may have
             // gone out); bad input leaves the ticket as it was.
@@ -389,7 +406,12 @@ extension Engine {
         guard let pending = locked.withLock({ $0.guards.pending.removeValue(forKey: ticket) }) else { return result }
         if outcome == .failed { giveBack(pending) }
         if outcome == .succeeded {
-            followOutcomes(CountdownKey(scope: pending.scope, subject: pending.subject), .sent(code: pending.code))
+            let key = CountdownKey(scope: pending.scope, subject: pending.subject)
+            if follow != nil, let followed {
+                recordOutcomes(followed, of: key.scope, records: follow?.records)
+            } else {
+                followOutcomes(key, .sent(code: pending.code))
+            }
         }
         return result
     }

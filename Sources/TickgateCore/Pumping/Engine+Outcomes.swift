@@ -40,11 +40,46 @@ extension Engine {
         }
         // (An engine no one hears takes off only the number's code: its
         // sweep would report others' codes to no one.)
+        let records = streamedRecords(rules)
         guard let decided = try? store.guardOutcomes(scope: key.scope, subject: key.subject, event: event,
-                                                     unverifiedAfter: unverifiedAfter, sweep: hears) else { return }
-        let wallAt = clock.wallNow()
+                                                     unverifiedAfter: unverifiedAfter, sweep: hears,
+                                                     records: records) else { return }
+        recordOutcomes(decided, of: key.scope, rules: rules, records: records)
+    }
+
+    /// The outcomes' records a store's step appends to the guard's record
+    /// stream (nil: the store keeps none, or the guard has none); their
+    /// time is now, before the step.
+    private func streamedRecords(_ rules: Guard) -> OutcomeRecords? {
+        guard rules.recordStreamLength > 0, store.keepsRecordStream else { return nil }
+        return OutcomeRecords(streamLength: rules.recordStreamLength, mode: rules.mode,
+                              wallNanoseconds: clock.wallNow())
+    }
+
+    /// A successful send's guarded code, to be followed in the step that
+    /// ends the send (`KeyDecision.sendEnd`'s `follow`): as `.sent` would
+    /// follow it, on a store that screens in its decisions; nil otherwise.
+    func outcomeFollow(_ ticket: UInt64) -> OutcomeFollow? {
+        guard store.screensInDecision,
+              let (pending, rules) = locked.withLock({ (state) -> (GuardBook.PendingCode, Guard)? in
+                  guard let pending = state.guards.pending[ticket],
+                        let rules = state.guards.rules[pending.scope] else { return nil }
+                  return (pending, rules)
+              }),
+              rules.mode != .off, listening(pending.scope, rules) else { return nil }
+        return OutcomeFollow(code: pending.code, unverifiedAfter: rules.thresholds.unverifiedAfter, sweep: true,
+                             records: streamedRecords(rules))
+    }
+
+    /// The records of the codes whose outcome a step decided, for the
+    /// scope's subscribers (`records`: the step appended them to the
+    /// stream, at that time).
+    func recordOutcomes(_ decided: [DecidedCode], of scope: KeyName, rules known: Guard? = nil,
+                        records: OutcomeRecords?) {
+        guard !decided.isEmpty, let rules = known ?? locked.withLock({ $0.guards.rules[scope] }) else { return }
+        let wallAt = records?.wallNanoseconds ?? clock.wallNow()
         for code in decided {
-            var record = GuardRecord(scope: key.scope, number: code.subject,
+            var record = GuardRecord(scope: scope, number: code.subject,
                                      address: code.address.isEmpty ? nil : try? ClientAddress.parse(code.address),
                                      wallMilliseconds: wallAt / 1_000_000)
             record.country = code.country
@@ -52,6 +87,7 @@ extension Engine {
             record.streamLength = rules.recordStreamLength
             record.outcome = code.outcome
             record.codeSentWallMilliseconds = (wallAt - code.age.nanoseconds) / 1_000_000
+            record.inStream = records != nil
             deliver(record)
         }
     }

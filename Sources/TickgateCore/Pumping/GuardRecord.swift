@@ -28,6 +28,9 @@ public struct GuardRecord: Sendable {
     public var counts: GuardCounts?
     /// The guard's record stream length (0: no stream).
     var streamLength = 0
+    /// Appended to the stream already, by the store's step that granted
+    /// the send (`GuardScreenRequest.record`).
+    var inStream = false
     /// nil: a decision's record. Else the record of what became of a code
     /// granted earlier (or of a passed challenge): its number, country and
     /// address, and when its code was sent (Pumping/CodeOutcomes.swift).
@@ -72,7 +75,7 @@ extension Engine {
     /// queues it for the scope's record observers.
     func deliver(_ record: GuardRecord) {
         let record = record.noted
-        if record.streamLength > 0, store.keepsRecordStream {
+        if record.streamLength > 0, store.keepsRecordStream, !record.inStream {
             try? store.appendRecord(record, maximumLength: record.streamLength)
         }
         locked.withLock { state in

@@ -87,8 +87,12 @@ extension Engine {
     /// next step, the server's retry-after if longer, or the time until the
     /// window frees a send if longer still) and its length is returned; on
     /// failure the key is free at once and zero is returned.
-    func decideSendEnd(_ ticket: UInt64, _ outcome: SendOutcome,
-                       serverRetryAfter: Span = .zero) throws(TickgateError) -> Span {
+    /// `follow`: the send's guarded code, followed for its outcome in the
+    /// same step by a store that screens in its decisions; `followed` is
+    /// told what that step decided (nil: not followed there).
+    func decideSendEnd(_ ticket: UInt64, _ outcome: SendOutcome, serverRetryAfter: Span = .zero,
+                       follow: OutcomeFollow? = nil,
+                       followed: ([DecidedCode]?) -> Void = { _ in }) throws(TickgateError) -> Span {
         guard serverRetryAfter >= .zero, serverRetryAfter <= Limits.maximumDuration else {
             throw TickgateError(.invalidDuration, "server retry-after is outside 0 ... 365 days")
         }
@@ -113,7 +117,7 @@ extension Engine {
             return .sendEnd(ticket: ticket, ticketDeadline: sending.deadline, outcome: outcome,
                             serverRetryAfter: serverRetryAfter,
                             policy: state.policy(of: key.scope), tickInterval: defaultTickInterval,
-                            chargedAt: outcome == .failed ? state.sends.charges[ticket]?.at : nil)
+                            chargedAt: outcome == .failed ? state.sends.charges[ticket]?.at : nil, follow: follow)
         }, budgets: { (state) throws(TickgateError) in
             guard outcome == .failed, let charge = state.sends.charges[ticket] else { return [] }
             return try state.budgets.rows(charge.budgets)
@@ -152,6 +156,7 @@ extension Engine {
             }
             state.sends.recordEnd(of: ticket, .succeeded)
             state.sends.setRecord(result.after.record, for: key)
+            followed(result.followed)
             if result.localOnly { state.sends.decidedAlone(key) }
             state.nextInstance &+= 1
             countdown.instance = state.nextInstance

@@ -12,8 +12,11 @@ enum KeyDecision {
     case sendBegin(policy: SendPolicy, tickInterval: Span, ticket: UInt64, screening: Screening = .unscreened)
     /// Close send ticket `ticket`, whose countdown ends at `ticketDeadline`;
     /// a failed send returns the charge made at `chargedAt` to the budgets.
+    /// `follow`: a successful send's guarded code, followed for its outcome
+    /// in the same step by a store that screens in its decisions
+    /// (`Store.screensInDecision`; the others ignore it).
     case sendEnd(ticket: UInt64, ticketDeadline: Instant, outcome: SendOutcome, serverRetryAfter: Span,
-                 policy: SendPolicy, tickInterval: Span, chargedAt: Instant?)
+                 policy: SendPolicy, tickInterval: Span, chargedAt: Instant?, follow: OutcomeFollow? = nil)
     /// The code was verified: escalation restarts, a cooldown ends.
     case verified(policy: SendPolicy)
     /// A wrong code was typed against the key's current code.
@@ -24,7 +27,7 @@ enum KeyDecision {
     /// The send policy the decision is made by, if it needs one.
     var policy: SendPolicy? {
         switch self {
-        case let .sendBegin(policy, _, _, _), let .sendEnd(_, _, _, _, policy, _, _), let .verified(policy),
+        case let .sendBegin(policy, _, _, _), let .sendEnd(_, _, _, _, policy, _, _, _), let .verified(policy),
              let .verifyFailed(policy):
             policy
         case .start, .cancel, .read:
@@ -37,9 +40,9 @@ enum KeyDecision {
         switch self {
         case let .sendBegin(_, tick, ticket, screening):
             .sendBegin(policy: policy, tickInterval: tick, ticket: ticket, screening: screening)
-        case let .sendEnd(ticket, deadline, outcome, retry, _, tick, chargedAt):
+        case let .sendEnd(ticket, deadline, outcome, retry, _, tick, chargedAt, follow):
             .sendEnd(ticket: ticket, ticketDeadline: deadline, outcome: outcome, serverRetryAfter: retry,
-                     policy: policy, tickInterval: tick, chargedAt: chargedAt)
+                     policy: policy, tickInterval: tick, chargedAt: chargedAt, follow: follow)
         case .verified: .verified(policy: policy)
         case .verifyFailed: .verifyFailed(policy: policy)
         case .start, .cancel, .read: self
@@ -108,7 +111,7 @@ enum KeyDecision {
                                        duration: policy.ticketTimeout, tickInterval: tickInterval)
             return changes
 
-        case let .sendEnd(_, ticketDeadline, outcome, serverRetryAfter, policy, tickInterval, chargedAt):
+        case let .sendEnd(_, ticketDeadline, outcome, serverRetryAfter, policy, tickInterval, chargedAt, _):
             guard let sending = rows.countdown, sending.phase == .sending,
                   sending.deadline == ticketDeadline else {
                 throw (ticketDeadline <= now ? Refusal.expired : Refusal.ticket).error(key)
@@ -233,6 +236,23 @@ struct GuardScreenRequest {
     var rules: Guard
     /// Judge it by the signals (not bypassed, refused or off).
     var judge: Bool
+    /// The send's decision record, as known before the screen (its mode,
+    /// stream length, bypass), when the store keeps the guard's record
+    /// stream (`Store.keepsRecordStream`) and the guard has one: a store
+    /// that screens in its decision appends it there if it grants the send
+    /// (the engine's copy then appends nothing: `GuardRecord.inStream`).
+    var record: GuardRecord?
+}
+
+/// A successful send's code, followed for its outcome in the step that
+/// ends the send (`KeyDecision.sendEnd`; see `Engine.followOutcomes`).
+struct OutcomeFollow {
+    var code: String
+    var unverifiedAfter: Span
+    /// Sweep too (someone hears the outcomes).
+    var sweep: Bool
+    /// Their records, appended in the step (nil: the guard keeps no stream).
+    var records: OutcomeRecords?
 }
 
 /// Why a store refused a decision, as every store names it (the Redis

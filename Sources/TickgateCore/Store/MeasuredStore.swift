@@ -96,10 +96,10 @@ final class MeasuredStore: Store {
     }
 
     func guardOutcomes(scope: KeyName, subject: KeyName, event: OutcomeEvent, unverifiedAfter: Span,
-                       sweep: Bool) throws(TickgateError) -> [DecidedCode] {
+                       sweep: Bool, records: OutcomeRecords?) throws(TickgateError) -> [DecidedCode] {
         try timed { () throws(TickgateError) -> [DecidedCode] in
             try inner.guardOutcomes(scope: scope, subject: subject, event: event, unverifiedAfter: unverifiedAfter,
-                                    sweep: sweep)
+                                    sweep: sweep, records: records)
         }
     }
 

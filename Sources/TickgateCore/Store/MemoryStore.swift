@@ -172,7 +172,7 @@ final class MemoryStore: Store {
     }
 
     func guardOutcomes(scope: KeyName, subject: KeyName, event: OutcomeEvent, unverifiedAfter: Span,
-                       sweep: Bool) throws(TickgateError) -> [DecidedCode] {
+                       sweep: Bool, records: OutcomeRecords?) throws(TickgateError) -> [DecidedCode] {
         locked.withLock { state in
             let now = state.now()
             let ledger = state.guards.ledgers[scope]

@@ -389,7 +389,7 @@ final class SQLiteStore: Store {
     }
 
     func guardOutcomes(scope: KeyName, subject: KeyName, event: OutcomeEvent, unverifiedAfter: Span,
-                       sweep: Bool) throws(TickgateError) -> [DecidedCode] {
+                       sweep: Bool, records: OutcomeRecords?) throws(TickgateError) -> [DecidedCode] {
         try transaction { (file) throws(TickgateError) -> [DecidedCode] in
             let now = clock.wallNow()
             let due = GuardRules.windows(at: Instant(nanoseconds: now), unverifiedAfter: unverifiedAfter).unverifiedUntil

@@ -34,6 +34,11 @@ struct DecisionResult {
     /// answer (nil: the store did not say, as a repeated decision's answer
     /// does not).
     var guardScreen: GuardScreen?
+    /// A send's end that followed its code in the same step
+    /// (`KeyDecision.sendEnd`'s `follow`): the codes whose outcome it
+    /// decided (nil: not followed there, or a repeated decision's answer,
+    /// which does not say).
+    var followed: [DecidedCode]?
 }
 
 /// A store's answer to a guarded send's screen (`Store.guardScreen`).
@@ -166,8 +171,11 @@ protocol Store: AnyObject, Sendable {
     /// unverified `unverifiedAfter` past their send. Answers the codes
     /// whose outcome it decided, each taken off in this step: one call
     /// reports each.
+    /// `records`: the outcomes' records, appended by the same step to the
+    /// guard's record stream by a store that keeps one
+    /// (`keepsRecordStream`; the others ignore it).
     func guardOutcomes(scope: KeyName, subject: KeyName, event: OutcomeEvent, unverifiedAfter: Span,
-                       sweep: Bool) throws(TickgateError) -> [DecidedCode]
+                       sweep: Bool, records: OutcomeRecords?) throws(TickgateError) -> [DecidedCode]
     /// How often a send may sweep the codes followed (`guardOutcomes` with
     /// `.sweep`) per scope: a sweep that costs a round trip runs at most
     /// once in this span.

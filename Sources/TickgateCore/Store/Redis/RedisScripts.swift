@@ -21,9 +21,9 @@ enum RedisScripts {
         ("outcomes", outcomes),
     ]
     /// The SHA1 of `probe`, run by it before any SCRIPT LOAD answered.
-    static let probeSHA = "fc47a573c7218c0103cd9facdbcd3beea434d578"
+    static let probeSHA = "da10669ebf61b98c61c6678c0371e53fb0db99de"
     /// The SHA1 of `setClock`, run by it before any SCRIPT LOAD answered.
-    static let setClockSHA = "c20b26d29d843d2d6c6de04e39ba6bee11e45132"
+    static let setClockSHA = "d9f7782880ff4986e1a0ce96fe019dbfb7374fdf"
 
     /// Scripts/decide.lua
     static let decide = #"""
@@ -97,6 +97,25 @@ enum RedisScripts {
       local ms = math.ceil((life_us - now) / 1000) + slack_ms
       if ms < 1 then ms = 1 end
       redis.call('PEXPIRE', key, fmt(ms))
+    end
+    -- Appends a record the engine formatted to a guard's capped record stream
+    -- (XADD MAXLEN ~ most, as guard_record.lua): args[from...] are field,
+    -- value, ...; a value whose first byte is 1, 2 or 3 refers to what the
+    -- script knows and the engine did not: fill(mark, rest) gives it (nil:
+    -- the field is left out). Best effort, as every record: an error (a key
+    -- that is not a stream) changes nothing.
+    local function append_record(stream, most, args, from, fill)
+      local fields = {}
+      for j = from, #args - 1, 2 do
+        local v = args[j + 1]
+        local mark = string.byte(v, 1)
+        if mark and mark <= 3 then v = fill(mark, string.sub(v, 2)) end
+        if v ~= nil then
+          fields[#fields + 1] = args[j]
+          fields[#fields + 1] = type(v) == 'number' and fmt(v) or v
+        end
+      end
+      redis.pcall('XADD', stream, 'MAXLEN', '~', fmt(most), '*', unpack(fields))
     end
     -- A hash's type must be hash (or absent): anything else is not Tickgate's.
     local function hash_or_none(key)
@@ -812,6 +831,117 @@ enum RedisScripts {
     end
     return {'corrupt', B, 'unknown guard operation ' .. op}
     end
+    local function outcomes_run(ARGV)
+    -- A guarded scope's codes followed for their outcome
+    -- (Pumping/CodeOutcomes.swift keeps the same in memory), in the scope's
+    -- slot, named from the base B = "P u{SCOPE}" (ARGV 2):
+    --   B due     sorted set: followed code ids, by when sent (store µs)
+    --   B dsub    hash: code id -> "SUBJECT|COUNTRY|ADDRESS"
+    --   B dlast   hash: subject -> its followed code id
+    -- and guard.lua's B codes (a counted code's "COUNTRY|ADDRESS|SENT_US") and
+    -- B latest (subject -> its last code id). A code is taken off in the step
+    -- that decides its outcome: one call, on one engine, reports it.
+    -- KEYS: 1 B guard (the slot's key). ARGV: 1 the event: 'sent' (ARGV 5's
+    -- send succeeded: followed from now, the subject's followed code before
+    -- it replaced), 'verified', 'killed' (the subject's followed code), or
+    -- 'sweep' (nothing but the sweep); 2 B, 3 not after (server µs, '' =
+    -- none: past it, {'late'} and nothing changes), 4 the subject, 5 the code
+    -- id ('' unless 'sent'), 6 the guard's unverified_after (µs), 7 the most
+    -- codes the sweep reports (0: no sweep), 8 the most entries of the
+    -- guard's record stream "B records" ('' or absent: none), 9... the
+    -- outcome records' fields (see records below). After the event, the
+    -- sweep: codes sent at or before R.guard_windows' due are never verified.
+    -- Answers {'ok', then per code decided: id, outcome, subject, country,
+    -- address, its age (µs, an integer)}, or {'corrupt', key, why} having
+    -- changed nothing: a key of another type is found by the call that reads
+    -- it (no TYPE call: the keys are this file's own), and every key is read
+    -- before the step's first write to it.
+    -- decide.lua runs it (as outcomes_run) in the step that ends a followed
+    -- code's successful send, so that following costs no round trip.
+    local op, B, subject, id = ARGV[1], ARGV[2], ARGV[4], ARGV[5]
+    if late(ARGV[3]) then return {'late'} end
+    local after = int(ARGV[6], 0, C.LATE)
+    local most = int(ARGV[7], 0, 1000)
+    if not after or not most then return {'corrupt', B .. 'guard', 'was asked outcomes with bad arguments'} end
+    local due, dsub, dlast = B .. 'due', B .. 'dsub', B .. 'dlast'
+    -- A call on one of the keys; one of another type stops the step.
+    local function call(kind, cmd, key, ...)
+      local r = redis.pcall(cmd, key, ...)
+      if type(r) == 'table' and r.err then error({corrupt = key, kind = kind}) end
+      return r
+    end
+    -- The decided codes' records, appended to the stream as guard_record.lua
+    -- appends the engine's, when the guard keeps one (best effort, as every
+    -- record). The engine formats them (GuardRecord's stream fields, ARGV
+    -- 9...: field, value, ...); a value it cannot know refers to the code's
+    -- answer: "\1N" is its N-th value (1 id, 2 outcome, 3 subject, 4 country,
+    -- 5 address, 6 age), "\3W" when it was sent, W (the wall clock's µs at
+    -- the call) less its age, in ms.
+    local function records(reply)
+      local most = int(ARGV[8] or '', 1, 10000000)
+      if not most then return end
+      for j = 2, #reply, 6 do
+        append_record(B .. 'records', most, ARGV, 9, function(mark, ref)
+          if mark == 1 then return reply[j - 1 + tonumber(ref)] end
+          return math.floor((tonumber(ref) - reply[j + 5]) / 1000)
+        end)
+      end
+    end
+    local function step()
+      local now = store_time()
+      local reply = {'ok'}
+      -- Takes code `code` off; answers it as `outcome` (nothing if not
+      -- followed). (Reads first: see above.)
+      local function take(code, outcome)
+        local held = call('hash', 'HGET', dsub, code) or ''
+        local s, country, address, sent = string.match(held, '^([^|]*)|([^|]*)|([^|]*)|(%d+)$')
+        local last = s and call('hash', 'HGET', dlast, s)
+        if call('zset', 'ZREM', due, code) == 0 then return end
+        call('hash', 'HDEL', dsub, code)
+        if last == code then call('hash', 'HDEL', dlast, s) end
+        local age = sent and math.max(0, now - tonumber(sent)) or 0
+        for _, v in ipairs({code, outcome, s or '', country or '', address or '', age}) do reply[#reply + 1] = v end
+      end
+      -- (A sent code's own counts: read before anything is written.)
+      local held = op == 'sent' and call('hash', 'HGET', B .. 'codes', id)
+      if op ~= 'sweep' then
+        local followed = call('hash', 'HGET', dlast, subject)
+        if followed and followed ~= id then
+          -- Verified or killed, but the number's last code is another (sent
+          -- while no one listened): the followed one was replaced.
+          local latest = call('hash', 'HGET', B .. 'latest', subject)
+          local outcome = op == 'sent' and 'replaced' or op
+          if op ~= 'sent' and latest and latest ~= followed then outcome = 'replaced' end
+          take(followed, outcome)
+        end
+      end
+      if op == 'sent' then
+        local country, address, sent = string.match(held or '', '^([^|]*)|([^|]*)|(%d+)$')
+        -- (Only a counted code is followed. dsub, perhaps not read yet, is
+        -- written first.)
+        if sent and call('zset', 'ZSCORE', due, id) == false then
+          call('hash', 'HSET', dsub, id, subject .. '|' .. country .. '|' .. address .. '|' .. sent)
+          call('hash', 'HSET', dlast, subject, id)
+          call('zset', 'ZADD', due, sent, id)
+        end
+      end
+      if most > 0 then
+        local w = R.guard_windows(now, after)
+        local gone = call('zset', 'ZRANGEBYSCORE', due, '-inf', fmt(w.due), 'LIMIT', 0, most)
+        for _, code in ipairs(gone) do take(code, 'never_verified') end
+      end
+      records(reply)
+      -- Kept a day past the longest unverified_after (as guard.lua's codes).
+      for _, key in ipairs({due, dsub, dlast}) do
+        redis.call('PEXPIRE', key, fmt(math.floor((C.DAY + C.LATE) / 1000) + 60000))
+      end
+      return reply
+    end
+    local ok, out = pcall(step)
+    if ok then return out end
+    if type(out) == 'table' and out.corrupt then return {'corrupt', out.corrupt, 'is not a ' .. out.kind} end
+    return error(out)
+    end
     -- One decision on one key (KeyDecision's rules, on the server's clock):
     -- reads the key, its scope's policy and its budgets from the store, decides,
     -- writes, publishes a notice and answers. The engine applies the answer.
@@ -850,15 +980,25 @@ enum RedisScripts {
     -- its answer is the 9th element of 'ok' and 'refused' (a key's refusal
     -- gives the guard's count back), or {'guard', now, real, before, '', '',
     -- -1, -1, its answer} when the guard does not pass it (nothing changed).
+    -- A guarded send granted in the step appends its decision record to the
+    -- scope's stream "B records" when the guard keeps one (ARGV 14 + NB + 8
+    -- its most entries, '' none; then the record's fields: see record_granted).
+    -- A successful end whose code the engine follows for its outcome (ARGV 10
+    -- 'follow'; KEYS: ..., "B guard", the clock's; ARGV 14 + NB ... the
+    -- guard's base, the subject, the code's id, the guard's unverified_after
+    -- (µs), the most codes the sweep reports, then outcomes.lua's ARGV 8...)
+    -- runs outcomes.lua's 'sent' in the same step: its answer is the 9th
+    -- element of 'ok'.
     -- {'corrupt', key, why}. A repeated id answers the first answer again and
-    -- changes nothing.
+    -- changes nothing (with no 9th element).
     local K, S = KEYS[1], nil
     if NK >= 2 then S = KEYS[2] end
     -- A guarded send screened in this step (ARGV 10 'g', one server): the
     -- guard's key is the last before the clock's, and the budgets' keys end
     -- before it (NB).
     local screening = ARGV[1] == 'begin' and ARGV[10] == 'g'
-    local NB = screening and NK - 1 or NK
+    local following = ARGV[1] == 'end' and ARGV[10] == 'follow'
+    local NB = (screening or following) and NK - 1 or NK
     local FIELDS = {'d', 'p', 'l', 'i', 'c', 'k', 'h', 'n', 'w', 'x', 's', 't'}
     local op = ARGV[1]
     local mine, mine_id = 'q' .. ARGV[14], ARGV[13] .. '|'
@@ -990,6 +1130,32 @@ enum RedisScripts {
     local function refused(why, a, b)
       return undone({'refused', now, real, before, '', why, a or -1, b or -1})
     end
+    -- The decision record of a guarded send granted in this step, appended
+    -- to the scope's record stream "B records" (ARGV g + 8 its most entries;
+    -- '' or 0: no stream; g + 9...: the record as the engine formats it,
+    -- GuardRecord's stream fields, before the screen judges it). A value it
+    -- cannot know refers to the screen's answer G: "\1N" is G[N], "\1N?M"
+    -- the same but left out, field and all, when G[M] is '' or 0, and
+    -- "\2N=NAME,..." the names of G[N]'s bits, lowest first.
+    local function record_granted(g)
+      local most = int(ARGV[g + 8] or '', 1, 10000000)
+      if not most then return end
+      append_record(ARGV[g] .. 'records', most, ARGV, g + 9, function(mark, ref)
+        if mark == 1 then
+          local n, m = string.match(ref, '^(%d+)%??(%d*)$')
+          local gate = m ~= '' and G[tonumber(m)]
+          if gate == nil or gate == '' or gate == 0 or gate == '0' then return nil end
+          return G[tonumber(n)]
+        end
+        local n, names = string.match(ref, '^(%d+)=(.*)$')
+        local bits, out, bit = tonumber(G[tonumber(n)]) or 0, {}, 1
+        for name in string.gmatch(names, '[^,]+') do
+          if bits % (2 * bit) >= bit then out[#out + 1] = name end
+          bit = bit * 2
+        end
+        return table.concat(out, ',')
+      end)
+    end
 
     -- The scope's policy and the budgets, as the store holds them (the default
     -- policy if none is set), in one read: a bare countdown (start, cancel) on
@@ -1118,7 +1284,7 @@ enum RedisScripts {
         if h.k == ARGV[12] and int(h.d, -1, MAXT) and int(h.d, -1, MAXT) >= 0 then return refused('expired') end
         return refused('ticket')
       end
-      if ARGV[10] ~= 'ok' then
+      if ARGV[10] ~= 'ok' and ARGV[10] ~= 'follow' then
         -- A failed send: its charges go back (and engines that know a
         -- budget spent hear that it may have room: ENGINE b).
         if cd.c >= 0 then
@@ -1226,6 +1392,16 @@ enum RedisScripts {
     redis.call('HSET', K, unpack(set))
     expire(K, math.max(life, now + keep, now + kept_until - real), now, slack)
     if ARGV[5] ~= '' then redis.call('PUBLISH', ARGV[5], stamped(ARGV[6])) end
+    if screening then
+      -- (Best effort, as every record: the send is granted whatever happens
+      -- to its record.)
+      pcall(record_granted, 14 + NB)
+    elseif following then
+      local g = 14 + NB
+      return {'ok', now, real, before, after, '', wrong, -1,
+              outcomes_run({'sent', ARGV[g], '', ARGV[g + 1], ARGV[g + 2], ARGV[g + 3], ARGV[g + 4],
+                            unpack(ARGV, g + 5)})}
+    end
     return {'ok', now, real, before, after, '', wrong, -1, G}
     """#
 
@@ -1301,6 +1477,25 @@ enum RedisScripts {
       local ms = math.ceil((life_us - now) / 1000) + slack_ms
       if ms < 1 then ms = 1 end
       redis.call('PEXPIRE', key, fmt(ms))
+    end
+    -- Appends a record the engine formatted to a guard's capped record stream
+    -- (XADD MAXLEN ~ most, as guard_record.lua): args[from...] are field,
+    -- value, ...; a value whose first byte is 1, 2 or 3 refers to what the
+    -- script knows and the engine did not: fill(mark, rest) gives it (nil:
+    -- the field is left out). Best effort, as every record: an error (a key
+    -- that is not a stream) changes nothing.
+    local function append_record(stream, most, args, from, fill)
+      local fields = {}
+      for j = from, #args - 1, 2 do
+        local v = args[j + 1]
+        local mark = string.byte(v, 1)
+        if mark and mark <= 3 then v = fill(mark, string.sub(v, 2)) end
+        if v ~= nil then
+          fields[#fields + 1] = args[j]
+          fields[#fields + 1] = type(v) == 'number' and fmt(v) or v
+        end
+      end
+      redis.pcall('XADD', stream, 'MAXLEN', '~', fmt(most), '*', unpack(fields))
     end
     -- A hash's type must be hash (or absent): anything else is not Tickgate's.
     local function hash_or_none(key)
@@ -1447,6 +1642,25 @@ enum RedisScripts {
       if ms < 1 then ms = 1 end
       redis.call('PEXPIRE', key, fmt(ms))
     end
+    -- Appends a record the engine formatted to a guard's capped record stream
+    -- (XADD MAXLEN ~ most, as guard_record.lua): args[from...] are field,
+    -- value, ...; a value whose first byte is 1, 2 or 3 refers to what the
+    -- script knows and the engine did not: fill(mark, rest) gives it (nil:
+    -- the field is left out). Best effort, as every record: an error (a key
+    -- that is not a stream) changes nothing.
+    local function append_record(stream, most, args, from, fill)
+      local fields = {}
+      for j = from, #args - 1, 2 do
+        local v = args[j + 1]
+        local mark = string.byte(v, 1)
+        if mark and mark <= 3 then v = fill(mark, string.sub(v, 2)) end
+        if v ~= nil then
+          fields[#fields + 1] = args[j]
+          fields[#fields + 1] = type(v) == 'number' and fmt(v) or v
+        end
+      end
+      redis.pcall('XADD', stream, 'MAXLEN', '~', fmt(most), '*', unpack(fields))
+    end
     -- A hash's type must be hash (or absent): anything else is not Tickgate's.
     local function hash_or_none(key)
       local t = redis.call('TYPE', key).ok
@@ -1579,6 +1793,25 @@ enum RedisScripts {
       local ms = math.ceil((life_us - now) / 1000) + slack_ms
       if ms < 1 then ms = 1 end
       redis.call('PEXPIRE', key, fmt(ms))
+    end
+    -- Appends a record the engine formatted to a guard's capped record stream
+    -- (XADD MAXLEN ~ most, as guard_record.lua): args[from...] are field,
+    -- value, ...; a value whose first byte is 1, 2 or 3 refers to what the
+    -- script knows and the engine did not: fill(mark, rest) gives it (nil:
+    -- the field is left out). Best effort, as every record: an error (a key
+    -- that is not a stream) changes nothing.
+    local function append_record(stream, most, args, from, fill)
+      local fields = {}
+      for j = from, #args - 1, 2 do
+        local v = args[j + 1]
+        local mark = string.byte(v, 1)
+        if mark and mark <= 3 then v = fill(mark, string.sub(v, 2)) end
+        if v ~= nil then
+          fields[#fields + 1] = args[j]
+          fields[#fields + 1] = type(v) == 'number' and fmt(v) or v
+        end
+      end
+      redis.pcall('XADD', stream, 'MAXLEN', '~', fmt(most), '*', unpack(fields))
     end
     -- A hash's type must be hash (or absent): anything else is not Tickgate's.
     local function hash_or_none(key)
@@ -1728,6 +1961,25 @@ enum RedisScripts {
       if ms < 1 then ms = 1 end
       redis.call('PEXPIRE', key, fmt(ms))
     end
+    -- Appends a record the engine formatted to a guard's capped record stream
+    -- (XADD MAXLEN ~ most, as guard_record.lua): args[from...] are field,
+    -- value, ...; a value whose first byte is 1, 2 or 3 refers to what the
+    -- script knows and the engine did not: fill(mark, rest) gives it (nil:
+    -- the field is left out). Best effort, as every record: an error (a key
+    -- that is not a stream) changes nothing.
+    local function append_record(stream, most, args, from, fill)
+      local fields = {}
+      for j = from, #args - 1, 2 do
+        local v = args[j + 1]
+        local mark = string.byte(v, 1)
+        if mark and mark <= 3 then v = fill(mark, string.sub(v, 2)) end
+        if v ~= nil then
+          fields[#fields + 1] = args[j]
+          fields[#fields + 1] = type(v) == 'number' and fmt(v) or v
+        end
+      end
+      redis.pcall('XADD', stream, 'MAXLEN', '~', fmt(most), '*', unpack(fields))
+    end
     -- A hash's type must be hash (or absent): anything else is not Tickgate's.
     local function hash_or_none(key)
       local t = redis.call('TYPE', key).ok
@@ -1856,6 +2108,25 @@ enum RedisScripts {
       local ms = math.ceil((life_us - now) / 1000) + slack_ms
       if ms < 1 then ms = 1 end
       redis.call('PEXPIRE', key, fmt(ms))
+    end
+    -- Appends a record the engine formatted to a guard's capped record stream
+    -- (XADD MAXLEN ~ most, as guard_record.lua): args[from...] are field,
+    -- value, ...; a value whose first byte is 1, 2 or 3 refers to what the
+    -- script knows and the engine did not: fill(mark, rest) gives it (nil:
+    -- the field is left out). Best effort, as every record: an error (a key
+    -- that is not a stream) changes nothing.
+    local function append_record(stream, most, args, from, fill)
+      local fields = {}
+      for j = from, #args - 1, 2 do
+        local v = args[j + 1]
+        local mark = string.byte(v, 1)
+        if mark and mark <= 3 then v = fill(mark, string.sub(v, 2)) end
+        if v ~= nil then
+          fields[#fields + 1] = args[j]
+          fields[#fields + 1] = type(v) == 'number' and fmt(v) or v
+        end
+      end
+      redis.pcall('XADD', stream, 'MAXLEN', '~', fmt(most), '*', unpack(fields))
     end
     -- A hash's type must be hash (or absent): anything else is not Tickgate's.
     local function hash_or_none(key)
@@ -2238,6 +2509,25 @@ enum RedisScripts {
       if ms < 1 then ms = 1 end
       redis.call('PEXPIRE', key, fmt(ms))
     end
+    -- Appends a record the engine formatted to a guard's capped record stream
+    -- (XADD MAXLEN ~ most, as guard_record.lua): args[from...] are field,
+    -- value, ...; a value whose first byte is 1, 2 or 3 refers to what the
+    -- script knows and the engine did not: fill(mark, rest) gives it (nil:
+    -- the field is left out). Best effort, as every record: an error (a key
+    -- that is not a stream) changes nothing.
+    local function append_record(stream, most, args, from, fill)
+      local fields = {}
+      for j = from, #args - 1, 2 do
+        local v = args[j + 1]
+        local mark = string.byte(v, 1)
+        if mark and mark <= 3 then v = fill(mark, string.sub(v, 2)) end
+        if v ~= nil then
+          fields[#fields + 1] = args[j]
+          fields[#fields + 1] = type(v) == 'number' and fmt(v) or v
+        end
+      end
+      redis.pcall('XADD', stream, 'MAXLEN', '~', fmt(most), '*', unpack(fields))
+    end
     -- A hash's type must be hash (or absent): anything else is not Tickgate's.
     local function hash_or_none(key)
       local t = redis.call('TYPE', key).ok
@@ -2379,6 +2669,25 @@ enum RedisScripts {
       if ms < 1 then ms = 1 end
       redis.call('PEXPIRE', key, fmt(ms))
     end
+    -- Appends a record the engine formatted to a guard's capped record stream
+    -- (XADD MAXLEN ~ most, as guard_record.lua): args[from...] are field,
+    -- value, ...; a value whose first byte is 1, 2 or 3 refers to what the
+    -- script knows and the engine did not: fill(mark, rest) gives it (nil:
+    -- the field is left out). Best effort, as every record: an error (a key
+    -- that is not a stream) changes nothing.
+    local function append_record(stream, most, args, from, fill)
+      local fields = {}
+      for j = from, #args - 1, 2 do
+        local v = args[j + 1]
+        local mark = string.byte(v, 1)
+        if mark and mark <= 3 then v = fill(mark, string.sub(v, 2)) end
+        if v ~= nil then
+          fields[#fields + 1] = args[j]
+          fields[#fields + 1] = type(v) == 'number' and fmt(v) or v
+        end
+      end
+      redis.pcall('XADD', stream, 'MAXLEN', '~', fmt(most), '*', unpack(fields))
+    end
     -- A hash's type must be hash (or absent): anything else is not Tickgate's.
     local function hash_or_none(key)
       local t = redis.call('TYPE', key).ok
@@ -2509,6 +2818,25 @@ enum RedisScripts {
       local ms = math.ceil((life_us - now) / 1000) + slack_ms
       if ms < 1 then ms = 1 end
       redis.call('PEXPIRE', key, fmt(ms))
+    end
+    -- Appends a record the engine formatted to a guard's capped record stream
+    -- (XADD MAXLEN ~ most, as guard_record.lua): args[from...] are field,
+    -- value, ...; a value whose first byte is 1, 2 or 3 refers to what the
+    -- script knows and the engine did not: fill(mark, rest) gives it (nil:
+    -- the field is left out). Best effort, as every record: an error (a key
+    -- that is not a stream) changes nothing.
+    local function append_record(stream, most, args, from, fill)
+      local fields = {}
+      for j = from, #args - 1, 2 do
+        local v = args[j + 1]
+        local mark = string.byte(v, 1)
+        if mark and mark <= 3 then v = fill(mark, string.sub(v, 2)) end
+        if v ~= nil then
+          fields[#fields + 1] = args[j]
+          fields[#fields + 1] = type(v) == 'number' and fmt(v) or v
+        end
+      end
+      redis.pcall('XADD', stream, 'MAXLEN', '~', fmt(most), '*', unpack(fields))
     end
     -- A hash's type must be hash (or absent): anything else is not Tickgate's.
     local function hash_or_none(key)
@@ -2864,6 +3192,25 @@ enum RedisScripts {
       if ms < 1 then ms = 1 end
       redis.call('PEXPIRE', key, fmt(ms))
     end
+    -- Appends a record the engine formatted to a guard's capped record stream
+    -- (XADD MAXLEN ~ most, as guard_record.lua): args[from...] are field,
+    -- value, ...; a value whose first byte is 1, 2 or 3 refers to what the
+    -- script knows and the engine did not: fill(mark, rest) gives it (nil:
+    -- the field is left out). Best effort, as every record: an error (a key
+    -- that is not a stream) changes nothing.
+    local function append_record(stream, most, args, from, fill)
+      local fields = {}
+      for j = from, #args - 1, 2 do
+        local v = args[j + 1]
+        local mark = string.byte(v, 1)
+        if mark and mark <= 3 then v = fill(mark, string.sub(v, 2)) end
+        if v ~= nil then
+          fields[#fields + 1] = args[j]
+          fields[#fields + 1] = type(v) == 'number' and fmt(v) or v
+        end
+      end
+      redis.pcall('XADD', stream, 'MAXLEN', '~', fmt(most), '*', unpack(fields))
+    end
     -- A hash's type must be hash (or absent): anything else is not Tickgate's.
     local function hash_or_none(key)
       local t = redis.call('TYPE', key).ok
@@ -3006,6 +3353,25 @@ enum RedisScripts {
       if ms < 1 then ms = 1 end
       redis.call('PEXPIRE', key, fmt(ms))
     end
+    -- Appends a record the engine formatted to a guard's capped record stream
+    -- (XADD MAXLEN ~ most, as guard_record.lua): args[from...] are field,
+    -- value, ...; a value whose first byte is 1, 2 or 3 refers to what the
+    -- script knows and the engine did not: fill(mark, rest) gives it (nil:
+    -- the field is left out). Best effort, as every record: an error (a key
+    -- that is not a stream) changes nothing.
+    local function append_record(stream, most, args, from, fill)
+      local fields = {}
+      for j = from, #args - 1, 2 do
+        local v = args[j + 1]
+        local mark = string.byte(v, 1)
+        if mark and mark <= 3 then v = fill(mark, string.sub(v, 2)) end
+        if v ~= nil then
+          fields[#fields + 1] = args[j]
+          fields[#fields + 1] = type(v) == 'number' and fmt(v) or v
+        end
+      end
+      redis.pcall('XADD', stream, 'MAXLEN', '~', fmt(most), '*', unpack(fields))
+    end
     -- A hash's type must be hash (or absent): anything else is not Tickgate's.
     local function hash_or_none(key)
       local t = redis.call('TYPE', key).ok
@@ -3140,6 +3506,25 @@ enum RedisScripts {
       local ms = math.ceil((life_us - now) / 1000) + slack_ms
       if ms < 1 then ms = 1 end
       redis.call('PEXPIRE', key, fmt(ms))
+    end
+    -- Appends a record the engine formatted to a guard's capped record stream
+    -- (XADD MAXLEN ~ most, as guard_record.lua): args[from...] are field,
+    -- value, ...; a value whose first byte is 1, 2 or 3 refers to what the
+    -- script knows and the engine did not: fill(mark, rest) gives it (nil:
+    -- the field is left out). Best effort, as every record: an error (a key
+    -- that is not a stream) changes nothing.
+    local function append_record(stream, most, args, from, fill)
+      local fields = {}
+      for j = from, #args - 1, 2 do
+        local v = args[j + 1]
+        local mark = string.byte(v, 1)
+        if mark and mark <= 3 then v = fill(mark, string.sub(v, 2)) end
+        if v ~= nil then
+          fields[#fields + 1] = args[j]
+          fields[#fields + 1] = type(v) == 'number' and fmt(v) or v
+        end
+      end
+      redis.pcall('XADD', stream, 'MAXLEN', '~', fmt(most), '*', unpack(fields))
     end
     -- A hash's type must be hash (or absent): anything else is not Tickgate's.
     local function hash_or_none(key)
@@ -3931,6 +4316,25 @@ enum RedisScripts {
       if ms < 1 then ms = 1 end
       redis.call('PEXPIRE', key, fmt(ms))
     end
+    -- Appends a record the engine formatted to a guard's capped record stream
+    -- (XADD MAXLEN ~ most, as guard_record.lua): args[from...] are field,
+    -- value, ...; a value whose first byte is 1, 2 or 3 refers to what the
+    -- script knows and the engine did not: fill(mark, rest) gives it (nil:
+    -- the field is left out). Best effort, as every record: an error (a key
+    -- that is not a stream) changes nothing.
+    local function append_record(stream, most, args, from, fill)
+      local fields = {}
+      for j = from, #args - 1, 2 do
+        local v = args[j + 1]
+        local mark = string.byte(v, 1)
+        if mark and mark <= 3 then v = fill(mark, string.sub(v, 2)) end
+        if v ~= nil then
+          fields[#fields + 1] = args[j]
+          fields[#fields + 1] = type(v) == 'number' and fmt(v) or v
+        end
+      end
+      redis.pcall('XADD', stream, 'MAXLEN', '~', fmt(most), '*', unpack(fields))
+    end
     -- A hash's type must be hash (or absent): anything else is not Tickgate's.
     local function hash_or_none(key)
       local t = redis.call('TYPE', key).ok
@@ -4061,6 +4465,25 @@ enum RedisScripts {
       local ms = math.ceil((life_us - now) / 1000) + slack_ms
       if ms < 1 then ms = 1 end
       redis.call('PEXPIRE', key, fmt(ms))
+    end
+    -- Appends a record the engine formatted to a guard's capped record stream
+    -- (XADD MAXLEN ~ most, as guard_record.lua): args[from...] are field,
+    -- value, ...; a value whose first byte is 1, 2 or 3 refers to what the
+    -- script knows and the engine did not: fill(mark, rest) gives it (nil:
+    -- the field is left out). Best effort, as every record: an error (a key
+    -- that is not a stream) changes nothing.
+    local function append_record(stream, most, args, from, fill)
+      local fields = {}
+      for j = from, #args - 1, 2 do
+        local v = args[j + 1]
+        local mark = string.byte(v, 1)
+        if mark and mark <= 3 then v = fill(mark, string.sub(v, 2)) end
+        if v ~= nil then
+          fields[#fields + 1] = args[j]
+          fields[#fields + 1] = type(v) == 'number' and fmt(v) or v
+        end
+      end
+      redis.pcall('XADD', stream, 'MAXLEN', '~', fmt(most), '*', unpack(fields))
     end
     -- A hash's type must be hash (or absent): anything else is not Tickgate's.
     local function hash_or_none(key)
@@ -4287,6 +4710,7 @@ enum RedisScripts {
       return j
     end
 
+    local function outcomes_run(ARGV)
     -- A guarded scope's codes followed for their outcome
     -- (Pumping/CodeOutcomes.swift keeps the same in memory), in the scope's
     -- slot, named from the base B = "P u{SCOPE}" (ARGV 2):
@@ -4302,63 +4726,101 @@ enum RedisScripts {
     -- 'sweep' (nothing but the sweep); 2 B, 3 not after (server µs, '' =
     -- none: past it, {'late'} and nothing changes), 4 the subject, 5 the code
     -- id ('' unless 'sent'), 6 the guard's unverified_after (µs), 7 the most
-    -- codes the sweep reports (0: no sweep). After the event, the sweep: codes
-    -- sent at or before R.guard_windows' due are never verified.
+    -- codes the sweep reports (0: no sweep), 8 the most entries of the
+    -- guard's record stream "B records" ('' or absent: none), 9... the
+    -- outcome records' fields (see records below). After the event, the
+    -- sweep: codes sent at or before R.guard_windows' due are never verified.
     -- Answers {'ok', then per code decided: id, outcome, subject, country,
-    -- address, its age (µs, an integer)}, or {'corrupt', key, why}.
+    -- address, its age (µs, an integer)}, or {'corrupt', key, why} having
+    -- changed nothing: a key of another type is found by the call that reads
+    -- it (no TYPE call: the keys are this file's own), and every key is read
+    -- before the step's first write to it.
+    -- decide.lua runs it (as outcomes_run) in the step that ends a followed
+    -- code's successful send, so that following costs no round trip.
     local op, B, subject, id = ARGV[1], ARGV[2], ARGV[4], ARGV[5]
     if late(ARGV[3]) then return {'late'} end
     local after = int(ARGV[6], 0, C.LATE)
     local most = int(ARGV[7], 0, 1000)
     if not after or not most then return {'corrupt', B .. 'guard', 'was asked outcomes with bad arguments'} end
-    local names = {B .. 'due', B .. 'dsub', B .. 'dlast', B .. 'codes', B .. 'latest'}
-    local kinds = {'zset', 'hash', 'hash', 'hash', 'hash'}
-    for i, key in ipairs(names) do
-      local t = redis.call('TYPE', key).ok
-      if t ~= kinds[i] and t ~= 'none' then return {'corrupt', key, 'is not a ' .. kinds[i]} end
+    local due, dsub, dlast = B .. 'due', B .. 'dsub', B .. 'dlast'
+    -- A call on one of the keys; one of another type stops the step.
+    local function call(kind, cmd, key, ...)
+      local r = redis.pcall(cmd, key, ...)
+      if type(r) == 'table' and r.err then error({corrupt = key, kind = kind}) end
+      return r
     end
-    local now = store_time()
-    local reply = {'ok'}
-    -- Takes code `code` off; answers it as `outcome` (nothing if not followed).
-    local function take(code, outcome)
-      if redis.call('ZREM', B .. 'due', code) == 0 then return end
-      local held = redis.call('HGET', B .. 'dsub', code) or ''
-      redis.call('HDEL', B .. 'dsub', code)
-      local s, country, address, sent = string.match(held, '^([^|]*)|([^|]*)|([^|]*)|(%d+)$')
-      if s and redis.call('HGET', B .. 'dlast', s) == code then redis.call('HDEL', B .. 'dlast', s) end
-      local age = sent and math.max(0, now - tonumber(sent)) or 0
-      for _, v in ipairs({code, outcome, s or '', country or '', address or '', age}) do reply[#reply + 1] = v end
-    end
-    if op ~= 'sweep' then
-      local followed = redis.call('HGET', B .. 'dlast', subject)
-      if followed and followed ~= id then
-        -- Verified or killed, but the number's last code is another (sent
-        -- while no one listened): the followed one was replaced.
-        local latest = redis.call('HGET', B .. 'latest', subject)
-        local outcome = op == 'sent' and 'replaced' or op
-        if op ~= 'sent' and latest and latest ~= followed then outcome = 'replaced' end
-        take(followed, outcome)
+    -- The decided codes' records, appended to the stream as guard_record.lua
+    -- appends the engine's, when the guard keeps one (best effort, as every
+    -- record). The engine formats them (GuardRecord's stream fields, ARGV
+    -- 9...: field, value, ...); a value it cannot know refers to the code's
+    -- answer: "\1N" is its N-th value (1 id, 2 outcome, 3 subject, 4 country,
+    -- 5 address, 6 age), "\3W" when it was sent, W (the wall clock's µs at
+    -- the call) less its age, in ms.
+    local function records(reply)
+      local most = int(ARGV[8] or '', 1, 10000000)
+      if not most then return end
+      for j = 2, #reply, 6 do
+        append_record(B .. 'records', most, ARGV, 9, function(mark, ref)
+          if mark == 1 then return reply[j - 1 + tonumber(ref)] end
+          return math.floor((tonumber(ref) - reply[j + 5]) / 1000)
+        end)
       end
     end
-    if op == 'sent' then
-      local held = redis.call('HGET', B .. 'codes', id)
-      local country, address, sent = string.match(held or '', '^([^|]*)|([^|]*)|(%d+)$')
-      -- (Only a counted code is followed.)
-      if sent and redis.call('ZSCORE', B .. 'due', id) == false then
-        redis.call('ZADD', B .. 'due', sent, id)
-        redis.call('HSET', B .. 'dsub', id, subject .. '|' .. country .. '|' .. address .. '|' .. sent)
-        redis.call('HSET', B .. 'dlast', subject, id)
+    local function step()
+      local now = store_time()
+      local reply = {'ok'}
+      -- Takes code `code` off; answers it as `outcome` (nothing if not
+      -- followed). (Reads first: see above.)
+      local function take(code, outcome)
+        local held = call('hash', 'HGET', dsub, code) or ''
+        local s, country, address, sent = string.match(held, '^([^|]*)|([^|]*)|([^|]*)|(%d+)$')
+        local last = s and call('hash', 'HGET', dlast, s)
+        if call('zset', 'ZREM', due, code) == 0 then return end
+        call('hash', 'HDEL', dsub, code)
+        if last == code then call('hash', 'HDEL', dlast, s) end
+        local age = sent and math.max(0, now - tonumber(sent)) or 0
+        for _, v in ipairs({code, outcome, s or '', country or '', address or '', age}) do reply[#reply + 1] = v end
       end
+      -- (A sent code's own counts: read before anything is written.)
+      local held = op == 'sent' and call('hash', 'HGET', B .. 'codes', id)
+      if op ~= 'sweep' then
+        local followed = call('hash', 'HGET', dlast, subject)
+        if followed and followed ~= id then
+          -- Verified or killed, but the number's last code is another (sent
+          -- while no one listened): the followed one was replaced.
+          local latest = call('hash', 'HGET', B .. 'latest', subject)
+          local outcome = op == 'sent' and 'replaced' or op
+          if op ~= 'sent' and latest and latest ~= followed then outcome = 'replaced' end
+          take(followed, outcome)
+        end
+      end
+      if op == 'sent' then
+        local country, address, sent = string.match(held or '', '^([^|]*)|([^|]*)|(%d+)$')
+        -- (Only a counted code is followed. dsub, perhaps not read yet, is
+        -- written first.)
+        if sent and call('zset', 'ZSCORE', due, id) == false then
+          call('hash', 'HSET', dsub, id, subject .. '|' .. country .. '|' .. address .. '|' .. sent)
+          call('hash', 'HSET', dlast, subject, id)
+          call('zset', 'ZADD', due, sent, id)
+        end
+      end
+      if most > 0 then
+        local w = R.guard_windows(now, after)
+        local gone = call('zset', 'ZRANGEBYSCORE', due, '-inf', fmt(w.due), 'LIMIT', 0, most)
+        for _, code in ipairs(gone) do take(code, 'never_verified') end
+      end
+      records(reply)
+      -- Kept a day past the longest unverified_after (as guard.lua's codes).
+      for _, key in ipairs({due, dsub, dlast}) do
+        redis.call('PEXPIRE', key, fmt(math.floor((C.DAY + C.LATE) / 1000) + 60000))
+      end
+      return reply
     end
-    if most > 0 then
-      local w = R.guard_windows(now, after)
-      local due = redis.call('ZRANGEBYSCORE', B .. 'due', '-inf', fmt(w.due), 'LIMIT', 0, most)
-      for _, code in ipairs(due) do take(code, 'never_verified') end
+    local ok, out = pcall(step)
+    if ok then return out end
+    if type(out) == 'table' and out.corrupt then return {'corrupt', out.corrupt, 'is not a ' .. out.kind} end
+    return error(out)
     end
-    -- Kept a day past the longest unverified_after (as guard.lua's codes).
-    for _, key in ipairs({B .. 'due', B .. 'dsub', B .. 'dlast'}) do
-      redis.call('PEXPIRE', key, fmt(math.floor((C.DAY + C.LATE) / 1000) + 60000))
-    end
-    return reply
+    return outcomes_run(ARGV)
     """#
 }

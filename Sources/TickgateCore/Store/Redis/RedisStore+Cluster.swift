@@ -130,7 +130,7 @@ extension RedisStore {
         // 4. Commit (a grant) or release (a refusal); a failed send gives
         // its charges back.
         if !reserved.isEmpty { settle(reserved, member, commit: result.refusal == nil, by: settleDeadline(call)) }
-        if result.refusal == nil, case let .sendEnd(ticket, _, outcome, _, _, _, _) = decision, outcome == .failed,
+        if result.refusal == nil, case let .sendEnd(ticket, _, outcome, _, _, _, _, _) = decision, outcome == .failed,
            !named.isEmpty {
             settle(named, ticketName(ticket), commit: false, by: settleDeadline(call))
         }

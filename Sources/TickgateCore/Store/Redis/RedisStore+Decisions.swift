@@ -20,6 +20,7 @@ extension RedisStore {
         var tick = Span.zero
         var a: [UInt8] = [], b: [UInt8] = [], c: [UInt8] = []
         var screen: GuardScreenRequest?
+        var follow: OutcomeFollow?
         var guardKey: [UInt8] = []
         switch decision {
         case .read:
@@ -38,16 +39,20 @@ extension RedisStore {
             switch screening {
             case .unscreened: break
             case .screened: a = [UInt8(ascii: "s")]
-            case let .inStep(request):
+            case var .inStep(request):
                 // On a cluster the guard's slot is another: screened first.
                 guard onCluster == nil else { throw TickgateError(.storeUnknown, "a guarded send screened in its step on a cluster") }
                 a = [UInt8(ascii: "g")]
+                request.record?.ticket = ticket
                 screen = request
             }
-        case let .sendEnd(ticket, _, outcome, retry, _, tickInterval, _):
+        case let .sendEnd(ticket, _, outcome, retry, _, tickInterval, _, following):
             op = "end"
             tick = tickInterval
-            a = Array((outcome == .succeeded ? "ok" : "fail").utf8)
+            // (On a cluster the guard's slot is another: the engine follows
+            // the code with a call of its own.)
+            if outcome == .succeeded, onCluster == nil { follow = following }
+            a = Array((follow != nil ? "follow" : outcome == .succeeded ? "ok" : "fail").utf8)
             b = RedisClock.micros(retry)
             c = ticketName(ticket)
         case .verified:
@@ -81,6 +86,23 @@ extension RedisStore {
                               Array(screen.code.utf8), Array(key.subject.value.utf8), Array(screen.rules.storedText.utf8),
                               screen.judge ? [UInt8(ascii: "1")] : [],
                               Array(screen.rules.ranges(ofSubject: key.subject).joined(separator: ",").utf8)]
+                if let record = screen.record, record.streamLength > 0 {
+                    // The record the script appends if it grants the send.
+                    arguments.append(Array(String(record.streamLength).utf8))
+                    for (field, value) in Self.decisionFields(record, judgedInStep: screen.judge) {
+                        arguments += [Array(field.utf8), Array(value.utf8)]
+                    }
+                }
+            }
+            if let follow {
+                // Scripts/decide.lua: the guard's key, then the outcomes' arguments.
+                let base = keys.guardBase(key.scope)
+                guardKey = base + Array("guard".utf8)
+                names.append(guardKey)
+                arguments += [base, Array(key.subject.value.utf8), Array(follow.code.utf8),
+                              Array(String(follow.unverifiedAfter.nanoseconds / 1000).utf8),
+                              Array(String(follow.sweep ? FollowedCodes.sweepLimit : 0).utf8)]
+                    + Self.outcomeTemplate(follow.records, scope: key.scope)
             }
         }
         let reply = try run("decide", keys: names, arguments: arguments, by: call.deadline)
@@ -119,6 +141,10 @@ extension RedisStore {
             let after = try RedisRows.keyRows(packed: try fields.element(4), for: key, name: names[0], now: now, offset: offset)
             var result = DecisionResult(before: before, after: after, now: moment, refusal: nil)
             result.guardScreen = screened
+            if follow != nil, fields.elements.count > 8, case .array = fields.elements[8] {
+                // Best effort, as the outcomes are: the send's end stands.
+                result.followed = (try? outcomes(ReplyReader(fields.elements[8], key: guardKey, server: address.description))) ?? []
+            }
             if case .verifyFailed = decision {
                 guard first >= 0, first <= Int64(SendPolicy.maximumWrongCodesLimit) else { throw fields.corrupt("cap") }
                 result.maximumWrongCodes = Int(first)

@@ -161,7 +161,7 @@ extension RedisStore {
     }
 
     func guardOutcomes(scope: KeyName, subject: KeyName, event: OutcomeEvent, unverifiedAfter: Span,
-                       sweep: Bool) throws(TickgateError) -> [DecidedCode] {
+                       sweep: Bool, records: OutcomeRecords?) throws(TickgateError) -> [DecidedCode] {
         let call = clock.begin()
         let base = keys.guardBase(scope)
         let name = base + Array("guard".utf8)
@@ -176,8 +176,18 @@ extension RedisStore {
         let arguments = [Array(op.utf8), base, call.notAfter, Array(subject.value.utf8), Array(code.utf8),
                          Array(String(unverifiedAfter.nanoseconds / 1000).utf8),
                          Array(String(sweep ? FollowedCodes.sweepLimit : 0).utf8)]
+            + Self.outcomeTemplate(records, scope: scope)
         let reader = try guardReply(try run("outcomes", keys: [name], arguments: arguments, by: call.deadline), name)
         if reader.elements.first?.text == "late" { throw late("the outcomes' \(op)") }
+        return try outcomes(reader)
+    }
+
+    /// outcomes.lua's answer (from its own run, or the 9th element of
+    /// decide.lua's answer to a send's end that followed its code).
+    func outcomes(_ reader: ReplyReader) throws(TickgateError) -> [DecidedCode] {
+        if reader.elements.first?.text == "corrupt" {
+            throw TickgateError(.storeCorrupt, reader.corrupt().message, store: .corrupt)
+        }
         guard reader.elements.first?.text == "ok", (reader.elements.count - 1) % 6 == 0 else {
             throw TickgateError(.storeCorrupt, "the Redis key \(reader.key.prefix(300)) answered outcomes of \(reader.elements.count) parts",
                                 store: .corrupt)
@@ -209,28 +219,95 @@ extension RedisStore {
         let name = keys.guardBase(record.scope) + Array("records".utf8)
         if let outcome = record.outcome {
             // What became of a code (or a passed challenge): no decision.
-            var fields: [(String, String)] = [
-                ("time_ms", String(record.wallMilliseconds)), ("scope", record.scope.value), ("number", record.number),
-                ("country", record.country), ("address", record.address?.description ?? ""),
-                ("outcome", outcome.name), ("mode", String(record.mode.rawValue)),
-            ]
-            if record.codeSentWallMilliseconds != 0 { fields.append(("sent_ms", String(record.codeSentWallMilliseconds))) }
+            let fields = Self.outcomeFields(
+                wallMilliseconds: String(record.wallMilliseconds), scope: record.scope, number: record.number,
+                country: record.country, address: record.address?.description ?? "", outcome: outcome.name,
+                mode: record.mode,
+                sentMilliseconds: record.codeSentWallMilliseconds != 0 ? String(record.codeSentWallMilliseconds) : nil)
             var arguments = [Array(String(maximumLength).utf8)]
             for (field, value) in fields { arguments += [Array(field.utf8), Array(value.utf8)] }
             _ = try guardReply(try run("guardRecord", keys: [name], arguments: arguments, by: call.deadline), name)
             return
         }
+        var arguments = [Array(String(maximumLength).utf8)]
+        for (field, value) in Self.decisionFields(record) { arguments += [Array(field.utf8), Array(value.utf8)] }
+        _ = try guardReply(try run("guardRecord", keys: [name], arguments: arguments, by: call.deadline), name)
+    }
+
+    /// An outcome's record's fields in the stream (`sentMilliseconds` nil:
+    /// a passed challenge's, which has none).
+    static func outcomeFields(wallMilliseconds: String, scope: KeyName, number: String, country: String,
+                              address: String, outcome: String, mode: Guard.Mode,
+                              sentMilliseconds: String?) -> [(String, String)] {
+        var fields = [("time_ms", wallMilliseconds), ("scope", scope.value), ("number", number),
+                      ("country", country), ("address", address), ("outcome", outcome),
+                      ("mode", String(mode.rawValue))]
+        if let sentMilliseconds { fields.append(("sent_ms", sentMilliseconds)) }
+        return fields
+    }
+
+    /// outcomes.lua's ARGV 8...: the stream's length and the template of
+    /// the records of the codes it decides (its `records`), or none.
+    static func outcomeTemplate(_ records: OutcomeRecords?, scope: KeyName) -> [[UInt8]] {
+        guard let records, records.streamLength > 0 else { return [] }
+        // The code's answer's values: 2 outcome, 3 subject, 4 country, 5
+        // address; "\u{3}W": sent, W (µs) less its age.
+        let fields = outcomeFields(wallMilliseconds: String(records.wallNanoseconds / 1_000_000), scope: scope,
+                                   number: "\u{1}3", country: "\u{1}4", address: "\u{1}5", outcome: "\u{1}2",
+                                   mode: records.mode, sentMilliseconds: "\u{3}\(records.wallNanoseconds / 1000)")
+        var arguments = [Array(String(records.streamLength).utf8)]
+        for (field, value) in fields { arguments += [Array(field.utf8), Array(value.utf8)] }
+        return arguments
+    }
+
+    /// A decision record's fields in the stream. `judgedInStep`: the
+    /// template of a send screened in decide.lua's step, before the screen
+    /// (nil: the record as decided), which the script appends if it grants
+    /// the send: its judged values are references to the screen's answer
+    /// (`guardScreen(_:address:)`'s elements, decide.lua's
+    /// `append_record`), filled in there; true when the send is judged.
+    static func decisionFields(_ record: GuardRecord, judgedInStep: Bool? = nil) -> [(String, String)] {
+        let template = judgedInStep != nil
+        let judged = judgedInStep ?? (record.judgment != nil)
+        // The screen's element `index` (the reader's, from 0; Lua's from
+        // 1), left out with its field if element `unless` is '' or 0.
+        func element(_ index: Int, unless gate: Int? = nil) -> String {
+            "\u{1}\(index + 1)" + (gate.map { "?\($0 + 1)" } ?? "")
+        }
+        var record = record
+        if template {
+            record.status = .ok
+            if judged && record.address == nil { record.judgment = GuardJudgment() }
+        }
+        record = record.noted
         var fields: [(String, String)] = [
             ("time_ms", String(record.wallMilliseconds)), ("scope", record.scope.value), ("number", record.number),
             ("country", record.country), ("address", record.address?.description ?? ""),
             ("status", String(record.status.rawValue)),
             ("outcome", record.status == .ok ? "granted" : record.status == .challengeRequired ? "challenged" : "refused"),
-            ("message", record.message), ("mode", String(record.mode.rawValue)), ("warnings", record.warnings.names),
+            ("message", record.message), ("mode", String(record.mode.rawValue)),
+            ("warnings", template && judged
+                ? "\u{2}\(15 + 1)=" + PumpingWarnings.all.map(\.1).joined(separator: ",") : record.warnings.names),
         ]
         if record.ticket != 0 { fields.append(("ticket", String(record.ticket))) }
         if let bypass = record.bypass { fields.append(("bypass", bypass)) }
         if let rule = record.rule { fields.append(("rule", rule)) }
         if record.addressSignalsSkipped { fields.append(("address_skipped", "1")) }
+        if template, judged {
+            let address = record.address != nil
+            fields += [("challenge_passed", element(21, unless: 21)),
+                       ("country_unverified_day", element(1)), ("country_unverified_hour", element(2)),
+                       ("country_daily_threshold", element(16)), ("country_hourly_threshold", element(17)),
+                       ("address_unverified_day", address ? element(7) : "0"),
+                       ("address_unverified_hour", address ? element(8) : "0"),
+                       ("address_countries_day", address ? element(10) : "0"),
+                       ("range", element(22, unless: 22)),
+                       ("range_unverified_day", element(23, unless: 22)),
+                       ("range_unverified_hour", element(24, unless: 22)),
+                       ("range_daily_threshold", element(25, unless: 22)),
+                       ("range_hourly_threshold", element(26, unless: 22))]
+            return fields
+        }
         if record.judgment?.challengePassed == true { fields.append(("challenge_passed", "1")) }
         if let counts = record.counts, let judgment = record.judgment {
             fields += [("country_unverified_day", counts.countryUnverifiedDay),
@@ -248,9 +325,7 @@ extension RedisStore {
                            ("range_hourly_threshold", judgment.rangeHourly)].map { ($0.0, String($0.1)) }
             }
         }
-        var arguments = [Array(String(maximumLength).utf8)]
-        for (field, value) in fields { arguments += [Array(field.utf8), Array(value.utf8)] }
-        _ = try guardReply(try run("guardRecord", keys: [name], arguments: arguments, by: call.deadline), name)
+        return fields
     }
 
     func guardVerified(scope: KeyName, subject: KeyName, country: String, ranges: [String]) throws(TickgateError) {

@@ -36,15 +36,25 @@
 -- its answer is the 9th element of 'ok' and 'refused' (a key's refusal
 -- gives the guard's count back), or {'guard', now, real, before, '', '',
 -- -1, -1, its answer} when the guard does not pass it (nothing changed).
+-- A guarded send granted in the step appends its decision record to the
+-- scope's stream "B records" when the guard keeps one (ARGV 14 + NB + 8
+-- its most entries, '' none; then the record's fields: see record_granted).
+-- A successful end whose code the engine follows for its outcome (ARGV 10
+-- 'follow'; KEYS: ..., "B guard", the clock's; ARGV 14 + NB ... the
+-- guard's base, the subject, the code's id, the guard's unverified_after
+-- (µs), the most codes the sweep reports, then outcomes.lua's ARGV 8...)
+-- runs outcomes.lua's 'sent' in the same step: its answer is the 9th
+-- element of 'ok'.
 -- {'corrupt', key, why}. A repeated id answers the first answer again and
--- changes nothing.
+-- changes nothing (with no 9th element).
 local K, S = KEYS[1], nil
 if NK >= 2 then S = KEYS[2] end
 -- A guarded send screened in this step (ARGV 10 'g', one server): the
 -- guard's key is the last before the clock's, and the budgets' keys end
 -- before it (NB).
 local screening = ARGV[1] == 'begin' and ARGV[10] == 'g'
-local NB = screening and NK - 1 or NK
+local following = ARGV[1] == 'end' and ARGV[10] == 'follow'
+local NB = (screening or following) and NK - 1 or NK
 local FIELDS = {'d', 'p', 'l', 'i', 'c', 'k', 'h', 'n', 'w', 'x', 's', 't'}
 local op = ARGV[1]
 local mine, mine_id = 'q' .. ARGV[14], ARGV[13] .. '|'
@@ -176,6 +186,32 @@ end
 local function refused(why, a, b)
   return undone({'refused', now, real, before, '', why, a or -1, b or -1})
 end
+-- The decision record of a guarded send granted in this step, appended
+-- to the scope's record stream "B records" (ARGV g + 8 its most entries;
+-- '' or 0: no stream; g + 9...: the record as the engine formats it,
+-- GuardRecord's stream fields, before the screen judges it). A value it
+-- cannot know refers to the screen's answer G: "\1N" is G[N], "\1N?M"
+-- the same but left out, field and all, when G[M] is '' or 0, and
+-- "\2N=NAME,..." the names of G[N]'s bits, lowest first.
+local function record_granted(g)
+  local most = int(ARGV[g + 8] or '', 1, 10000000)
+  if not most then return end
+  append_record(ARGV[g] .. 'records', most, ARGV, g + 9, function(mark, ref)
+    if mark == 1 then
+      local n, m = string.match(ref, '^(%d+)%??(%d*)$')
+      local gate = m ~= '' and G[tonumber(m)]
+      if gate == nil or gate == '' or gate == 0 or gate == '0' then return nil end
+      return G[tonumber(n)]
+    end
+    local n, names = string.match(ref, '^(%d+)=(.*)$')
+    local bits, out, bit = tonumber(G[tonumber(n)]) or 0, {}, 1
+    for name in string.gmatch(names, '[^,]+') do
+      if bits % (2 * bit) >= bit then out[#out + 1] = name end
+      bit = bit * 2
+    end
+    return table.concat(out, ',')
+  end)
+end
 
 -- The scope's policy and the budgets, as the store holds them (the default
 -- policy if none is set), in one read: a bare countdown (start, cancel) on
@@ -304,7 +340,7 @@ elseif op == 'end' then
     if h.k == ARGV[12] and int(h.d, -1, MAXT) and int(h.d, -1, MAXT) >= 0 then return refused('expired') end
     return refused('ticket')
   end
-  if ARGV[10] ~= 'ok' then
+  if ARGV[10] ~= 'ok' and ARGV[10] ~= 'follow' then
     -- A failed send: its charges go back (and engines that know a
     -- budget spent hear that it may have room: ENGINE b).
     if cd.c >= 0 then
@@ -412,4 +448,14 @@ if #stale > 0 then redis.call('HDEL', K, unpack(stale)) end
 redis.call('HSET', K, unpack(set))
 expire(K, math.max(life, now + keep, now + kept_until - real), now, slack)
 if ARGV[5] ~= '' then redis.call('PUBLISH', ARGV[5], stamped(ARGV[6])) end
+if screening then
+  -- (Best effort, as every record: the send is granted whatever happens
+  -- to its record.)
+  pcall(record_granted, 14 + NB)
+elseif following then
+  local g = 14 + NB
+  return {'ok', now, real, before, after, '', wrong, -1,
+          outcomes_run({'sent', ARGV[g], '', ARGV[g + 1], ARGV[g + 2], ARGV[g + 3], ARGV[g + 4],
+                        unpack(ARGV, g + 5)})}
+end
 return {'ok', now, real, before, after, '', wrong, -1, G}

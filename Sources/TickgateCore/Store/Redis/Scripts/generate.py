@@ -64,6 +64,10 @@ def rules() -> str:
 # guard_run(ARGV)): guard.lua itself, and decide.lua, which screens a guarded
 # send on one server in the step that decides it.
 GUARDED = {"decide.lua", "guard.lua"}
+# The scripts that hold the outcomes' steps (outcomes.lua, as the function
+# outcomes_run(ARGV)): outcomes.lua itself, and decide.lua, which follows a
+# code in the step that ends its successful send.
+FOLLOWING = {"decide.lua", "outcomes.lua"}
 
 
 def script(file: str) -> str:
@@ -82,6 +86,10 @@ def script(file: str) -> str:
         guard = "local function guard_run(ARGV)\n" + (HERE / "guard.lua").read_text() + "end\n"
         if file == "guard.lua":
             body = "return guard_run(ARGV)\n"
+    if file in FOLLOWING:
+        guard += "local function outcomes_run(ARGV)\n" + (HERE / "outcomes.lua").read_text() + "end\n"
+        if file == "outcomes.lua":
+            body = "return outcomes_run(ARGV)\n"
     return (constants() + (HERE / "prelude.lua").read_text() + "\n"
             + (rules_lua() + "\n" if uses_rules else "") + guard + body)
 

@@ -67,6 +67,25 @@ local function expire(key, life_us, now, slack_ms)
   if ms < 1 then ms = 1 end
   redis.call('PEXPIRE', key, fmt(ms))
 end
+-- Appends a record the engine formatted to a guard's capped record stream
+-- (XADD MAXLEN ~ most, as guard_record.lua): args[from...] are field,
+-- value, ...; a value whose first byte is 1, 2 or 3 refers to what the
+-- script knows and the engine did not: fill(mark, rest) gives it (nil:
+-- the field is left out). Best effort, as every record: an error (a key
+-- that is not a stream) changes nothing.
+local function append_record(stream, most, args, from, fill)
+  local fields = {}
+  for j = from, #args - 1, 2 do
+    local v = args[j + 1]
+    local mark = string.byte(v, 1)
+    if mark and mark <= 3 then v = fill(mark, string.sub(v, 2)) end
+    if v ~= nil then
+      fields[#fields + 1] = args[j]
+      fields[#fields + 1] = type(v) == 'number' and fmt(v) or v
+    end
+  end
+  redis.pcall('XADD', stream, 'MAXLEN', '~', fmt(most), '*', unpack(fields))
+end
 -- A hash's type must be hash (or absent): anything else is not Tickgate's.
 local function hash_or_none(key)
   local t = redis.call('TYPE', key).ok

@@ -382,3 +382,34 @@ def test_a_cancel_inside_a_callback_while_the_host_cancels(store: str, call: str
         assert wait_until(lambda: len(answered) == 1, 10), "the callback's call failed"
         # One of the two ended alice's countdown, the other found none.
         assert sorted([host[0], answered[0]]) == [0, 1], (host, answered)
+
+
+def test_a_group_commit_holds_no_file_while_callbacks_run(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """An engine that groups its commits (store_commit_delay_ms) commits
+    what it holds before it runs callbacks: another engine on the file,
+    called from one of them, writes at once. Regression: the commit came
+    after the callbacks, so the file stayed locked while they ran; the other
+    engine's write waited for it and failed with a store error at its
+    timeout."""
+    path = str(tmp_path / "group.db")
+    with tickgate.Engine(store_path=path, delivery="thread", store_commit_delay_ms=500) as grouped, \
+            tickgate.Engine(store_path=path, store_timeout_ms=2000) as other:
+        answered: List[object] = []
+
+        def on_event(event: tickgate.Event) -> None:
+            if event.kind != EventKind.STARTED or answered:
+                return
+            try:
+                other.start("login", "bob", 60)
+                answered.append("started")
+            except tickgate.TickgateError as error:
+                answered.append(error)
+
+        grouped.subscribe_scope("login", on_event)
+        grouped.start("login", "alice", 60)
+        assert wait_until(lambda: len(answered) == 1, 10), "the callback's call did not return"
+        assert answered == ["started"], answered
+        # Both writes are on the file, for a third engine.
+        with tickgate.Engine(store_path=path) as third:
+            assert third.remaining("login", "alice").remaining_ms > 0
+            assert third.remaining("login", "bob").remaining_ms > 0

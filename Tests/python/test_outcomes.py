@@ -336,6 +336,16 @@ def test_redis_a_followed_key_of_the_wrong_type_is_corrupt_and_changes_nothing(t
         # is reported from a key that is not Tickgate's.
         engine.verified("login", number)
         assert outcomes.all() == []
+        # Nor is the key changed, by a send's follow and sweep either (its
+        # expiry included: a step sets it on the keys it wrote).
+        other = cn()
+        sent(engine, other)
+        engine.verified("login", other)
+
+        def held(*command: str) -> str:
+            return subprocess.run(["redis-cli", "-s", socket, *command], check=True, capture_output=True,
+                                  text=True).stdout.strip()
+        assert (held("GET", key), held("PTTL", key)) == ("x", "-1")
         subprocess.run(["redis-cli", "-s", socket, "DEL", key], check=True, capture_output=True)
     finally:
         s.close()

@@ -160,3 +160,38 @@ def test_a_guarded_send_with_a_record_stream_costs_two_scripts(own_redis: Callab
 
 def stream_of(server: RedisServer, prefix: str) -> List[Dict[str, str]]:
     return stream(server, f"{prefix}u{{5:login}}records")
+
+
+@needs_server
+@pytest.mark.parametrize("scope", ["\x01login", "\x0117", "\x02x", "\x03"])
+def test_a_scope_that_begins_like_a_reference_is_recorded_as_it_is(own_redis: Callable[..., RedisServer],
+                                                                    scope: str) -> None:
+    """The scripts fill in a record's values that begin with byte 1, 2 or 3
+    (references to what only the script knows); a scope may begin with any
+    byte, and is recorded as it is, in the decision's record and in the
+    outcomes'. Regression: "\\x01login" lost its scope field, "\\x0117" was
+    recorded as a threshold, and an outcome's record failed the send's end
+    after the script had written it (the engine then thought it in flight)."""
+    server = own_redis()
+    prefix = unique_prefix("ref")
+    with tickgate.Engine(store_url=server.unix_url, store_prefix=prefix,
+                         delivery=tickgate.Delivery.HOST_THREAD) as engine:
+        engine.set_guard(scope, GuardMode.RECORD_ONLY, record_stream_length=1000, unverified_after_seconds=0, **OPEN)
+        for i in range(3):
+            engine.send_begin(scope, f"+8613800007{i:03d}", client_address="203.0.113.7").succeeded()
+        # The ends stood: the first number cools down, not in flight.
+        with pytest.raises(tickgate.CoolingDown):
+            engine.send_begin(scope, "+8613800007000", client_address="203.0.113.7")
+        engine.send_begin(scope, "+8613800007999", client_address="203.0.113.7").succeeded()
+        client = Resp(unix=server.socket, timeout=5)
+        try:
+            keys = client("KEYS", f"{prefix}*records")
+        finally:
+            client.close()
+        [key] = keys  # type: ignore[misc]
+        entries = stream(server, key.decode() if isinstance(key, bytes) else str(key))
+    decisions = [e for e in entries if "status" in e]
+    outcomes = [e for e in entries if "status" not in e]
+    assert len(decisions) == 4 and len(outcomes) >= 2, entries
+    assert all(e["scope"] == scope for e in entries), entries
+    assert all(e["outcome"] == "never_verified" for e in outcomes), outcomes

@@ -103,6 +103,11 @@ extension Engine {
             state.dispatch.spareQueue = nil
             return (batch, served, now, flushDue)
         }
+        // Group commit: a transaction left open would hold the store's
+        // file for as long as the callbacks run (another engine on the file
+        // waits that long; one a callback calls, for its whole timeout):
+        // committed before any host code runs.
+        if flushDue || !batch.isEmpty { commitOpenGroup(at: now) }
 
         // One lock round trip per callback: claim the next item, run it
         // unlocked, then clear the running marks and claim the next. The
@@ -154,8 +159,6 @@ extension Engine {
             return releases
         }
         for observer in releases { observer.release() }
-        // Group commit, after the deliveries and with no lock held.
-        if flushDue { flushIfDue(at: now) }
         return (delivered, served)
     }
 

@@ -407,8 +407,8 @@ extension Engine {
         if outcome == .failed { giveBack(pending) }
         if outcome == .succeeded {
             let key = CountdownKey(scope: pending.scope, subject: pending.subject)
-            if follow != nil, let followed {
-                recordOutcomes(followed, of: key.scope, records: follow?.records)
+            if let follow, let followed {
+                recordOutcomes(followed, of: key.scope, rules: follow.rules, records: follow.records)
             } else {
                 followOutcomes(key, .sent(code: pending.code))
             }

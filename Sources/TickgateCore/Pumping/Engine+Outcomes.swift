@@ -68,7 +68,7 @@ extension Engine {
               }),
               rules.mode != .off, listening(pending.scope, rules) else { return nil }
         return OutcomeFollow(code: pending.code, unverifiedAfter: rules.thresholds.unverifiedAfter, sweep: true,
-                             records: streamedRecords(rules))
+                             records: streamedRecords(rules), rules: rules)
     }
 
     /// The records of the codes whose outcome a step decided, for the

@@ -198,12 +198,14 @@ extension Engine {
         return try store.finishUpgrade()
     }
 
-    /// Group commit: commits the store's transaction if it is due. Never
-    /// waits for the store (if another call holds it, that call commits);
-    /// call with no lock held.
-    func flushIfDue(at now: Instant) {
-        guard let due = store.flushIfDue(at: now) else { return }
-        locked.withLock { state in if !state.closed { state.noteFlush(due) } }
+    /// Group commit: commits the store's open transaction, due or not
+    /// (before callbacks run: `dispatchPass`). Never waits for the store
+    /// (if another call holds it, that call commits); call with no lock
+    /// held.
+    func commitOpenGroup(at now: Instant) {
+        guard let due = store.flushDue else { return }
+        guard let left = store.flushIfDue(at: max(now, due)) else { return }
+        locked.withLock { state in if !state.closed { state.noteFlush(left) } }
     }
 }
 

@@ -253,6 +253,9 @@ struct OutcomeFollow {
     var sweep: Bool
     /// Their records, appended in the step (nil: the guard keeps no stream).
     var records: OutcomeRecords?
+    /// The guard the code was followed by (its records' mode, whatever
+    /// becomes of the guard meanwhile).
+    var rules: Guard
 }
 
 /// Why a store refused a decision, as every store names it (the Redis

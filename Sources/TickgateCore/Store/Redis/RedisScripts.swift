@@ -21,9 +21,9 @@ enum RedisScripts {
         ("outcomes", outcomes),
     ]
     /// The SHA1 of `probe`, run by it before any SCRIPT LOAD answered.
-    static let probeSHA = "da10669ebf61b98c61c6678c0371e53fb0db99de"
+    static let probeSHA = "0fa68ae4e9b1f426b1d4a1f72b7c5c6fa68f1390"
     /// The SHA1 of `setClock`, run by it before any SCRIPT LOAD answered.
-    static let setClockSHA = "d9f7782880ff4986e1a0ce96fe019dbfb7374fdf"
+    static let setClockSHA = "88897b608b783ed253e72d4d94eb3fb877ec0e80"
 
     /// Scripts/decide.lua
     static let decide = #"""
@@ -102,14 +102,15 @@ enum RedisScripts {
     -- (XADD MAXLEN ~ most, as guard_record.lua): args[from...] are field,
     -- value, ...; a value whose first byte is 1, 2 or 3 refers to what the
     -- script knows and the engine did not: fill(mark, rest) gives it (nil:
-    -- the field is left out). Best effort, as every record: an error (a key
-    -- that is not a stream) changes nothing.
+    -- the field is left out); byte 0 first escapes a value that is what
+    -- follows it (a scope may begin with any byte). Best effort, as every
+    -- record: an error (a key that is not a stream) changes nothing.
     local function append_record(stream, most, args, from, fill)
       local fields = {}
       for j = from, #args - 1, 2 do
         local v = args[j + 1]
         local mark = string.byte(v, 1)
-        if mark and mark <= 3 then v = fill(mark, string.sub(v, 2)) end
+        if mark == 0 then v = string.sub(v, 2) elseif mark and mark <= 3 then v = fill(mark, string.sub(v, 2)) end
         if v ~= nil then
           fields[#fields + 1] = args[j]
           fields[#fields + 1] = type(v) == 'number' and fmt(v) or v
@@ -865,9 +866,12 @@ enum RedisScripts {
     if not after or not most then return {'corrupt', B .. 'guard', 'was asked outcomes with bad arguments'} end
     local due, dsub, dlast = B .. 'due', B .. 'dsub', B .. 'dlast'
     -- A call on one of the keys; one of another type stops the step.
+    local WRITES = {ZREM = true, ZADD = true, HSET = true, HDEL = true}
+    local wrote = {}
     local function call(kind, cmd, key, ...)
       local r = redis.pcall(cmd, key, ...)
       if type(r) == 'table' and r.err then error({corrupt = key, kind = kind}) end
+      if WRITES[cmd] then wrote[key] = true end
       return r
     end
     -- The decided codes' records, appended to the stream as guard_record.lua
@@ -930,9 +934,11 @@ enum RedisScripts {
         local gone = call('zset', 'ZRANGEBYSCORE', due, '-inf', fmt(w.due), 'LIMIT', 0, most)
         for _, code in ipairs(gone) do take(code, 'never_verified') end
       end
-      records(reply)
-      -- Kept a day past the longest unverified_after (as guard.lua's codes).
-      for _, key in ipairs({due, dsub, dlast}) do
+      -- (An error in a record, past the step's writes, stops no step.)
+      pcall(records, reply)
+      -- Kept a day past the longest unverified_after (as guard.lua's codes):
+      -- the keys this step wrote (one it only read may not be ours).
+      for key, _ in pairs(wrote) do
         redis.call('PEXPIRE', key, fmt(math.floor((C.DAY + C.LATE) / 1000) + 60000))
       end
       return reply
@@ -1397,10 +1403,13 @@ enum RedisScripts {
       -- to its record.)
       pcall(record_granted, 14 + NB)
     elseif following then
+      -- (The end is written: whatever happens in the follow, best effort,
+      -- the answer is 'ok'.)
       local g = 14 + NB
-      return {'ok', now, real, before, after, '', wrong, -1,
-              outcomes_run({'sent', ARGV[g], '', ARGV[g + 1], ARGV[g + 2], ARGV[g + 3], ARGV[g + 4],
-                            unpack(ARGV, g + 5)})}
+      local ok, O = pcall(outcomes_run, {'sent', ARGV[g], '', ARGV[g + 1], ARGV[g + 2], ARGV[g + 3], ARGV[g + 4],
+                                         unpack(ARGV, g + 5)})
+      if not ok then O = {'corrupt', ARGV[g] .. 'guard', 'failed to follow the code'} end
+      return {'ok', now, real, before, after, '', wrong, -1, O}
     end
     return {'ok', now, real, before, after, '', wrong, -1, G}
     """#
@@ -1482,14 +1491,15 @@ enum RedisScripts {
     -- (XADD MAXLEN ~ most, as guard_record.lua): args[from...] are field,
     -- value, ...; a value whose first byte is 1, 2 or 3 refers to what the
     -- script knows and the engine did not: fill(mark, rest) gives it (nil:
-    -- the field is left out). Best effort, as every record: an error (a key
-    -- that is not a stream) changes nothing.
+    -- the field is left out); byte 0 first escapes a value that is what
+    -- follows it (a scope may begin with any byte). Best effort, as every
+    -- record: an error (a key that is not a stream) changes nothing.
     local function append_record(stream, most, args, from, fill)
       local fields = {}
       for j = from, #args - 1, 2 do
         local v = args[j + 1]
         local mark = string.byte(v, 1)
-        if mark and mark <= 3 then v = fill(mark, string.sub(v, 2)) end
+        if mark == 0 then v = string.sub(v, 2) elseif mark and mark <= 3 then v = fill(mark, string.sub(v, 2)) end
         if v ~= nil then
           fields[#fields + 1] = args[j]
           fields[#fields + 1] = type(v) == 'number' and fmt(v) or v
@@ -1646,14 +1656,15 @@ enum RedisScripts {
     -- (XADD MAXLEN ~ most, as guard_record.lua): args[from...] are field,
     -- value, ...; a value whose first byte is 1, 2 or 3 refers to what the
     -- script knows and the engine did not: fill(mark, rest) gives it (nil:
-    -- the field is left out). Best effort, as every record: an error (a key
-    -- that is not a stream) changes nothing.
+    -- the field is left out); byte 0 first escapes a value that is what
+    -- follows it (a scope may begin with any byte). Best effort, as every
+    -- record: an error (a key that is not a stream) changes nothing.
     local function append_record(stream, most, args, from, fill)
       local fields = {}
       for j = from, #args - 1, 2 do
         local v = args[j + 1]
         local mark = string.byte(v, 1)
-        if mark and mark <= 3 then v = fill(mark, string.sub(v, 2)) end
+        if mark == 0 then v = string.sub(v, 2) elseif mark and mark <= 3 then v = fill(mark, string.sub(v, 2)) end
         if v ~= nil then
           fields[#fields + 1] = args[j]
           fields[#fields + 1] = type(v) == 'number' and fmt(v) or v
@@ -1798,14 +1809,15 @@ enum RedisScripts {
     -- (XADD MAXLEN ~ most, as guard_record.lua): args[from...] are field,
     -- value, ...; a value whose first byte is 1, 2 or 3 refers to what the
     -- script knows and the engine did not: fill(mark, rest) gives it (nil:
-    -- the field is left out). Best effort, as every record: an error (a key
-    -- that is not a stream) changes nothing.
+    -- the field is left out); byte 0 first escapes a value that is what
+    -- follows it (a scope may begin with any byte). Best effort, as every
+    -- record: an error (a key that is not a stream) changes nothing.
     local function append_record(stream, most, args, from, fill)
       local fields = {}
       for j = from, #args - 1, 2 do
         local v = args[j + 1]
         local mark = string.byte(v, 1)
-        if mark and mark <= 3 then v = fill(mark, string.sub(v, 2)) end
+        if mark == 0 then v = string.sub(v, 2) elseif mark and mark <= 3 then v = fill(mark, string.sub(v, 2)) end
         if v ~= nil then
           fields[#fields + 1] = args[j]
           fields[#fields + 1] = type(v) == 'number' and fmt(v) or v
@@ -1965,14 +1977,15 @@ enum RedisScripts {
     -- (XADD MAXLEN ~ most, as guard_record.lua): args[from...] are field,
     -- value, ...; a value whose first byte is 1, 2 or 3 refers to what the
     -- script knows and the engine did not: fill(mark, rest) gives it (nil:
-    -- the field is left out). Best effort, as every record: an error (a key
-    -- that is not a stream) changes nothing.
+    -- the field is left out); byte 0 first escapes a value that is what
+    -- follows it (a scope may begin with any byte). Best effort, as every
+    -- record: an error (a key that is not a stream) changes nothing.
     local function append_record(stream, most, args, from, fill)
       local fields = {}
       for j = from, #args - 1, 2 do
         local v = args[j + 1]
         local mark = string.byte(v, 1)
-        if mark and mark <= 3 then v = fill(mark, string.sub(v, 2)) end
+        if mark == 0 then v = string.sub(v, 2) elseif mark and mark <= 3 then v = fill(mark, string.sub(v, 2)) end
         if v ~= nil then
           fields[#fields + 1] = args[j]
           fields[#fields + 1] = type(v) == 'number' and fmt(v) or v
@@ -2113,14 +2126,15 @@ enum RedisScripts {
     -- (XADD MAXLEN ~ most, as guard_record.lua): args[from...] are field,
     -- value, ...; a value whose first byte is 1, 2 or 3 refers to what the
     -- script knows and the engine did not: fill(mark, rest) gives it (nil:
-    -- the field is left out). Best effort, as every record: an error (a key
-    -- that is not a stream) changes nothing.
+    -- the field is left out); byte 0 first escapes a value that is what
+    -- follows it (a scope may begin with any byte). Best effort, as every
+    -- record: an error (a key that is not a stream) changes nothing.
     local function append_record(stream, most, args, from, fill)
       local fields = {}
       for j = from, #args - 1, 2 do
         local v = args[j + 1]
         local mark = string.byte(v, 1)
-        if mark and mark <= 3 then v = fill(mark, string.sub(v, 2)) end
+        if mark == 0 then v = string.sub(v, 2) elseif mark and mark <= 3 then v = fill(mark, string.sub(v, 2)) end
         if v ~= nil then
           fields[#fields + 1] = args[j]
           fields[#fields + 1] = type(v) == 'number' and fmt(v) or v
@@ -2513,14 +2527,15 @@ enum RedisScripts {
     -- (XADD MAXLEN ~ most, as guard_record.lua): args[from...] are field,
     -- value, ...; a value whose first byte is 1, 2 or 3 refers to what the
     -- script knows and the engine did not: fill(mark, rest) gives it (nil:
-    -- the field is left out). Best effort, as every record: an error (a key
-    -- that is not a stream) changes nothing.
+    -- the field is left out); byte 0 first escapes a value that is what
+    -- follows it (a scope may begin with any byte). Best effort, as every
+    -- record: an error (a key that is not a stream) changes nothing.
     local function append_record(stream, most, args, from, fill)
       local fields = {}
       for j = from, #args - 1, 2 do
         local v = args[j + 1]
         local mark = string.byte(v, 1)
-        if mark and mark <= 3 then v = fill(mark, string.sub(v, 2)) end
+        if mark == 0 then v = string.sub(v, 2) elseif mark and mark <= 3 then v = fill(mark, string.sub(v, 2)) end
         if v ~= nil then
           fields[#fields + 1] = args[j]
           fields[#fields + 1] = type(v) == 'number' and fmt(v) or v
@@ -2673,14 +2688,15 @@ enum RedisScripts {
     -- (XADD MAXLEN ~ most, as guard_record.lua): args[from...] are field,
     -- value, ...; a value whose first byte is 1, 2 or 3 refers to what the
     -- script knows and the engine did not: fill(mark, rest) gives it (nil:
-    -- the field is left out). Best effort, as every record: an error (a key
-    -- that is not a stream) changes nothing.
+    -- the field is left out); byte 0 first escapes a value that is what
+    -- follows it (a scope may begin with any byte). Best effort, as every
+    -- record: an error (a key that is not a stream) changes nothing.
     local function append_record(stream, most, args, from, fill)
       local fields = {}
       for j = from, #args - 1, 2 do
         local v = args[j + 1]
         local mark = string.byte(v, 1)
-        if mark and mark <= 3 then v = fill(mark, string.sub(v, 2)) end
+        if mark == 0 then v = string.sub(v, 2) elseif mark and mark <= 3 then v = fill(mark, string.sub(v, 2)) end
         if v ~= nil then
           fields[#fields + 1] = args[j]
           fields[#fields + 1] = type(v) == 'number' and fmt(v) or v
@@ -2823,14 +2839,15 @@ enum RedisScripts {
     -- (XADD MAXLEN ~ most, as guard_record.lua): args[from...] are field,
     -- value, ...; a value whose first byte is 1, 2 or 3 refers to what the
     -- script knows and the engine did not: fill(mark, rest) gives it (nil:
-    -- the field is left out). Best effort, as every record: an error (a key
-    -- that is not a stream) changes nothing.
+    -- the field is left out); byte 0 first escapes a value that is what
+    -- follows it (a scope may begin with any byte). Best effort, as every
+    -- record: an error (a key that is not a stream) changes nothing.
     local function append_record(stream, most, args, from, fill)
       local fields = {}
       for j = from, #args - 1, 2 do
         local v = args[j + 1]
         local mark = string.byte(v, 1)
-        if mark and mark <= 3 then v = fill(mark, string.sub(v, 2)) end
+        if mark == 0 then v = string.sub(v, 2) elseif mark and mark <= 3 then v = fill(mark, string.sub(v, 2)) end
         if v ~= nil then
           fields[#fields + 1] = args[j]
           fields[#fields + 1] = type(v) == 'number' and fmt(v) or v
@@ -3196,14 +3213,15 @@ enum RedisScripts {
     -- (XADD MAXLEN ~ most, as guard_record.lua): args[from...] are field,
     -- value, ...; a value whose first byte is 1, 2 or 3 refers to what the
     -- script knows and the engine did not: fill(mark, rest) gives it (nil:
-    -- the field is left out). Best effort, as every record: an error (a key
-    -- that is not a stream) changes nothing.
+    -- the field is left out); byte 0 first escapes a value that is what
+    -- follows it (a scope may begin with any byte). Best effort, as every
+    -- record: an error (a key that is not a stream) changes nothing.
     local function append_record(stream, most, args, from, fill)
       local fields = {}
       for j = from, #args - 1, 2 do
         local v = args[j + 1]
         local mark = string.byte(v, 1)
-        if mark and mark <= 3 then v = fill(mark, string.sub(v, 2)) end
+        if mark == 0 then v = string.sub(v, 2) elseif mark and mark <= 3 then v = fill(mark, string.sub(v, 2)) end
         if v ~= nil then
           fields[#fields + 1] = args[j]
           fields[#fields + 1] = type(v) == 'number' and fmt(v) or v
@@ -3357,14 +3375,15 @@ enum RedisScripts {
     -- (XADD MAXLEN ~ most, as guard_record.lua): args[from...] are field,
     -- value, ...; a value whose first byte is 1, 2 or 3 refers to what the
     -- script knows and the engine did not: fill(mark, rest) gives it (nil:
-    -- the field is left out). Best effort, as every record: an error (a key
-    -- that is not a stream) changes nothing.
+    -- the field is left out); byte 0 first escapes a value that is what
+    -- follows it (a scope may begin with any byte). Best effort, as every
+    -- record: an error (a key that is not a stream) changes nothing.
     local function append_record(stream, most, args, from, fill)
       local fields = {}
       for j = from, #args - 1, 2 do
         local v = args[j + 1]
         local mark = string.byte(v, 1)
-        if mark and mark <= 3 then v = fill(mark, string.sub(v, 2)) end
+        if mark == 0 then v = string.sub(v, 2) elseif mark and mark <= 3 then v = fill(mark, string.sub(v, 2)) end
         if v ~= nil then
           fields[#fields + 1] = args[j]
           fields[#fields + 1] = type(v) == 'number' and fmt(v) or v
@@ -3511,14 +3530,15 @@ enum RedisScripts {
     -- (XADD MAXLEN ~ most, as guard_record.lua): args[from...] are field,
     -- value, ...; a value whose first byte is 1, 2 or 3 refers to what the
     -- script knows and the engine did not: fill(mark, rest) gives it (nil:
-    -- the field is left out). Best effort, as every record: an error (a key
-    -- that is not a stream) changes nothing.
+    -- the field is left out); byte 0 first escapes a value that is what
+    -- follows it (a scope may begin with any byte). Best effort, as every
+    -- record: an error (a key that is not a stream) changes nothing.
     local function append_record(stream, most, args, from, fill)
       local fields = {}
       for j = from, #args - 1, 2 do
         local v = args[j + 1]
         local mark = string.byte(v, 1)
-        if mark and mark <= 3 then v = fill(mark, string.sub(v, 2)) end
+        if mark == 0 then v = string.sub(v, 2) elseif mark and mark <= 3 then v = fill(mark, string.sub(v, 2)) end
         if v ~= nil then
           fields[#fields + 1] = args[j]
           fields[#fields + 1] = type(v) == 'number' and fmt(v) or v
@@ -4320,14 +4340,15 @@ enum RedisScripts {
     -- (XADD MAXLEN ~ most, as guard_record.lua): args[from...] are field,
     -- value, ...; a value whose first byte is 1, 2 or 3 refers to what the
     -- script knows and the engine did not: fill(mark, rest) gives it (nil:
-    -- the field is left out). Best effort, as every record: an error (a key
-    -- that is not a stream) changes nothing.
+    -- the field is left out); byte 0 first escapes a value that is what
+    -- follows it (a scope may begin with any byte). Best effort, as every
+    -- record: an error (a key that is not a stream) changes nothing.
     local function append_record(stream, most, args, from, fill)
       local fields = {}
       for j = from, #args - 1, 2 do
         local v = args[j + 1]
         local mark = string.byte(v, 1)
-        if mark and mark <= 3 then v = fill(mark, string.sub(v, 2)) end
+        if mark == 0 then v = string.sub(v, 2) elseif mark and mark <= 3 then v = fill(mark, string.sub(v, 2)) end
         if v ~= nil then
           fields[#fields + 1] = args[j]
           fields[#fields + 1] = type(v) == 'number' and fmt(v) or v
@@ -4470,14 +4491,15 @@ enum RedisScripts {
     -- (XADD MAXLEN ~ most, as guard_record.lua): args[from...] are field,
     -- value, ...; a value whose first byte is 1, 2 or 3 refers to what the
     -- script knows and the engine did not: fill(mark, rest) gives it (nil:
-    -- the field is left out). Best effort, as every record: an error (a key
-    -- that is not a stream) changes nothing.
+    -- the field is left out); byte 0 first escapes a value that is what
+    -- follows it (a scope may begin with any byte). Best effort, as every
+    -- record: an error (a key that is not a stream) changes nothing.
     local function append_record(stream, most, args, from, fill)
       local fields = {}
       for j = from, #args - 1, 2 do
         local v = args[j + 1]
         local mark = string.byte(v, 1)
-        if mark and mark <= 3 then v = fill(mark, string.sub(v, 2)) end
+        if mark == 0 then v = string.sub(v, 2) elseif mark and mark <= 3 then v = fill(mark, string.sub(v, 2)) end
         if v ~= nil then
           fields[#fields + 1] = args[j]
           fields[#fields + 1] = type(v) == 'number' and fmt(v) or v
@@ -4744,9 +4766,12 @@ enum RedisScripts {
     if not after or not most then return {'corrupt', B .. 'guard', 'was asked outcomes with bad arguments'} end
     local due, dsub, dlast = B .. 'due', B .. 'dsub', B .. 'dlast'
     -- A call on one of the keys; one of another type stops the step.
+    local WRITES = {ZREM = true, ZADD = true, HSET = true, HDEL = true}
+    local wrote = {}
     local function call(kind, cmd, key, ...)
       local r = redis.pcall(cmd, key, ...)
       if type(r) == 'table' and r.err then error({corrupt = key, kind = kind}) end
+      if WRITES[cmd] then wrote[key] = true end
       return r
     end
     -- The decided codes' records, appended to the stream as guard_record.lua
@@ -4809,9 +4834,11 @@ enum RedisScripts {
         local gone = call('zset', 'ZRANGEBYSCORE', due, '-inf', fmt(w.due), 'LIMIT', 0, most)
         for _, code in ipairs(gone) do take(code, 'never_verified') end
       end
-      records(reply)
-      -- Kept a day past the longest unverified_after (as guard.lua's codes).
-      for _, key in ipairs({due, dsub, dlast}) do
+      -- (An error in a record, past the step's writes, stops no step.)
+      pcall(records, reply)
+      -- Kept a day past the longest unverified_after (as guard.lua's codes):
+      -- the keys this step wrote (one it only read may not be ours).
+      for key, _ in pairs(wrote) do
         redis.call('PEXPIRE', key, fmt(math.floor((C.DAY + C.LATE) / 1000) + 60000))
       end
       return reply

@@ -220,7 +220,7 @@ extension RedisStore {
         if let outcome = record.outcome {
             // What became of a code (or a passed challenge): no decision.
             let fields = Self.outcomeFields(
-                wallMilliseconds: String(record.wallMilliseconds), scope: record.scope, number: record.number,
+                wallMilliseconds: String(record.wallMilliseconds), scope: record.scope.value, number: record.number,
                 country: record.country, address: record.address?.description ?? "", outcome: outcome.name,
                 mode: record.mode,
                 sentMilliseconds: record.codeSentWallMilliseconds != 0 ? String(record.codeSentWallMilliseconds) : nil)
@@ -236,10 +236,10 @@ extension RedisStore {
 
     /// An outcome's record's fields in the stream (`sentMilliseconds` nil:
     /// a passed challenge's, which has none).
-    static func outcomeFields(wallMilliseconds: String, scope: KeyName, number: String, country: String,
+    static func outcomeFields(wallMilliseconds: String, scope: String, number: String, country: String,
                               address: String, outcome: String, mode: Guard.Mode,
                               sentMilliseconds: String?) -> [(String, String)] {
-        var fields = [("time_ms", wallMilliseconds), ("scope", scope.value), ("number", number),
+        var fields = [("time_ms", wallMilliseconds), ("scope", scope), ("number", number),
                       ("country", country), ("address", address), ("outcome", outcome),
                       ("mode", String(mode.rawValue))]
         if let sentMilliseconds { fields.append(("sent_ms", sentMilliseconds)) }
@@ -252,12 +252,21 @@ extension RedisStore {
         guard let records, records.streamLength > 0 else { return [] }
         // The code's answer's values: 2 outcome, 3 subject, 4 country, 5
         // address; "\u{3}W": sent, W (µs) less its age.
-        let fields = outcomeFields(wallMilliseconds: String(records.wallNanoseconds / 1_000_000), scope: scope,
+        let fields = outcomeFields(wallMilliseconds: String(records.wallNanoseconds / 1_000_000),
+                                   scope: literal(scope.value),
                                    number: "\u{1}3", country: "\u{1}4", address: "\u{1}5", outcome: "\u{1}2",
                                    mode: records.mode, sentMilliseconds: "\u{3}\(records.wallNanoseconds / 1000)")
         var arguments = [Array(String(records.streamLength).utf8)]
         for (field, value) in fields { arguments += [Array(field.utf8), Array(value.utf8)] }
         return arguments
+    }
+
+    /// A value of a record's template that is itself (prelude.lua's
+    /// `append_record`): one whose first byte would read as a reference is
+    /// escaped.
+    static func literal(_ value: String) -> String {
+        guard let first = value.utf8.first, first <= 3 else { return value }
+        return "\u{0}" + value
     }
 
     /// A decision record's fields in the stream. `judgedInStep`: the
@@ -286,15 +295,21 @@ extension RedisStore {
             ("status", String(record.status.rawValue)),
             ("outcome", record.status == .ok ? "granted" : record.status == .challengeRequired ? "challenged" : "refused"),
             ("message", record.message), ("mode", String(record.mode.rawValue)),
-            ("warnings", template && judged
-                ? "\u{2}\(15 + 1)=" + PumpingWarnings.all.map(\.1).joined(separator: ",") : record.warnings.names),
+            // (In a judged template, the screen's: set below.)
+            ("warnings", record.warnings.names),
         ]
         if record.ticket != 0 { fields.append(("ticket", String(record.ticket))) }
         if let bypass = record.bypass { fields.append(("bypass", bypass)) }
         if let rule = record.rule { fields.append(("rule", rule)) }
         if record.addressSignalsSkipped { fields.append(("address_skipped", "1")) }
+        if template {
+            fields = fields.map { ($0.0, literal($0.1)) }
+        }
         if template, judged {
             let address = record.address != nil
+            if let warnings = fields.firstIndex(where: { $0.0 == "warnings" }) {
+                fields[warnings].1 = "\u{2}\(15 + 1)=" + PumpingWarnings.all.map(\.1).joined(separator: ",")
+            }
             fields += [("challenge_passed", element(21, unless: 21)),
                        ("country_unverified_day", element(1)), ("country_unverified_hour", element(2)),
                        ("country_daily_threshold", element(16)), ("country_hourly_threshold", element(17)),

@@ -453,9 +453,12 @@ if screening then
   -- to its record.)
   pcall(record_granted, 14 + NB)
 elseif following then
+  -- (The end is written: whatever happens in the follow, best effort,
+  -- the answer is 'ok'.)
   local g = 14 + NB
-  return {'ok', now, real, before, after, '', wrong, -1,
-          outcomes_run({'sent', ARGV[g], '', ARGV[g + 1], ARGV[g + 2], ARGV[g + 3], ARGV[g + 4],
-                        unpack(ARGV, g + 5)})}
+  local ok, O = pcall(outcomes_run, {'sent', ARGV[g], '', ARGV[g + 1], ARGV[g + 2], ARGV[g + 3], ARGV[g + 4],
+                                     unpack(ARGV, g + 5)})
+  if not ok then O = {'corrupt', ARGV[g] .. 'guard', 'failed to follow the code'} end
+  return {'ok', now, real, before, after, '', wrong, -1, O}
 end
 return {'ok', now, real, before, after, '', wrong, -1, G}

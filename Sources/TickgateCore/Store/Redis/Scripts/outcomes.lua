@@ -31,9 +31,12 @@ local most = int(ARGV[7], 0, 1000)
 if not after or not most then return {'corrupt', B .. 'guard', 'was asked outcomes with bad arguments'} end
 local due, dsub, dlast = B .. 'due', B .. 'dsub', B .. 'dlast'
 -- A call on one of the keys; one of another type stops the step.
+local WRITES = {ZREM = true, ZADD = true, HSET = true, HDEL = true}
+local wrote = {}
 local function call(kind, cmd, key, ...)
   local r = redis.pcall(cmd, key, ...)
   if type(r) == 'table' and r.err then error({corrupt = key, kind = kind}) end
+  if WRITES[cmd] then wrote[key] = true end
   return r
 end
 -- The decided codes' records, appended to the stream as guard_record.lua
@@ -96,9 +99,11 @@ local function step()
     local gone = call('zset', 'ZRANGEBYSCORE', due, '-inf', fmt(w.due), 'LIMIT', 0, most)
     for _, code in ipairs(gone) do take(code, 'never_verified') end
   end
-  records(reply)
-  -- Kept a day past the longest unverified_after (as guard.lua's codes).
-  for _, key in ipairs({due, dsub, dlast}) do
+  -- (An error in a record, past the step's writes, stops no step.)
+  pcall(records, reply)
+  -- Kept a day past the longest unverified_after (as guard.lua's codes):
+  -- the keys this step wrote (one it only read may not be ours).
+  for key, _ in pairs(wrote) do
     redis.call('PEXPIRE', key, fmt(math.floor((C.DAY + C.LATE) / 1000) + 60000))
   end
   return reply

@@ -71,14 +71,15 @@ end
 -- (XADD MAXLEN ~ most, as guard_record.lua): args[from...] are field,
 -- value, ...; a value whose first byte is 1, 2 or 3 refers to what the
 -- script knows and the engine did not: fill(mark, rest) gives it (nil:
--- the field is left out). Best effort, as every record: an error (a key
--- that is not a stream) changes nothing.
+-- the field is left out); byte 0 first escapes a value that is what
+-- follows it (a scope may begin with any byte). Best effort, as every
+-- record: an error (a key that is not a stream) changes nothing.
 local function append_record(stream, most, args, from, fill)
   local fields = {}
   for j = from, #args - 1, 2 do
     local v = args[j + 1]
     local mark = string.byte(v, 1)
-    if mark and mark <= 3 then v = fill(mark, string.sub(v, 2)) end
+    if mark == 0 then v = string.sub(v, 2) elseif mark and mark <= 3 then v = fill(mark, string.sub(v, 2)) end
     if v ~= nil then
       fields[#fields + 1] = args[j]
       fields[#fields + 1] = type(v) == 'number' and fmt(v) or v

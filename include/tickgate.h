@@ -293,7 +293,8 @@ typedef struct tg_engine_options {
     const char *store_path;
     /* 0 (default): every change is committed before its call returns.
      * Otherwise changes are committed together at most this many
-     * milliseconds after the first (0 to TG_DURATION_MAX_MS). */
+     * milliseconds after the first, and before any callback runs (0 to
+     * TG_DURATION_MAX_MS). */
     int64_t store_commit_delay_ms;
     /* TG_STORE_START_FRESH_IF_CORRUPT, TG_STORE_FULL_SYNC. */
     uint32_t store_flags;
@@ -427,8 +428,10 @@ tg_status tg_engine_fd(tg_engine *engine, int *out_fd);
  * Errors: TG_E_WRONG_MODE on an engine-thread engine; TG_E_BUSY when a
  * dispatch of this engine is already running.
  * Store: never waits for the store. With store_commit_delay_ms, a group
- * commit that is due is committed here after the callbacks ran (its local
- * write), unless another call is using the store (that call commits it).
+ * commit that is due, or any open one when there are callbacks to run, is
+ * committed here before the callbacks run (no host code runs while this
+ * engine holds the file's write lock), unless another call is using the
+ * store (that call commits it).
  */
 tg_status tg_engine_dispatch(tg_engine *engine, size_t *out_delivered);
 

@@ -219,6 +219,42 @@ def test_outcomes_are_followed_on_the_scopes_primary(cluster: Cluster, engines: 
             subscription.close()
 
 
+def test_the_record_stream_is_on_the_scopes_primary(cluster: Cluster, engines: Any) -> None:
+    """A guard's record stream sits in the scope's slot ("P u{SCOPE}records"):
+    a send's record (the engine's own XADD, its screen being a step of its
+    own here) and its code's outcome, which the outcomes' script appends
+    in the step that decides it, whichever engine verified the code."""
+    prefix = unique_prefix("stream")
+    host = tickgate.Delivery.HOST_THREAD
+    a, b = engines(prefix, delivery=host), engines(prefix, delivery=host)
+    scopes: Dict[int, str] = {}
+    for index in range(200):
+        scope = f"rec{index}"
+        scopes.setdefault(owners_of(cluster, [f"{prefix}u{{{name(scope)}}}guard"])[0], scope)
+        if len(scopes) == 3:
+            break
+    assert len(scopes) == 3
+    for port, scope in scopes.items():
+        a.set_guard(scope, tickgate.GuardMode.ENFORCE, unverified_after_seconds=60, record_stream_length=100)
+        a.send_begin(scope, "+8613800000001", client_address="203.0.113.9").succeeded()
+        deadline = time.monotonic() + 10
+        while True:
+            b.verified(scope, "+8613800000001")
+            with Client(port) as c:
+                entries = c("XRANGE", f"{prefix}u{{{name(scope)}}}records", "-", "+")
+            if len(entries) >= 2:
+                break
+            assert time.monotonic() < deadline, f"no outcome in the stream of {scope}: {entries}"
+            time.sleep(0.05)
+        records = []
+        for _, flat in entries:
+            values = [v.decode() if isinstance(v, bytes) else str(v) for v in flat]
+            records.append(dict(zip(values[::2], values[1::2])))
+        assert [(r["scope"], r["number"], r["outcome"]) for r in records] == [
+            (scope, "+8613800000001", "granted"), (scope, "+8613800000001", "verified")], records
+        assert records[1]["address"] == "203.0.113.9" and int(records[1]["sent_ms"]) <= int(records[1]["time_ms"])
+
+
 def test_finishing_an_upgrade_counts_the_engines_of_every_primary(cluster: Cluster, engines: Any) -> None:
     # Each engine's notice link is to one node, which alone counts it: the
     # finish sums PUBSUB NUMSUB over the primaries (docs/upgrading.md).

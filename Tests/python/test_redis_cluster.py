@@ -94,6 +94,18 @@ def owners_of(cluster: Cluster, keys: List[str]) -> List[int]:
     return [next(n.port for n in primaries if n.owns(key_slot(k))) for k in keys]
 
 
+def scope_on_each_primary(cluster: Cluster, prefix: str, base: str) -> Dict[int, str]:
+    """One guarded scope per primary (its guard's slot there): port -> scope."""
+    scopes: Dict[int, str] = {}
+    for index in range(200):
+        scope = f"{base}{index}"
+        scopes.setdefault(owners_of(cluster, [f"{prefix}u{{{name(scope)}}}guard"])[0], scope)
+        if len(scopes) == 3:
+            break
+    assert len(scopes) == 3
+    return scopes
+
+
 def budget_keys_on_each_primary(cluster: Cluster, prefix: str, budget: str, base: str) -> List[str]:
     """One budget key per primary: the key's charges live on that primary."""
     found = subjects_on(cluster, lambda k: charges_key(prefix, budget, k), base, 1)
@@ -185,13 +197,7 @@ def test_outcomes_are_followed_on_the_scopes_primary(cluster: Cluster, engines: 
     prefix = unique_prefix("outcomes")
     host = tickgate.Delivery.HOST_THREAD
     a, b = engines(prefix, delivery=host), engines(prefix, delivery=host)
-    scopes: Dict[int, str] = {}
-    for index in range(200):
-        scope = f"otp{index}"
-        scopes.setdefault(owners_of(cluster, [f"{prefix}u{{{name(scope)}}}guard"])[0], scope)
-        if len(scopes) == 3:
-            break
-    assert len(scopes) == 3
+    scopes = scope_on_each_primary(cluster, prefix, "otp")
     for port, scope in scopes.items():
         a.set_guard(scope, tickgate.GuardMode.ENFORCE, unverified_after_seconds=60)
         heard_a: List[Any] = []
@@ -227,13 +233,7 @@ def test_the_record_stream_is_on_the_scopes_primary(cluster: Cluster, engines: A
     prefix = unique_prefix("stream")
     host = tickgate.Delivery.HOST_THREAD
     a, b = engines(prefix, delivery=host), engines(prefix, delivery=host)
-    scopes: Dict[int, str] = {}
-    for index in range(200):
-        scope = f"rec{index}"
-        scopes.setdefault(owners_of(cluster, [f"{prefix}u{{{name(scope)}}}guard"])[0], scope)
-        if len(scopes) == 3:
-            break
-    assert len(scopes) == 3
+    scopes = scope_on_each_primary(cluster, prefix, "rec")
     for port, scope in scopes.items():
         a.set_guard(scope, tickgate.GuardMode.ENFORCE, unverified_after_seconds=60, record_stream_length=100)
         a.send_begin(scope, "+8613800000001", client_address="203.0.113.9").succeeded()

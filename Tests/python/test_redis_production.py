@@ -153,20 +153,22 @@ class Deployment:
         hosts = ",".join(f"127.0.0.1:{p}" for p in self.sentinel_ports)
         return f"redis+sentinel://{hosts}/{SERVICE}" + (f"?{query}" if query else "")
 
+    @staticmethod
+    def _named_by(port: int) -> Optional[int]:
+        """The primary's port as the Sentinel on `port` names it (None: no answer)."""
+        try:
+            c = Resp(port=port, timeout=1)
+            try:
+                reply = c("SENTINEL", "get-master-addr-by-name", SERVICE)
+            finally:
+                c.close()
+            return int(reply[1])
+        except (OSError, RespError, TypeError):
+            return None
+
     def names(self) -> List[Optional[int]]:
         """The primary's port as each Sentinel names it (None: no answer)."""
-        named: List[Optional[int]] = []
-        for port in self.sentinel_ports:
-            try:
-                c = Resp(port=port, timeout=1)
-                try:
-                    reply = c("SENTINEL", "get-master-addr-by-name", SERVICE)
-                finally:
-                    c.close()
-                named.append(int(reply[1]))
-            except (OSError, RespError, TypeError):
-                named.append(None)
-        return named
+        return [self._named_by(port) for port in self.sentinel_ports]
 
     def named_by_majority(self) -> Optional[int]:
         """The port a majority of the Sentinels name (a Sentinel may take a
@@ -178,16 +180,11 @@ class Deployment:
         return None
 
     def named_primary(self) -> Optional[int]:
+        """The primary as the first Sentinel that answers names it."""
         for port in self.sentinel_ports:
-            try:
-                c = Resp(port=port, timeout=1)
-                try:
-                    reply = c("SENTINEL", "get-master-addr-by-name", SERVICE)
-                finally:
-                    c.close()
-                return int(reply[1])
-            except (OSError, RespError, TypeError):
-                continue
+            named = self._named_by(port)
+            if named is not None:
+                return named
         return None
 
     def stop(self) -> None:

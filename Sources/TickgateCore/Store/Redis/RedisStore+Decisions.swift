@@ -77,32 +77,31 @@ extension RedisStore {
                 names.append(keys.budget(row.key))
                 arguments.append(Array(row.key.budget.value.utf8))
             }
-            if let screen {
-                // Scripts/decide.lua: the guard's key, then its screen's arguments.
+            if screen != nil || follow != nil {
+                // Scripts/decide.lua: a screen or a follow names the guard's
+                // key, then its own arguments.
                 let base = keys.guardBase(key.scope)
                 guardKey = base + Array("guard".utf8)
                 names.append(guardKey)
-                arguments += [base, Array(screen.country.utf8), Array((screen.address?.description ?? "").utf8),
-                              Array(screen.code.utf8), Array(key.subject.value.utf8), Array(screen.rules.storedText.utf8),
-                              screen.judge ? [UInt8(ascii: "1")] : [],
-                              Array(screen.rules.ranges(ofSubject: key.subject).joined(separator: ",").utf8)]
-                if let record = screen.record, record.streamLength > 0 {
-                    // The record the script appends if it grants the send.
-                    arguments.append(Array(String(record.streamLength).utf8))
-                    for (field, value) in Self.decisionFields(record, judgedInStep: screen.judge) {
-                        arguments += [Array(field.utf8), Array(value.utf8)]
+                if let screen {
+                    arguments += [base, Array(screen.country.utf8), Array((screen.address?.description ?? "").utf8),
+                                  Array(screen.code.utf8), Array(key.subject.value.utf8),
+                                  Array(screen.rules.storedText.utf8), screen.judge ? [UInt8(ascii: "1")] : [],
+                                  Array(screen.rules.ranges(ofSubject: key.subject).joined(separator: ",").utf8)]
+                    if let record = screen.record, record.streamLength > 0 {
+                        // The record the script appends if it grants the send.
+                        arguments.append(Array(String(record.streamLength).utf8))
+                        for (field, value) in Self.decisionFields(record, judgedInStep: screen.judge) {
+                            arguments += [Array(field.utf8), Array(value.utf8)]
+                        }
                     }
                 }
-            }
-            if let follow {
-                // Scripts/decide.lua: the guard's key, then the outcomes' arguments.
-                let base = keys.guardBase(key.scope)
-                guardKey = base + Array("guard".utf8)
-                names.append(guardKey)
-                arguments += [base, Array(key.subject.value.utf8), Array(follow.code.utf8),
-                              Array(String(follow.unverifiedAfter.nanoseconds / 1000).utf8),
-                              Array(String(follow.sweep ? FollowedCodes.sweepLimit : 0).utf8)]
-                    + Self.outcomeTemplate(follow.records, scope: key.scope)
+                if let follow {
+                    arguments += [base, Array(key.subject.value.utf8), Array(follow.code.utf8),
+                                  Array(String(follow.unverifiedAfter.nanoseconds / 1000).utf8),
+                                  Array(String(follow.sweep ? FollowedCodes.sweepLimit : 0).utf8)]
+                        + Self.outcomeTemplate(follow.records, scope: key.scope)
+                }
             }
         }
         let reply = try run("decide", keys: names, arguments: arguments, by: call.deadline)

@@ -57,7 +57,6 @@ enum OutcomeEvent: Equatable {
     }
 }
 
-/// A code whose outcome a store decided.
 /// The records of the outcomes a store's step decides, which a store that
 /// keeps the guard's record stream appends in that step
 /// (`Store.guardOutcomes`, `OutcomeFollow`).
@@ -69,6 +68,7 @@ struct OutcomeRecords {
     var wallNanoseconds: Int64
 }
 
+/// A code whose outcome a store decided.
 struct DecidedCode: Equatable {
     var code: String
     var subject: String

@@ -1,9 +1,9 @@
 /// The numbers the decision's rules are bounded by, written once.
 ///
 /// The Swift rules (this folder) and `Limits` use them; the Redis scripts
-/// get them from here too: `Store/Redis/Scripts/generate.py` copies every
-/// line marked `// lua: NAME` into the table `C` at the top of each script,
-/// so no Lua file types one of them again (`build.redis_scripts` fails
+/// get them from here too: a script names one `C.NAME`, and
+/// `Store/Redis/Scripts/generate.py` writes there the value of the line
+/// marked `// lua: NAME`, so no Lua file types one of them again (`build.redis_scripts` fails
 /// when the generated scripts are older than this file).
 /// Spans are in microseconds, the unit of the Redis store's clock.
 public enum RuleConstants {

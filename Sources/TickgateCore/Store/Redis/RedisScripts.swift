@@ -21,32 +21,38 @@ enum RedisScripts {
         ("outcomes", outcomes),
     ]
     /// The SHA1 of `probe`, run by it before any SCRIPT LOAD answered.
-    static let probeSHA = "0fa68ae4e9b1f426b1d4a1f72b7c5c6fa68f1390"
+    static let probeSHA = "2214495c9941934990c4a54a4dcff15ca2bc625b"
     /// The SHA1 of `setClock`, run by it before any SCRIPT LOAD answered.
-    static let setClockSHA = "88897b608b783ed253e72d4d94eb3fb877ec0e80"
+    static let setClockSHA = "e1d362d3acd9d74d7c7c0f95990daf3290d8036f"
 
     /// Scripts/decide.lua
     static let decide = #"""
-    -- The rules' constants, from Sources/TickgateCore/Rules/RuleConstants.swift.
-    local C = {YEAR = 31536000000000, DAY = 86400000000, HOUR = 3600000000, LATE = 3600000000, MAX_STEPS = 8, MAX_WINDOW_SENDS = 1000000, MAX_WRONG_CODES = 1000, MAX_CONSECUTIVE = 2147483647, MAX_BUDGET_WINDOWS = 4, MAX_BUDGET_SENDS = 100000, MAXT = 9007199254740991}
+    -- The rules' constants, from Sources/TickgateCore/Rules/RuleConstants.swift
+    -- (C.NAME in the Scripts/*.lua files, written here as its value): YEAR = 31536000000000, DAY = 86400000000, HOUR = 3600000000, LATE = 3600000000, MAX_STEPS = 8, MAX_WINDOW_SENDS = 1000000, MAX_WRONG_CODES = 1000, MAX_CONSECUTIVE = 2147483647, MAX_BUDGET_WINDOWS = 4, MAX_BUDGET_SENDS = 100000, MAXT = 9007199254740991
     -- Shared by every script: integer checks, formatting, the clock, expiry
-    -- (C, the rules' constants, comes first: generate.py writes it).
-    local MAXT = C.MAXT
+    -- (A rule's constant is named C.<NAME>: generate.py writes its value there.)
+    local MAXT = 9007199254740991
     -- Every number here is a whole number of at most 2^53 (µs, counts). Each
     -- call of a C function costs (Redis's Lua): checks are one find each.
     local find, tonumber = string.find, tonumber
-    -- The values written most (-1: none, 0, 1) cost no C call, here and in int.
+    -- The values written most (-1: none, 0, 1) cost no C call, here and in int;
+    -- nor does the last one formatted, again (a decision writes its time in
+    -- several places).
+    local fmt_x, fmt_s
     local function fmt(x)
       if x == -1 then return '-1' elseif x == 0 then return '0' elseif x == 1 then return '1' end
-      return string.format('%d', x)
+      if x ~= fmt_x then fmt_x, fmt_s = x, string.format('%d', x) end
+      return fmt_s
     end
-    -- A string of digits (a '-' first allowed) within lo..hi, or nil.
+    -- A string of digits (a '-' first allowed) within lo..hi, or nil. (Its
+    -- number is `v + 0`: tonumber reads a string twice, once to ask whether it
+    -- is a number.)
     local function int(v, lo, hi)
       local n
       if v == '-1' then n = -1 elseif v == '0' then n = 0 elseif v == '1' then n = 1
       else
         if not v or #v > 17 or not find(v, '^%-?%d+$') then return nil end
-        n = tonumber(v)
+        n = v + 0
       end
       if n < lo or n > hi then return nil end
       return n
@@ -54,7 +60,7 @@ enum RedisScripts {
     -- digits: a string already matched as digits, within lo..hi, or nil.
     local function digits(v, lo, hi)
       if #v > 17 then return nil end
-      local n = v == '0' and 0 or tonumber(v)
+      local n = v == '0' and 0 or v + 0
       if n < lo or n > hi then return nil end
       return n
     end
@@ -74,12 +80,12 @@ enum RedisScripts {
         local held = redis.call('GET', CLOCK)
         skew = 0
         if held then
-          skew = int(string.match(held, '^[%x]*:?(%-?%d+)$'), -C.DAY, C.DAY)
+          skew = int(string.match(held, '^[%x]*:?(%-?%d+)$'), -86400000000, 86400000000)
           if not skew then return error('the clock key holds ' .. string.sub(held, 1, 40)) end
         end
       end
       local t = redis.call('TIME')
-      read_at = tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+      read_at = t[1] * 1000000 + t[2] + skew
       return read_at
     end
     -- now: the decision's time (ARGV's, or the store's), real: the store's.
@@ -132,19 +138,19 @@ enum RedisScripts {
       local cooldowns = {}
       if not find(steps, ',', 1, true) then
         -- One step (no comma): itself, without a walk of its parts.
-        cooldowns[1] = digits(steps, 1, C.YEAR)
+        cooldowns[1] = digits(steps, 1, 31536000000000)
         if not cooldowns[1] then return nil end
       else
         for part in string.gmatch(steps, '[^,]+') do
-          local v = digits(part, 1, C.YEAR)
+          local v = digits(part, 1, 31536000000000)
           if not v then return nil end
           cooldowns[#cooldowns + 1] = v
         end
       end
-      if #cooldowns == 0 or #cooldowns > C.MAX_STEPS then return nil end
-      local p = {cooldowns = cooldowns, wmax = digits(wmax, 0, C.MAX_WINDOW_SENDS), window = digits(window, 0, C.YEAR),
-                 quiet = digits(quiet, 0, C.YEAR), ticket = digits(ticket, 1, C.YEAR),
-                 wrong = digits(wrong, 0, C.MAX_WRONG_CODES)}
+      if #cooldowns == 0 or #cooldowns > 8 then return nil end
+      local p = {cooldowns = cooldowns, wmax = digits(wmax, 0, 1000000), window = digits(window, 0, 31536000000000),
+                 quiet = digits(quiet, 0, 31536000000000), ticket = digits(ticket, 1, 31536000000000),
+                 wrong = digits(wrong, 0, 1000)}
       if not p.wmax or not p.window or not p.quiet or not p.ticket or not p.wrong then return nil end
       return p
     end
@@ -154,12 +160,12 @@ enum RedisScripts {
       local b = {windows = {}, horizon = 0}
       for part in string.gmatch(text, '[^,]+') do
         local cap, ms = string.match(part, '^(%d+)/(%d+)$')
-        cap, ms = int(cap, 1, C.MAX_BUDGET_SENDS), int(ms, 1, C.YEAR / 1000)
+        cap, ms = int(cap, 1, 100000), int(ms, 1, 31536000000000 / 1000)
         if not cap or not ms then return nil end
         b.windows[#b.windows + 1] = {cap = cap, len = ms * 1000}
         if ms * 1000 > b.horizon then b.horizon = ms * 1000 end
       end
-      if #b.windows == 0 or #b.windows > C.MAX_BUDGET_WINDOWS then return nil end
+      if #b.windows == 0 or #b.windows > 4 then return nil end
       return b
     end
 
@@ -174,7 +180,7 @@ enum RedisScripts {
     function R.consecutive(n, last, quiet, now)
       if last >= 0 and quiet > 0 and now - last >= quiet then n = 0 end
       if n < 0 then n = 0 end
-      return math.min(n, C.MAX_CONSECUTIVE - 1) + 1
+      return math.min(n, 2147483647 - 1) + 1
     end
     -- The cooldown after the n-th consecutive send; the last step repeats.
     function R.cooldown(cooldowns, n)
@@ -212,7 +218,7 @@ enum RedisScripts {
     -- One more wrong code: the count and whether the code is dead now.
     function R.wrong_code(w, max)
       if w < 0 then w = 0 end
-      w = math.min(w, C.MAX_WRONG_CODES) + 1
+      w = math.min(w, 1000) + 1
       return w, max > 0 and w >= max
     end
     -- Wrong codes the code survives after w (nil: no cap).
@@ -226,8 +232,8 @@ enum RedisScripts {
     function R.key_life(deadline, last, newest, quiet, window, now)
       local life = deadline
       if last >= 0 then
-        local q = quiet > 0 and quiet or C.YEAR
-        if q < C.DAY then q = C.DAY end
+        local q = quiet > 0 and quiet or 31536000000000
+        if q < 86400000000 then q = 86400000000 end
         life = math.max(life, last + q)
       end
       if newest >= 0 then life = math.max(life, newest + window) end
@@ -247,6 +253,10 @@ enum RedisScripts {
       end
       return latest
     end
+    local guard_rules_made = false
+    local function guard_rules()
+    if guard_rules_made then return end
+    guard_rules_made = true
     -- The pumping guard (GuardRules.swift). pct: percent % of a count, down.
     local function pct(count, percent) return math.floor(count * percent / 100) end
     -- The windows a guarded send at now counts in (GuardRules.windows): codes
@@ -254,8 +264,8 @@ enum RedisScripts {
     -- being `after` before now; verifications after verified_day or _hour.
     function R.guard_windows(now, after)
       local due = now - after
-      return {due = due, unverified_day = due - C.DAY, unverified_hour = due - C.HOUR,
-              verified_day = now - C.DAY, verified_hour = now - C.HOUR}
+      return {due = due, unverified_day = due - 86400000000, unverified_hour = due - 3600000000,
+              verified_day = now - 86400000000, verified_hour = now - 3600000000}
     end
     -- The most codes verified in one day of the last `history` days (today
     -- included): days maps a day number to its count.
@@ -342,8 +352,10 @@ enum RedisScripts {
       if hourly_bit then j.warnings = j.warnings + 64 end
       return j
     end
+    end
 
     local function guard_run(ARGV)
+    guard_rules()
     -- A guarded scope's pumping signals (Pumping/ConversionLedger.swift keeps
     -- the same in memory). Every key is in the scope's slot, named from the
     -- base B = "P u{SCOPE}" (ARGV 2):
@@ -420,7 +432,7 @@ enum RedisScripts {
     -- theirs (see count_sent): no TYPE call.
     local op, B, CTY, A = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
     if late(ARGV[5]) then return {'late'} end
-    local DAY, HOUR = C.DAY, C.HOUR
+    local DAY, HOUR = 86400000000, 3600000000
     local function typed(key, want)
       local t = redis.call('TYPE', key).ok
       return t == want or t == 'none'
@@ -512,7 +524,7 @@ enum RedisScripts {
     -- threshold of the guard's 9th field, read by `thresholds` below; 0 when a
     -- guard written before it holds 12) past its send; codes are kept a day
     -- past the longest (LATE).
-    local LATE = C.LATE
+    local LATE = 3600000000
     local function after(t)
       local seconds = t.unverified_after_seconds
       if seconds * 1000000 > LATE then return 0 end
@@ -833,6 +845,7 @@ enum RedisScripts {
     return {'corrupt', B, 'unknown guard operation ' .. op}
     end
     local function outcomes_run(ARGV)
+    guard_rules()
     -- A guarded scope's codes followed for their outcome
     -- (Pumping/CodeOutcomes.swift keeps the same in memory), in the scope's
     -- slot, named from the base B = "P u{SCOPE}" (ARGV 2):
@@ -861,7 +874,7 @@ enum RedisScripts {
     -- code's successful send, so that following costs no round trip.
     local op, B, subject, id = ARGV[1], ARGV[2], ARGV[4], ARGV[5]
     if late(ARGV[3]) then return {'late'} end
-    local after = int(ARGV[6], 0, C.LATE)
+    local after = int(ARGV[6], 0, 3600000000)
     local most = int(ARGV[7], 0, 1000)
     if not after or not most then return {'corrupt', B .. 'guard', 'was asked outcomes with bad arguments'} end
     local due, dsub, dlast = B .. 'due', B .. 'dsub', B .. 'dlast'
@@ -939,7 +952,7 @@ enum RedisScripts {
       -- Kept a day past the longest unverified_after (as guard.lua's codes):
       -- the keys this step wrote (one it only read may not be ours).
       for key, _ in pairs(wrote) do
-        redis.call('PEXPIRE', key, fmt(math.floor((C.DAY + C.LATE) / 1000) + 60000))
+        redis.call('PEXPIRE', key, fmt(math.floor((86400000000 + 3600000000) / 1000) + 60000))
       end
       return reply
     end
@@ -1017,12 +1030,17 @@ enum RedisScripts {
     -- lag (RedisWatcher; an older engine reads it as another engine's name).
     local function stamped(notice) return (string.gsub(notice, ' ', '@' .. fmt(real) .. ' ', 1)) end
     -- The key's fields, and the answers kept.
+    -- stale: other engines' answers past their time (nil: none).
     -- others: fresh answers of other engines, kept until `kept_until` (server µs).
     -- n_fields: how many fields the hash holds beside the answers.
-    local h, stale, others, kept_until, n_fields = {}, {}, 0, 0, 0
+    -- (h is made at the size of the twelve fields when the hash has them:
+    -- filled one at a time, it would grow four times.)
+    local h = #all < 24 and {} or
+      {d = nil, p = nil, l = nil, i = nil, c = nil, k = nil, h = nil, n = nil, w = nil, x = nil, s = nil, t = nil}
+    local stale, others, kept_until, n_fields = nil, 0, 0, 0
     for j = 1, #all, 2 do
       local f, v = all[j], all[j + 1]
-      if #f > 1 and string.sub(f, 1, 1) == 'q' then
+      if #f > 1 and string.byte(f) == 113 then -- 'q'
         if f == mine then
           -- This engine's answer is read only when its id is this decision's
           -- (a plain find first: no pattern on the way of every decision).
@@ -1039,6 +1057,7 @@ enum RedisScripts {
           local id, at, kept = string.match(v, '^([^|]*)|(%d+)|(%d+)|')
           local untl = id and #at <= 17 and #kept <= 17 and tonumber(at) + tonumber(kept)
           if not untl or untl < real then
+            stale = stale or {}
             stale[#stale + 1] = f
           else
             others = others + 1
@@ -1077,7 +1096,7 @@ enum RedisScripts {
     if n_fields ~= 0 and n_fields ~= 12 then return {'corrupt', K, 'holds ' .. n_fields .. ' of its 12 fields'} end
     local cd, rec = nil, nil
     if n_fields == 12 then
-      local d, p, l, i, c = int(h.d, -1, MAXT), int(h.p, -1, 2), int(h.l, -1, C.YEAR), int(h.i, -1, C.DAY), int(h.c, -1, MAXT)
+      local d, p, l, i, c = int(h.d, -1, MAXT), int(h.p, -1, 2), int(h.l, -1, 31536000000000), int(h.i, -1, 86400000000), int(h.c, -1, MAXT)
       if not d then return bad('d') end
       if not p then return bad('p') end
       if not l then return bad('l') end
@@ -1278,7 +1297,7 @@ enum RedisScripts {
       -- A charge's member is its time and its ticket's name (this engine's
       -- and its number): no two charges share one.
       local at = fmt(now)
-      local member = at .. '-' .. ARGV[12]
+      local member = #budgets > 0 and at .. '-' .. ARGV[12]
       for _, b in ipairs(budgets) do
         redis.call('ZADD', b.key, at, member)
         expire(b.key, now + b.horizon, now, slack)
@@ -1365,7 +1384,7 @@ enum RedisScripts {
       if others == 0 then
         redis.call('DEL', K)
       else
-        if #stale > 0 then redis.call('HDEL', K, unpack(stale)) end
+        if stale then redis.call('HDEL', K, unpack(stale)) end
         if n_fields > 0 then redis.call('HDEL', K, unpack(FIELDS)) end
       end
       redis.call('HSET', K, mine, answer)
@@ -1386,16 +1405,20 @@ enum RedisScripts {
                rec and fmt(rec.x) or '-1', rec and fmt(rec.s) or '-1', t}
     local after = table.concat(v, '|')
     -- Only the fields that changed are written (each costs the server).
-    local set = {mine, answer .. after}
+    -- (set is made at its largest size, ns the part used.)
+    local set = {mine, answer .. after, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil,
+                 nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
+    local ns = 2
     for j = 1, 12 do
       local f = FIELDS[j]
       if h[f] ~= v[j] or (upgrade and j == 6) then
-        set[#set + 1] = f
-        set[#set + 1] = v[j]
+        set[ns + 1] = f
+        set[ns + 2] = v[j]
+        ns = ns + 2
       end
     end
-    if #stale > 0 then redis.call('HDEL', K, unpack(stale)) end
-    redis.call('HSET', K, unpack(set))
+    if stale then redis.call('HDEL', K, unpack(stale)) end
+    redis.call('HSET', K, unpack(set, 1, ns))
     expire(K, math.max(life, now + keep, now + kept_until - real), now, slack)
     if ARGV[5] ~= '' then redis.call('PUBLISH', ARGV[5], stamped(ARGV[6])) end
     if screening then
@@ -1416,26 +1439,32 @@ enum RedisScripts {
 
     /// Scripts/cancel_keys.lua
     static let cancelKeys = #"""
-    -- The rules' constants, from Sources/TickgateCore/Rules/RuleConstants.swift.
-    local C = {YEAR = 31536000000000, DAY = 86400000000, HOUR = 3600000000, LATE = 3600000000, MAX_STEPS = 8, MAX_WINDOW_SENDS = 1000000, MAX_WRONG_CODES = 1000, MAX_CONSECUTIVE = 2147483647, MAX_BUDGET_WINDOWS = 4, MAX_BUDGET_SENDS = 100000, MAXT = 9007199254740991}
+    -- The rules' constants, from Sources/TickgateCore/Rules/RuleConstants.swift
+    -- (C.NAME in the Scripts/*.lua files, written here as its value): YEAR = 31536000000000, DAY = 86400000000, HOUR = 3600000000, LATE = 3600000000, MAX_STEPS = 8, MAX_WINDOW_SENDS = 1000000, MAX_WRONG_CODES = 1000, MAX_CONSECUTIVE = 2147483647, MAX_BUDGET_WINDOWS = 4, MAX_BUDGET_SENDS = 100000, MAXT = 9007199254740991
     -- Shared by every script: integer checks, formatting, the clock, expiry
-    -- (C, the rules' constants, comes first: generate.py writes it).
-    local MAXT = C.MAXT
+    -- (A rule's constant is named C.<NAME>: generate.py writes its value there.)
+    local MAXT = 9007199254740991
     -- Every number here is a whole number of at most 2^53 (µs, counts). Each
     -- call of a C function costs (Redis's Lua): checks are one find each.
     local find, tonumber = string.find, tonumber
-    -- The values written most (-1: none, 0, 1) cost no C call, here and in int.
+    -- The values written most (-1: none, 0, 1) cost no C call, here and in int;
+    -- nor does the last one formatted, again (a decision writes its time in
+    -- several places).
+    local fmt_x, fmt_s
     local function fmt(x)
       if x == -1 then return '-1' elseif x == 0 then return '0' elseif x == 1 then return '1' end
-      return string.format('%d', x)
+      if x ~= fmt_x then fmt_x, fmt_s = x, string.format('%d', x) end
+      return fmt_s
     end
-    -- A string of digits (a '-' first allowed) within lo..hi, or nil.
+    -- A string of digits (a '-' first allowed) within lo..hi, or nil. (Its
+    -- number is `v + 0`: tonumber reads a string twice, once to ask whether it
+    -- is a number.)
     local function int(v, lo, hi)
       local n
       if v == '-1' then n = -1 elseif v == '0' then n = 0 elseif v == '1' then n = 1
       else
         if not v or #v > 17 or not find(v, '^%-?%d+$') then return nil end
-        n = tonumber(v)
+        n = v + 0
       end
       if n < lo or n > hi then return nil end
       return n
@@ -1443,7 +1472,7 @@ enum RedisScripts {
     -- digits: a string already matched as digits, within lo..hi, or nil.
     local function digits(v, lo, hi)
       if #v > 17 then return nil end
-      local n = v == '0' and 0 or tonumber(v)
+      local n = v == '0' and 0 or v + 0
       if n < lo or n > hi then return nil end
       return n
     end
@@ -1463,12 +1492,12 @@ enum RedisScripts {
         local held = redis.call('GET', CLOCK)
         skew = 0
         if held then
-          skew = int(string.match(held, '^[%x]*:?(%-?%d+)$'), -C.DAY, C.DAY)
+          skew = int(string.match(held, '^[%x]*:?(%-?%d+)$'), -86400000000, 86400000000)
           if not skew then return error('the clock key holds ' .. string.sub(held, 1, 40)) end
         end
       end
       local t = redis.call('TIME')
-      read_at = tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+      read_at = t[1] * 1000000 + t[2] + skew
       return read_at
     end
     -- now: the decision's time (ARGV's, or the store's), real: the store's.
@@ -1521,19 +1550,19 @@ enum RedisScripts {
       local cooldowns = {}
       if not find(steps, ',', 1, true) then
         -- One step (no comma): itself, without a walk of its parts.
-        cooldowns[1] = digits(steps, 1, C.YEAR)
+        cooldowns[1] = digits(steps, 1, 31536000000000)
         if not cooldowns[1] then return nil end
       else
         for part in string.gmatch(steps, '[^,]+') do
-          local v = digits(part, 1, C.YEAR)
+          local v = digits(part, 1, 31536000000000)
           if not v then return nil end
           cooldowns[#cooldowns + 1] = v
         end
       end
-      if #cooldowns == 0 or #cooldowns > C.MAX_STEPS then return nil end
-      local p = {cooldowns = cooldowns, wmax = digits(wmax, 0, C.MAX_WINDOW_SENDS), window = digits(window, 0, C.YEAR),
-                 quiet = digits(quiet, 0, C.YEAR), ticket = digits(ticket, 1, C.YEAR),
-                 wrong = digits(wrong, 0, C.MAX_WRONG_CODES)}
+      if #cooldowns == 0 or #cooldowns > 8 then return nil end
+      local p = {cooldowns = cooldowns, wmax = digits(wmax, 0, 1000000), window = digits(window, 0, 31536000000000),
+                 quiet = digits(quiet, 0, 31536000000000), ticket = digits(ticket, 1, 31536000000000),
+                 wrong = digits(wrong, 0, 1000)}
       if not p.wmax or not p.window or not p.quiet or not p.ticket or not p.wrong then return nil end
       return p
     end
@@ -1543,12 +1572,12 @@ enum RedisScripts {
       local b = {windows = {}, horizon = 0}
       for part in string.gmatch(text, '[^,]+') do
         local cap, ms = string.match(part, '^(%d+)/(%d+)$')
-        cap, ms = int(cap, 1, C.MAX_BUDGET_SENDS), int(ms, 1, C.YEAR / 1000)
+        cap, ms = int(cap, 1, 100000), int(ms, 1, 31536000000000 / 1000)
         if not cap or not ms then return nil end
         b.windows[#b.windows + 1] = {cap = cap, len = ms * 1000}
         if ms * 1000 > b.horizon then b.horizon = ms * 1000 end
       end
-      if #b.windows == 0 or #b.windows > C.MAX_BUDGET_WINDOWS then return nil end
+      if #b.windows == 0 or #b.windows > 4 then return nil end
       return b
     end
 
@@ -1581,26 +1610,32 @@ enum RedisScripts {
 
     /// Scripts/put.lua
     static let put = #"""
-    -- The rules' constants, from Sources/TickgateCore/Rules/RuleConstants.swift.
-    local C = {YEAR = 31536000000000, DAY = 86400000000, HOUR = 3600000000, LATE = 3600000000, MAX_STEPS = 8, MAX_WINDOW_SENDS = 1000000, MAX_WRONG_CODES = 1000, MAX_CONSECUTIVE = 2147483647, MAX_BUDGET_WINDOWS = 4, MAX_BUDGET_SENDS = 100000, MAXT = 9007199254740991}
+    -- The rules' constants, from Sources/TickgateCore/Rules/RuleConstants.swift
+    -- (C.NAME in the Scripts/*.lua files, written here as its value): YEAR = 31536000000000, DAY = 86400000000, HOUR = 3600000000, LATE = 3600000000, MAX_STEPS = 8, MAX_WINDOW_SENDS = 1000000, MAX_WRONG_CODES = 1000, MAX_CONSECUTIVE = 2147483647, MAX_BUDGET_WINDOWS = 4, MAX_BUDGET_SENDS = 100000, MAXT = 9007199254740991
     -- Shared by every script: integer checks, formatting, the clock, expiry
-    -- (C, the rules' constants, comes first: generate.py writes it).
-    local MAXT = C.MAXT
+    -- (A rule's constant is named C.<NAME>: generate.py writes its value there.)
+    local MAXT = 9007199254740991
     -- Every number here is a whole number of at most 2^53 (µs, counts). Each
     -- call of a C function costs (Redis's Lua): checks are one find each.
     local find, tonumber = string.find, tonumber
-    -- The values written most (-1: none, 0, 1) cost no C call, here and in int.
+    -- The values written most (-1: none, 0, 1) cost no C call, here and in int;
+    -- nor does the last one formatted, again (a decision writes its time in
+    -- several places).
+    local fmt_x, fmt_s
     local function fmt(x)
       if x == -1 then return '-1' elseif x == 0 then return '0' elseif x == 1 then return '1' end
-      return string.format('%d', x)
+      if x ~= fmt_x then fmt_x, fmt_s = x, string.format('%d', x) end
+      return fmt_s
     end
-    -- A string of digits (a '-' first allowed) within lo..hi, or nil.
+    -- A string of digits (a '-' first allowed) within lo..hi, or nil. (Its
+    -- number is `v + 0`: tonumber reads a string twice, once to ask whether it
+    -- is a number.)
     local function int(v, lo, hi)
       local n
       if v == '-1' then n = -1 elseif v == '0' then n = 0 elseif v == '1' then n = 1
       else
         if not v or #v > 17 or not find(v, '^%-?%d+$') then return nil end
-        n = tonumber(v)
+        n = v + 0
       end
       if n < lo or n > hi then return nil end
       return n
@@ -1608,7 +1643,7 @@ enum RedisScripts {
     -- digits: a string already matched as digits, within lo..hi, or nil.
     local function digits(v, lo, hi)
       if #v > 17 then return nil end
-      local n = v == '0' and 0 or tonumber(v)
+      local n = v == '0' and 0 or v + 0
       if n < lo or n > hi then return nil end
       return n
     end
@@ -1628,12 +1663,12 @@ enum RedisScripts {
         local held = redis.call('GET', CLOCK)
         skew = 0
         if held then
-          skew = int(string.match(held, '^[%x]*:?(%-?%d+)$'), -C.DAY, C.DAY)
+          skew = int(string.match(held, '^[%x]*:?(%-?%d+)$'), -86400000000, 86400000000)
           if not skew then return error('the clock key holds ' .. string.sub(held, 1, 40)) end
         end
       end
       local t = redis.call('TIME')
-      read_at = tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+      read_at = t[1] * 1000000 + t[2] + skew
       return read_at
     end
     -- now: the decision's time (ARGV's, or the store's), real: the store's.
@@ -1686,19 +1721,19 @@ enum RedisScripts {
       local cooldowns = {}
       if not find(steps, ',', 1, true) then
         -- One step (no comma): itself, without a walk of its parts.
-        cooldowns[1] = digits(steps, 1, C.YEAR)
+        cooldowns[1] = digits(steps, 1, 31536000000000)
         if not cooldowns[1] then return nil end
       else
         for part in string.gmatch(steps, '[^,]+') do
-          local v = digits(part, 1, C.YEAR)
+          local v = digits(part, 1, 31536000000000)
           if not v then return nil end
           cooldowns[#cooldowns + 1] = v
         end
       end
-      if #cooldowns == 0 or #cooldowns > C.MAX_STEPS then return nil end
-      local p = {cooldowns = cooldowns, wmax = digits(wmax, 0, C.MAX_WINDOW_SENDS), window = digits(window, 0, C.YEAR),
-                 quiet = digits(quiet, 0, C.YEAR), ticket = digits(ticket, 1, C.YEAR),
-                 wrong = digits(wrong, 0, C.MAX_WRONG_CODES)}
+      if #cooldowns == 0 or #cooldowns > 8 then return nil end
+      local p = {cooldowns = cooldowns, wmax = digits(wmax, 0, 1000000), window = digits(window, 0, 31536000000000),
+                 quiet = digits(quiet, 0, 31536000000000), ticket = digits(ticket, 1, 31536000000000),
+                 wrong = digits(wrong, 0, 1000)}
       if not p.wmax or not p.window or not p.quiet or not p.ticket or not p.wrong then return nil end
       return p
     end
@@ -1708,12 +1743,12 @@ enum RedisScripts {
       local b = {windows = {}, horizon = 0}
       for part in string.gmatch(text, '[^,]+') do
         local cap, ms = string.match(part, '^(%d+)/(%d+)$')
-        cap, ms = int(cap, 1, C.MAX_BUDGET_SENDS), int(ms, 1, C.YEAR / 1000)
+        cap, ms = int(cap, 1, 100000), int(ms, 1, 31536000000000 / 1000)
         if not cap or not ms then return nil end
         b.windows[#b.windows + 1] = {cap = cap, len = ms * 1000}
         if ms * 1000 > b.horizon then b.horizon = ms * 1000 end
       end
-      if #b.windows == 0 or #b.windows > C.MAX_BUDGET_WINDOWS then return nil end
+      if #b.windows == 0 or #b.windows > 4 then return nil end
       return b
     end
 
@@ -1734,26 +1769,32 @@ enum RedisScripts {
 
     /// Scripts/session.lua
     static let session = #"""
-    -- The rules' constants, from Sources/TickgateCore/Rules/RuleConstants.swift.
-    local C = {YEAR = 31536000000000, DAY = 86400000000, HOUR = 3600000000, LATE = 3600000000, MAX_STEPS = 8, MAX_WINDOW_SENDS = 1000000, MAX_WRONG_CODES = 1000, MAX_CONSECUTIVE = 2147483647, MAX_BUDGET_WINDOWS = 4, MAX_BUDGET_SENDS = 100000, MAXT = 9007199254740991}
+    -- The rules' constants, from Sources/TickgateCore/Rules/RuleConstants.swift
+    -- (C.NAME in the Scripts/*.lua files, written here as its value): YEAR = 31536000000000, DAY = 86400000000, HOUR = 3600000000, LATE = 3600000000, MAX_STEPS = 8, MAX_WINDOW_SENDS = 1000000, MAX_WRONG_CODES = 1000, MAX_CONSECUTIVE = 2147483647, MAX_BUDGET_WINDOWS = 4, MAX_BUDGET_SENDS = 100000, MAXT = 9007199254740991
     -- Shared by every script: integer checks, formatting, the clock, expiry
-    -- (C, the rules' constants, comes first: generate.py writes it).
-    local MAXT = C.MAXT
+    -- (A rule's constant is named C.<NAME>: generate.py writes its value there.)
+    local MAXT = 9007199254740991
     -- Every number here is a whole number of at most 2^53 (µs, counts). Each
     -- call of a C function costs (Redis's Lua): checks are one find each.
     local find, tonumber = string.find, tonumber
-    -- The values written most (-1: none, 0, 1) cost no C call, here and in int.
+    -- The values written most (-1: none, 0, 1) cost no C call, here and in int;
+    -- nor does the last one formatted, again (a decision writes its time in
+    -- several places).
+    local fmt_x, fmt_s
     local function fmt(x)
       if x == -1 then return '-1' elseif x == 0 then return '0' elseif x == 1 then return '1' end
-      return string.format('%d', x)
+      if x ~= fmt_x then fmt_x, fmt_s = x, string.format('%d', x) end
+      return fmt_s
     end
-    -- A string of digits (a '-' first allowed) within lo..hi, or nil.
+    -- A string of digits (a '-' first allowed) within lo..hi, or nil. (Its
+    -- number is `v + 0`: tonumber reads a string twice, once to ask whether it
+    -- is a number.)
     local function int(v, lo, hi)
       local n
       if v == '-1' then n = -1 elseif v == '0' then n = 0 elseif v == '1' then n = 1
       else
         if not v or #v > 17 or not find(v, '^%-?%d+$') then return nil end
-        n = tonumber(v)
+        n = v + 0
       end
       if n < lo or n > hi then return nil end
       return n
@@ -1761,7 +1802,7 @@ enum RedisScripts {
     -- digits: a string already matched as digits, within lo..hi, or nil.
     local function digits(v, lo, hi)
       if #v > 17 then return nil end
-      local n = v == '0' and 0 or tonumber(v)
+      local n = v == '0' and 0 or v + 0
       if n < lo or n > hi then return nil end
       return n
     end
@@ -1781,12 +1822,12 @@ enum RedisScripts {
         local held = redis.call('GET', CLOCK)
         skew = 0
         if held then
-          skew = int(string.match(held, '^[%x]*:?(%-?%d+)$'), -C.DAY, C.DAY)
+          skew = int(string.match(held, '^[%x]*:?(%-?%d+)$'), -86400000000, 86400000000)
           if not skew then return error('the clock key holds ' .. string.sub(held, 1, 40)) end
         end
       end
       local t = redis.call('TIME')
-      read_at = tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+      read_at = t[1] * 1000000 + t[2] + skew
       return read_at
     end
     -- now: the decision's time (ARGV's, or the store's), real: the store's.
@@ -1839,19 +1880,19 @@ enum RedisScripts {
       local cooldowns = {}
       if not find(steps, ',', 1, true) then
         -- One step (no comma): itself, without a walk of its parts.
-        cooldowns[1] = digits(steps, 1, C.YEAR)
+        cooldowns[1] = digits(steps, 1, 31536000000000)
         if not cooldowns[1] then return nil end
       else
         for part in string.gmatch(steps, '[^,]+') do
-          local v = digits(part, 1, C.YEAR)
+          local v = digits(part, 1, 31536000000000)
           if not v then return nil end
           cooldowns[#cooldowns + 1] = v
         end
       end
-      if #cooldowns == 0 or #cooldowns > C.MAX_STEPS then return nil end
-      local p = {cooldowns = cooldowns, wmax = digits(wmax, 0, C.MAX_WINDOW_SENDS), window = digits(window, 0, C.YEAR),
-                 quiet = digits(quiet, 0, C.YEAR), ticket = digits(ticket, 1, C.YEAR),
-                 wrong = digits(wrong, 0, C.MAX_WRONG_CODES)}
+      if #cooldowns == 0 or #cooldowns > 8 then return nil end
+      local p = {cooldowns = cooldowns, wmax = digits(wmax, 0, 1000000), window = digits(window, 0, 31536000000000),
+                 quiet = digits(quiet, 0, 31536000000000), ticket = digits(ticket, 1, 31536000000000),
+                 wrong = digits(wrong, 0, 1000)}
       if not p.wmax or not p.window or not p.quiet or not p.ticket or not p.wrong then return nil end
       return p
     end
@@ -1861,12 +1902,12 @@ enum RedisScripts {
       local b = {windows = {}, horizon = 0}
       for part in string.gmatch(text, '[^,]+') do
         local cap, ms = string.match(part, '^(%d+)/(%d+)$')
-        cap, ms = int(cap, 1, C.MAX_BUDGET_SENDS), int(ms, 1, C.YEAR / 1000)
+        cap, ms = int(cap, 1, 100000), int(ms, 1, 31536000000000 / 1000)
         if not cap or not ms then return nil end
         b.windows[#b.windows + 1] = {cap = cap, len = ms * 1000}
         if ms * 1000 > b.horizon then b.horizon = ms * 1000 end
       end
-      if #b.windows == 0 or #b.windows > C.MAX_BUDGET_WINDOWS then return nil end
+      if #b.windows == 0 or #b.windows > 4 then return nil end
       return b
     end
 
@@ -1902,26 +1943,32 @@ enum RedisScripts {
 
     /// Scripts/reset_budget.lua
     static let resetBudget = #"""
-    -- The rules' constants, from Sources/TickgateCore/Rules/RuleConstants.swift.
-    local C = {YEAR = 31536000000000, DAY = 86400000000, HOUR = 3600000000, LATE = 3600000000, MAX_STEPS = 8, MAX_WINDOW_SENDS = 1000000, MAX_WRONG_CODES = 1000, MAX_CONSECUTIVE = 2147483647, MAX_BUDGET_WINDOWS = 4, MAX_BUDGET_SENDS = 100000, MAXT = 9007199254740991}
+    -- The rules' constants, from Sources/TickgateCore/Rules/RuleConstants.swift
+    -- (C.NAME in the Scripts/*.lua files, written here as its value): YEAR = 31536000000000, DAY = 86400000000, HOUR = 3600000000, LATE = 3600000000, MAX_STEPS = 8, MAX_WINDOW_SENDS = 1000000, MAX_WRONG_CODES = 1000, MAX_CONSECUTIVE = 2147483647, MAX_BUDGET_WINDOWS = 4, MAX_BUDGET_SENDS = 100000, MAXT = 9007199254740991
     -- Shared by every script: integer checks, formatting, the clock, expiry
-    -- (C, the rules' constants, comes first: generate.py writes it).
-    local MAXT = C.MAXT
+    -- (A rule's constant is named C.<NAME>: generate.py writes its value there.)
+    local MAXT = 9007199254740991
     -- Every number here is a whole number of at most 2^53 (µs, counts). Each
     -- call of a C function costs (Redis's Lua): checks are one find each.
     local find, tonumber = string.find, tonumber
-    -- The values written most (-1: none, 0, 1) cost no C call, here and in int.
+    -- The values written most (-1: none, 0, 1) cost no C call, here and in int;
+    -- nor does the last one formatted, again (a decision writes its time in
+    -- several places).
+    local fmt_x, fmt_s
     local function fmt(x)
       if x == -1 then return '-1' elseif x == 0 then return '0' elseif x == 1 then return '1' end
-      return string.format('%d', x)
+      if x ~= fmt_x then fmt_x, fmt_s = x, string.format('%d', x) end
+      return fmt_s
     end
-    -- A string of digits (a '-' first allowed) within lo..hi, or nil.
+    -- A string of digits (a '-' first allowed) within lo..hi, or nil. (Its
+    -- number is `v + 0`: tonumber reads a string twice, once to ask whether it
+    -- is a number.)
     local function int(v, lo, hi)
       local n
       if v == '-1' then n = -1 elseif v == '0' then n = 0 elseif v == '1' then n = 1
       else
         if not v or #v > 17 or not find(v, '^%-?%d+$') then return nil end
-        n = tonumber(v)
+        n = v + 0
       end
       if n < lo or n > hi then return nil end
       return n
@@ -1929,7 +1976,7 @@ enum RedisScripts {
     -- digits: a string already matched as digits, within lo..hi, or nil.
     local function digits(v, lo, hi)
       if #v > 17 then return nil end
-      local n = v == '0' and 0 or tonumber(v)
+      local n = v == '0' and 0 or v + 0
       if n < lo or n > hi then return nil end
       return n
     end
@@ -1949,12 +1996,12 @@ enum RedisScripts {
         local held = redis.call('GET', CLOCK)
         skew = 0
         if held then
-          skew = int(string.match(held, '^[%x]*:?(%-?%d+)$'), -C.DAY, C.DAY)
+          skew = int(string.match(held, '^[%x]*:?(%-?%d+)$'), -86400000000, 86400000000)
           if not skew then return error('the clock key holds ' .. string.sub(held, 1, 40)) end
         end
       end
       local t = redis.call('TIME')
-      read_at = tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+      read_at = t[1] * 1000000 + t[2] + skew
       return read_at
     end
     -- now: the decision's time (ARGV's, or the store's), real: the store's.
@@ -2007,19 +2054,19 @@ enum RedisScripts {
       local cooldowns = {}
       if not find(steps, ',', 1, true) then
         -- One step (no comma): itself, without a walk of its parts.
-        cooldowns[1] = digits(steps, 1, C.YEAR)
+        cooldowns[1] = digits(steps, 1, 31536000000000)
         if not cooldowns[1] then return nil end
       else
         for part in string.gmatch(steps, '[^,]+') do
-          local v = digits(part, 1, C.YEAR)
+          local v = digits(part, 1, 31536000000000)
           if not v then return nil end
           cooldowns[#cooldowns + 1] = v
         end
       end
-      if #cooldowns == 0 or #cooldowns > C.MAX_STEPS then return nil end
-      local p = {cooldowns = cooldowns, wmax = digits(wmax, 0, C.MAX_WINDOW_SENDS), window = digits(window, 0, C.YEAR),
-                 quiet = digits(quiet, 0, C.YEAR), ticket = digits(ticket, 1, C.YEAR),
-                 wrong = digits(wrong, 0, C.MAX_WRONG_CODES)}
+      if #cooldowns == 0 or #cooldowns > 8 then return nil end
+      local p = {cooldowns = cooldowns, wmax = digits(wmax, 0, 1000000), window = digits(window, 0, 31536000000000),
+                 quiet = digits(quiet, 0, 31536000000000), ticket = digits(ticket, 1, 31536000000000),
+                 wrong = digits(wrong, 0, 1000)}
       if not p.wmax or not p.window or not p.quiet or not p.ticket or not p.wrong then return nil end
       return p
     end
@@ -2029,12 +2076,12 @@ enum RedisScripts {
       local b = {windows = {}, horizon = 0}
       for part in string.gmatch(text, '[^,]+') do
         local cap, ms = string.match(part, '^(%d+)/(%d+)$')
-        cap, ms = int(cap, 1, C.MAX_BUDGET_SENDS), int(ms, 1, C.YEAR / 1000)
+        cap, ms = int(cap, 1, 100000), int(ms, 1, 31536000000000 / 1000)
         if not cap or not ms then return nil end
         b.windows[#b.windows + 1] = {cap = cap, len = ms * 1000}
         if ms * 1000 > b.horizon then b.horizon = ms * 1000 end
       end
-      if #b.windows == 0 or #b.windows > C.MAX_BUDGET_WINDOWS then return nil end
+      if #b.windows == 0 or #b.windows > 4 then return nil end
       return b
     end
 
@@ -2051,26 +2098,32 @@ enum RedisScripts {
 
     /// Scripts/merge.lua
     static let merge = #"""
-    -- The rules' constants, from Sources/TickgateCore/Rules/RuleConstants.swift.
-    local C = {YEAR = 31536000000000, DAY = 86400000000, HOUR = 3600000000, LATE = 3600000000, MAX_STEPS = 8, MAX_WINDOW_SENDS = 1000000, MAX_WRONG_CODES = 1000, MAX_CONSECUTIVE = 2147483647, MAX_BUDGET_WINDOWS = 4, MAX_BUDGET_SENDS = 100000, MAXT = 9007199254740991}
+    -- The rules' constants, from Sources/TickgateCore/Rules/RuleConstants.swift
+    -- (C.NAME in the Scripts/*.lua files, written here as its value): YEAR = 31536000000000, DAY = 86400000000, HOUR = 3600000000, LATE = 3600000000, MAX_STEPS = 8, MAX_WINDOW_SENDS = 1000000, MAX_WRONG_CODES = 1000, MAX_CONSECUTIVE = 2147483647, MAX_BUDGET_WINDOWS = 4, MAX_BUDGET_SENDS = 100000, MAXT = 9007199254740991
     -- Shared by every script: integer checks, formatting, the clock, expiry
-    -- (C, the rules' constants, comes first: generate.py writes it).
-    local MAXT = C.MAXT
+    -- (A rule's constant is named C.<NAME>: generate.py writes its value there.)
+    local MAXT = 9007199254740991
     -- Every number here is a whole number of at most 2^53 (µs, counts). Each
     -- call of a C function costs (Redis's Lua): checks are one find each.
     local find, tonumber = string.find, tonumber
-    -- The values written most (-1: none, 0, 1) cost no C call, here and in int.
+    -- The values written most (-1: none, 0, 1) cost no C call, here and in int;
+    -- nor does the last one formatted, again (a decision writes its time in
+    -- several places).
+    local fmt_x, fmt_s
     local function fmt(x)
       if x == -1 then return '-1' elseif x == 0 then return '0' elseif x == 1 then return '1' end
-      return string.format('%d', x)
+      if x ~= fmt_x then fmt_x, fmt_s = x, string.format('%d', x) end
+      return fmt_s
     end
-    -- A string of digits (a '-' first allowed) within lo..hi, or nil.
+    -- A string of digits (a '-' first allowed) within lo..hi, or nil. (Its
+    -- number is `v + 0`: tonumber reads a string twice, once to ask whether it
+    -- is a number.)
     local function int(v, lo, hi)
       local n
       if v == '-1' then n = -1 elseif v == '0' then n = 0 elseif v == '1' then n = 1
       else
         if not v or #v > 17 or not find(v, '^%-?%d+$') then return nil end
-        n = tonumber(v)
+        n = v + 0
       end
       if n < lo or n > hi then return nil end
       return n
@@ -2078,7 +2131,7 @@ enum RedisScripts {
     -- digits: a string already matched as digits, within lo..hi, or nil.
     local function digits(v, lo, hi)
       if #v > 17 then return nil end
-      local n = v == '0' and 0 or tonumber(v)
+      local n = v == '0' and 0 or v + 0
       if n < lo or n > hi then return nil end
       return n
     end
@@ -2098,12 +2151,12 @@ enum RedisScripts {
         local held = redis.call('GET', CLOCK)
         skew = 0
         if held then
-          skew = int(string.match(held, '^[%x]*:?(%-?%d+)$'), -C.DAY, C.DAY)
+          skew = int(string.match(held, '^[%x]*:?(%-?%d+)$'), -86400000000, 86400000000)
           if not skew then return error('the clock key holds ' .. string.sub(held, 1, 40)) end
         end
       end
       local t = redis.call('TIME')
-      read_at = tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+      read_at = t[1] * 1000000 + t[2] + skew
       return read_at
     end
     -- now: the decision's time (ARGV's, or the store's), real: the store's.
@@ -2156,19 +2209,19 @@ enum RedisScripts {
       local cooldowns = {}
       if not find(steps, ',', 1, true) then
         -- One step (no comma): itself, without a walk of its parts.
-        cooldowns[1] = digits(steps, 1, C.YEAR)
+        cooldowns[1] = digits(steps, 1, 31536000000000)
         if not cooldowns[1] then return nil end
       else
         for part in string.gmatch(steps, '[^,]+') do
-          local v = digits(part, 1, C.YEAR)
+          local v = digits(part, 1, 31536000000000)
           if not v then return nil end
           cooldowns[#cooldowns + 1] = v
         end
       end
-      if #cooldowns == 0 or #cooldowns > C.MAX_STEPS then return nil end
-      local p = {cooldowns = cooldowns, wmax = digits(wmax, 0, C.MAX_WINDOW_SENDS), window = digits(window, 0, C.YEAR),
-                 quiet = digits(quiet, 0, C.YEAR), ticket = digits(ticket, 1, C.YEAR),
-                 wrong = digits(wrong, 0, C.MAX_WRONG_CODES)}
+      if #cooldowns == 0 or #cooldowns > 8 then return nil end
+      local p = {cooldowns = cooldowns, wmax = digits(wmax, 0, 1000000), window = digits(window, 0, 31536000000000),
+                 quiet = digits(quiet, 0, 31536000000000), ticket = digits(ticket, 1, 31536000000000),
+                 wrong = digits(wrong, 0, 1000)}
       if not p.wmax or not p.window or not p.quiet or not p.ticket or not p.wrong then return nil end
       return p
     end
@@ -2178,12 +2231,12 @@ enum RedisScripts {
       local b = {windows = {}, horizon = 0}
       for part in string.gmatch(text, '[^,]+') do
         local cap, ms = string.match(part, '^(%d+)/(%d+)$')
-        cap, ms = int(cap, 1, C.MAX_BUDGET_SENDS), int(ms, 1, C.YEAR / 1000)
+        cap, ms = int(cap, 1, 100000), int(ms, 1, 31536000000000 / 1000)
         if not cap or not ms then return nil end
         b.windows[#b.windows + 1] = {cap = cap, len = ms * 1000}
         if ms * 1000 > b.horizon then b.horizon = ms * 1000 end
       end
-      if #b.windows == 0 or #b.windows > C.MAX_BUDGET_WINDOWS then return nil end
+      if #b.windows == 0 or #b.windows > 4 then return nil end
       return b
     end
 
@@ -2198,7 +2251,7 @@ enum RedisScripts {
     function R.consecutive(n, last, quiet, now)
       if last >= 0 and quiet > 0 and now - last >= quiet then n = 0 end
       if n < 0 then n = 0 end
-      return math.min(n, C.MAX_CONSECUTIVE - 1) + 1
+      return math.min(n, 2147483647 - 1) + 1
     end
     -- The cooldown after the n-th consecutive send; the last step repeats.
     function R.cooldown(cooldowns, n)
@@ -2236,7 +2289,7 @@ enum RedisScripts {
     -- One more wrong code: the count and whether the code is dead now.
     function R.wrong_code(w, max)
       if w < 0 then w = 0 end
-      w = math.min(w, C.MAX_WRONG_CODES) + 1
+      w = math.min(w, 1000) + 1
       return w, max > 0 and w >= max
     end
     -- Wrong codes the code survives after w (nil: no cap).
@@ -2250,8 +2303,8 @@ enum RedisScripts {
     function R.key_life(deadline, last, newest, quiet, window, now)
       local life = deadline
       if last >= 0 then
-        local q = quiet > 0 and quiet or C.YEAR
-        if q < C.DAY then q = C.DAY end
+        local q = quiet > 0 and quiet or 31536000000000
+        if q < 86400000000 then q = 86400000000 end
         life = math.max(life, last + q)
       end
       if newest >= 0 then life = math.max(life, newest + window) end
@@ -2271,6 +2324,10 @@ enum RedisScripts {
       end
       return latest
     end
+    local guard_rules_made = false
+    local function guard_rules()
+    if guard_rules_made then return end
+    guard_rules_made = true
     -- The pumping guard (GuardRules.swift). pct: percent % of a count, down.
     local function pct(count, percent) return math.floor(count * percent / 100) end
     -- The windows a guarded send at now counts in (GuardRules.windows): codes
@@ -2278,8 +2335,8 @@ enum RedisScripts {
     -- being `after` before now; verifications after verified_day or _hour.
     function R.guard_windows(now, after)
       local due = now - after
-      return {due = due, unverified_day = due - C.DAY, unverified_hour = due - C.HOUR,
-              verified_day = now - C.DAY, verified_hour = now - C.HOUR}
+      return {due = due, unverified_day = due - 86400000000, unverified_hour = due - 3600000000,
+              verified_day = now - 86400000000, verified_hour = now - 3600000000}
     end
     -- The most codes verified in one day of the last `history` days (today
     -- included): days maps a day number to its count.
@@ -2365,6 +2422,7 @@ enum RedisScripts {
       if daily_bit then j.warnings = j.warnings + 32 end
       if hourly_bit then j.warnings = j.warnings + 64 end
       return j
+    end
     end
 
     -- Writes back what an engine granted by itself while the store was out of
@@ -2452,26 +2510,32 @@ enum RedisScripts {
 
     /// Scripts/probe.lua
     static let probe = #"""
-    -- The rules' constants, from Sources/TickgateCore/Rules/RuleConstants.swift.
-    local C = {YEAR = 31536000000000, DAY = 86400000000, HOUR = 3600000000, LATE = 3600000000, MAX_STEPS = 8, MAX_WINDOW_SENDS = 1000000, MAX_WRONG_CODES = 1000, MAX_CONSECUTIVE = 2147483647, MAX_BUDGET_WINDOWS = 4, MAX_BUDGET_SENDS = 100000, MAXT = 9007199254740991}
+    -- The rules' constants, from Sources/TickgateCore/Rules/RuleConstants.swift
+    -- (C.NAME in the Scripts/*.lua files, written here as its value): YEAR = 31536000000000, DAY = 86400000000, HOUR = 3600000000, LATE = 3600000000, MAX_STEPS = 8, MAX_WINDOW_SENDS = 1000000, MAX_WRONG_CODES = 1000, MAX_CONSECUTIVE = 2147483647, MAX_BUDGET_WINDOWS = 4, MAX_BUDGET_SENDS = 100000, MAXT = 9007199254740991
     -- Shared by every script: integer checks, formatting, the clock, expiry
-    -- (C, the rules' constants, comes first: generate.py writes it).
-    local MAXT = C.MAXT
+    -- (A rule's constant is named C.<NAME>: generate.py writes its value there.)
+    local MAXT = 9007199254740991
     -- Every number here is a whole number of at most 2^53 (µs, counts). Each
     -- call of a C function costs (Redis's Lua): checks are one find each.
     local find, tonumber = string.find, tonumber
-    -- The values written most (-1: none, 0, 1) cost no C call, here and in int.
+    -- The values written most (-1: none, 0, 1) cost no C call, here and in int;
+    -- nor does the last one formatted, again (a decision writes its time in
+    -- several places).
+    local fmt_x, fmt_s
     local function fmt(x)
       if x == -1 then return '-1' elseif x == 0 then return '0' elseif x == 1 then return '1' end
-      return string.format('%d', x)
+      if x ~= fmt_x then fmt_x, fmt_s = x, string.format('%d', x) end
+      return fmt_s
     end
-    -- A string of digits (a '-' first allowed) within lo..hi, or nil.
+    -- A string of digits (a '-' first allowed) within lo..hi, or nil. (Its
+    -- number is `v + 0`: tonumber reads a string twice, once to ask whether it
+    -- is a number.)
     local function int(v, lo, hi)
       local n
       if v == '-1' then n = -1 elseif v == '0' then n = 0 elseif v == '1' then n = 1
       else
         if not v or #v > 17 or not find(v, '^%-?%d+$') then return nil end
-        n = tonumber(v)
+        n = v + 0
       end
       if n < lo or n > hi then return nil end
       return n
@@ -2479,7 +2543,7 @@ enum RedisScripts {
     -- digits: a string already matched as digits, within lo..hi, or nil.
     local function digits(v, lo, hi)
       if #v > 17 then return nil end
-      local n = v == '0' and 0 or tonumber(v)
+      local n = v == '0' and 0 or v + 0
       if n < lo or n > hi then return nil end
       return n
     end
@@ -2499,12 +2563,12 @@ enum RedisScripts {
         local held = redis.call('GET', CLOCK)
         skew = 0
         if held then
-          skew = int(string.match(held, '^[%x]*:?(%-?%d+)$'), -C.DAY, C.DAY)
+          skew = int(string.match(held, '^[%x]*:?(%-?%d+)$'), -86400000000, 86400000000)
           if not skew then return error('the clock key holds ' .. string.sub(held, 1, 40)) end
         end
       end
       local t = redis.call('TIME')
-      read_at = tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+      read_at = t[1] * 1000000 + t[2] + skew
       return read_at
     end
     -- now: the decision's time (ARGV's, or the store's), real: the store's.
@@ -2557,19 +2621,19 @@ enum RedisScripts {
       local cooldowns = {}
       if not find(steps, ',', 1, true) then
         -- One step (no comma): itself, without a walk of its parts.
-        cooldowns[1] = digits(steps, 1, C.YEAR)
+        cooldowns[1] = digits(steps, 1, 31536000000000)
         if not cooldowns[1] then return nil end
       else
         for part in string.gmatch(steps, '[^,]+') do
-          local v = digits(part, 1, C.YEAR)
+          local v = digits(part, 1, 31536000000000)
           if not v then return nil end
           cooldowns[#cooldowns + 1] = v
         end
       end
-      if #cooldowns == 0 or #cooldowns > C.MAX_STEPS then return nil end
-      local p = {cooldowns = cooldowns, wmax = digits(wmax, 0, C.MAX_WINDOW_SENDS), window = digits(window, 0, C.YEAR),
-                 quiet = digits(quiet, 0, C.YEAR), ticket = digits(ticket, 1, C.YEAR),
-                 wrong = digits(wrong, 0, C.MAX_WRONG_CODES)}
+      if #cooldowns == 0 or #cooldowns > 8 then return nil end
+      local p = {cooldowns = cooldowns, wmax = digits(wmax, 0, 1000000), window = digits(window, 0, 31536000000000),
+                 quiet = digits(quiet, 0, 31536000000000), ticket = digits(ticket, 1, 31536000000000),
+                 wrong = digits(wrong, 0, 1000)}
       if not p.wmax or not p.window or not p.quiet or not p.ticket or not p.wrong then return nil end
       return p
     end
@@ -2579,12 +2643,12 @@ enum RedisScripts {
       local b = {windows = {}, horizon = 0}
       for part in string.gmatch(text, '[^,]+') do
         local cap, ms = string.match(part, '^(%d+)/(%d+)$')
-        cap, ms = int(cap, 1, C.MAX_BUDGET_SENDS), int(ms, 1, C.YEAR / 1000)
+        cap, ms = int(cap, 1, 100000), int(ms, 1, 31536000000000 / 1000)
         if not cap or not ms then return nil end
         b.windows[#b.windows + 1] = {cap = cap, len = ms * 1000}
         if ms * 1000 > b.horizon then b.horizon = ms * 1000 end
       end
-      if #b.windows == 0 or #b.windows > C.MAX_BUDGET_WINDOWS then return nil end
+      if #b.windows == 0 or #b.windows > 4 then return nil end
       return b
     end
 
@@ -2613,26 +2677,32 @@ enum RedisScripts {
 
     /// Scripts/set_clock.lua
     static let setClock = #"""
-    -- The rules' constants, from Sources/TickgateCore/Rules/RuleConstants.swift.
-    local C = {YEAR = 31536000000000, DAY = 86400000000, HOUR = 3600000000, LATE = 3600000000, MAX_STEPS = 8, MAX_WINDOW_SENDS = 1000000, MAX_WRONG_CODES = 1000, MAX_CONSECUTIVE = 2147483647, MAX_BUDGET_WINDOWS = 4, MAX_BUDGET_SENDS = 100000, MAXT = 9007199254740991}
+    -- The rules' constants, from Sources/TickgateCore/Rules/RuleConstants.swift
+    -- (C.NAME in the Scripts/*.lua files, written here as its value): YEAR = 31536000000000, DAY = 86400000000, HOUR = 3600000000, LATE = 3600000000, MAX_STEPS = 8, MAX_WINDOW_SENDS = 1000000, MAX_WRONG_CODES = 1000, MAX_CONSECUTIVE = 2147483647, MAX_BUDGET_WINDOWS = 4, MAX_BUDGET_SENDS = 100000, MAXT = 9007199254740991
     -- Shared by every script: integer checks, formatting, the clock, expiry
-    -- (C, the rules' constants, comes first: generate.py writes it).
-    local MAXT = C.MAXT
+    -- (A rule's constant is named C.<NAME>: generate.py writes its value there.)
+    local MAXT = 9007199254740991
     -- Every number here is a whole number of at most 2^53 (µs, counts). Each
     -- call of a C function costs (Redis's Lua): checks are one find each.
     local find, tonumber = string.find, tonumber
-    -- The values written most (-1: none, 0, 1) cost no C call, here and in int.
+    -- The values written most (-1: none, 0, 1) cost no C call, here and in int;
+    -- nor does the last one formatted, again (a decision writes its time in
+    -- several places).
+    local fmt_x, fmt_s
     local function fmt(x)
       if x == -1 then return '-1' elseif x == 0 then return '0' elseif x == 1 then return '1' end
-      return string.format('%d', x)
+      if x ~= fmt_x then fmt_x, fmt_s = x, string.format('%d', x) end
+      return fmt_s
     end
-    -- A string of digits (a '-' first allowed) within lo..hi, or nil.
+    -- A string of digits (a '-' first allowed) within lo..hi, or nil. (Its
+    -- number is `v + 0`: tonumber reads a string twice, once to ask whether it
+    -- is a number.)
     local function int(v, lo, hi)
       local n
       if v == '-1' then n = -1 elseif v == '0' then n = 0 elseif v == '1' then n = 1
       else
         if not v or #v > 17 or not find(v, '^%-?%d+$') then return nil end
-        n = tonumber(v)
+        n = v + 0
       end
       if n < lo or n > hi then return nil end
       return n
@@ -2640,7 +2710,7 @@ enum RedisScripts {
     -- digits: a string already matched as digits, within lo..hi, or nil.
     local function digits(v, lo, hi)
       if #v > 17 then return nil end
-      local n = v == '0' and 0 or tonumber(v)
+      local n = v == '0' and 0 or v + 0
       if n < lo or n > hi then return nil end
       return n
     end
@@ -2660,12 +2730,12 @@ enum RedisScripts {
         local held = redis.call('GET', CLOCK)
         skew = 0
         if held then
-          skew = int(string.match(held, '^[%x]*:?(%-?%d+)$'), -C.DAY, C.DAY)
+          skew = int(string.match(held, '^[%x]*:?(%-?%d+)$'), -86400000000, 86400000000)
           if not skew then return error('the clock key holds ' .. string.sub(held, 1, 40)) end
         end
       end
       local t = redis.call('TIME')
-      read_at = tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+      read_at = t[1] * 1000000 + t[2] + skew
       return read_at
     end
     -- now: the decision's time (ARGV's, or the store's), real: the store's.
@@ -2718,19 +2788,19 @@ enum RedisScripts {
       local cooldowns = {}
       if not find(steps, ',', 1, true) then
         -- One step (no comma): itself, without a walk of its parts.
-        cooldowns[1] = digits(steps, 1, C.YEAR)
+        cooldowns[1] = digits(steps, 1, 31536000000000)
         if not cooldowns[1] then return nil end
       else
         for part in string.gmatch(steps, '[^,]+') do
-          local v = digits(part, 1, C.YEAR)
+          local v = digits(part, 1, 31536000000000)
           if not v then return nil end
           cooldowns[#cooldowns + 1] = v
         end
       end
-      if #cooldowns == 0 or #cooldowns > C.MAX_STEPS then return nil end
-      local p = {cooldowns = cooldowns, wmax = digits(wmax, 0, C.MAX_WINDOW_SENDS), window = digits(window, 0, C.YEAR),
-                 quiet = digits(quiet, 0, C.YEAR), ticket = digits(ticket, 1, C.YEAR),
-                 wrong = digits(wrong, 0, C.MAX_WRONG_CODES)}
+      if #cooldowns == 0 or #cooldowns > 8 then return nil end
+      local p = {cooldowns = cooldowns, wmax = digits(wmax, 0, 1000000), window = digits(window, 0, 31536000000000),
+                 quiet = digits(quiet, 0, 31536000000000), ticket = digits(ticket, 1, 31536000000000),
+                 wrong = digits(wrong, 0, 1000)}
       if not p.wmax or not p.window or not p.quiet or not p.ticket or not p.wrong then return nil end
       return p
     end
@@ -2740,12 +2810,12 @@ enum RedisScripts {
       local b = {windows = {}, horizon = 0}
       for part in string.gmatch(text, '[^,]+') do
         local cap, ms = string.match(part, '^(%d+)/(%d+)$')
-        cap, ms = int(cap, 1, C.MAX_BUDGET_SENDS), int(ms, 1, C.YEAR / 1000)
+        cap, ms = int(cap, 1, 100000), int(ms, 1, 31536000000000 / 1000)
         if not cap or not ms then return nil end
         b.windows[#b.windows + 1] = {cap = cap, len = ms * 1000}
         if ms * 1000 > b.horizon then b.horizon = ms * 1000 end
       end
-      if #b.windows == 0 or #b.windows > C.MAX_BUDGET_WINDOWS then return nil end
+      if #b.windows == 0 or #b.windows > 4 then return nil end
       return b
     end
 
@@ -2764,26 +2834,32 @@ enum RedisScripts {
 
     /// Scripts/reserve.lua
     static let reserve = #"""
-    -- The rules' constants, from Sources/TickgateCore/Rules/RuleConstants.swift.
-    local C = {YEAR = 31536000000000, DAY = 86400000000, HOUR = 3600000000, LATE = 3600000000, MAX_STEPS = 8, MAX_WINDOW_SENDS = 1000000, MAX_WRONG_CODES = 1000, MAX_CONSECUTIVE = 2147483647, MAX_BUDGET_WINDOWS = 4, MAX_BUDGET_SENDS = 100000, MAXT = 9007199254740991}
+    -- The rules' constants, from Sources/TickgateCore/Rules/RuleConstants.swift
+    -- (C.NAME in the Scripts/*.lua files, written here as its value): YEAR = 31536000000000, DAY = 86400000000, HOUR = 3600000000, LATE = 3600000000, MAX_STEPS = 8, MAX_WINDOW_SENDS = 1000000, MAX_WRONG_CODES = 1000, MAX_CONSECUTIVE = 2147483647, MAX_BUDGET_WINDOWS = 4, MAX_BUDGET_SENDS = 100000, MAXT = 9007199254740991
     -- Shared by every script: integer checks, formatting, the clock, expiry
-    -- (C, the rules' constants, comes first: generate.py writes it).
-    local MAXT = C.MAXT
+    -- (A rule's constant is named C.<NAME>: generate.py writes its value there.)
+    local MAXT = 9007199254740991
     -- Every number here is a whole number of at most 2^53 (µs, counts). Each
     -- call of a C function costs (Redis's Lua): checks are one find each.
     local find, tonumber = string.find, tonumber
-    -- The values written most (-1: none, 0, 1) cost no C call, here and in int.
+    -- The values written most (-1: none, 0, 1) cost no C call, here and in int;
+    -- nor does the last one formatted, again (a decision writes its time in
+    -- several places).
+    local fmt_x, fmt_s
     local function fmt(x)
       if x == -1 then return '-1' elseif x == 0 then return '0' elseif x == 1 then return '1' end
-      return string.format('%d', x)
+      if x ~= fmt_x then fmt_x, fmt_s = x, string.format('%d', x) end
+      return fmt_s
     end
-    -- A string of digits (a '-' first allowed) within lo..hi, or nil.
+    -- A string of digits (a '-' first allowed) within lo..hi, or nil. (Its
+    -- number is `v + 0`: tonumber reads a string twice, once to ask whether it
+    -- is a number.)
     local function int(v, lo, hi)
       local n
       if v == '-1' then n = -1 elseif v == '0' then n = 0 elseif v == '1' then n = 1
       else
         if not v or #v > 17 or not find(v, '^%-?%d+$') then return nil end
-        n = tonumber(v)
+        n = v + 0
       end
       if n < lo or n > hi then return nil end
       return n
@@ -2791,7 +2867,7 @@ enum RedisScripts {
     -- digits: a string already matched as digits, within lo..hi, or nil.
     local function digits(v, lo, hi)
       if #v > 17 then return nil end
-      local n = v == '0' and 0 or tonumber(v)
+      local n = v == '0' and 0 or v + 0
       if n < lo or n > hi then return nil end
       return n
     end
@@ -2811,12 +2887,12 @@ enum RedisScripts {
         local held = redis.call('GET', CLOCK)
         skew = 0
         if held then
-          skew = int(string.match(held, '^[%x]*:?(%-?%d+)$'), -C.DAY, C.DAY)
+          skew = int(string.match(held, '^[%x]*:?(%-?%d+)$'), -86400000000, 86400000000)
           if not skew then return error('the clock key holds ' .. string.sub(held, 1, 40)) end
         end
       end
       local t = redis.call('TIME')
-      read_at = tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+      read_at = t[1] * 1000000 + t[2] + skew
       return read_at
     end
     -- now: the decision's time (ARGV's, or the store's), real: the store's.
@@ -2869,19 +2945,19 @@ enum RedisScripts {
       local cooldowns = {}
       if not find(steps, ',', 1, true) then
         -- One step (no comma): itself, without a walk of its parts.
-        cooldowns[1] = digits(steps, 1, C.YEAR)
+        cooldowns[1] = digits(steps, 1, 31536000000000)
         if not cooldowns[1] then return nil end
       else
         for part in string.gmatch(steps, '[^,]+') do
-          local v = digits(part, 1, C.YEAR)
+          local v = digits(part, 1, 31536000000000)
           if not v then return nil end
           cooldowns[#cooldowns + 1] = v
         end
       end
-      if #cooldowns == 0 or #cooldowns > C.MAX_STEPS then return nil end
-      local p = {cooldowns = cooldowns, wmax = digits(wmax, 0, C.MAX_WINDOW_SENDS), window = digits(window, 0, C.YEAR),
-                 quiet = digits(quiet, 0, C.YEAR), ticket = digits(ticket, 1, C.YEAR),
-                 wrong = digits(wrong, 0, C.MAX_WRONG_CODES)}
+      if #cooldowns == 0 or #cooldowns > 8 then return nil end
+      local p = {cooldowns = cooldowns, wmax = digits(wmax, 0, 1000000), window = digits(window, 0, 31536000000000),
+                 quiet = digits(quiet, 0, 31536000000000), ticket = digits(ticket, 1, 31536000000000),
+                 wrong = digits(wrong, 0, 1000)}
       if not p.wmax or not p.window or not p.quiet or not p.ticket or not p.wrong then return nil end
       return p
     end
@@ -2891,12 +2967,12 @@ enum RedisScripts {
       local b = {windows = {}, horizon = 0}
       for part in string.gmatch(text, '[^,]+') do
         local cap, ms = string.match(part, '^(%d+)/(%d+)$')
-        cap, ms = int(cap, 1, C.MAX_BUDGET_SENDS), int(ms, 1, C.YEAR / 1000)
+        cap, ms = int(cap, 1, 100000), int(ms, 1, 31536000000000 / 1000)
         if not cap or not ms then return nil end
         b.windows[#b.windows + 1] = {cap = cap, len = ms * 1000}
         if ms * 1000 > b.horizon then b.horizon = ms * 1000 end
       end
-      if #b.windows == 0 or #b.windows > C.MAX_BUDGET_WINDOWS then return nil end
+      if #b.windows == 0 or #b.windows > 4 then return nil end
       return b
     end
 
@@ -2911,7 +2987,7 @@ enum RedisScripts {
     function R.consecutive(n, last, quiet, now)
       if last >= 0 and quiet > 0 and now - last >= quiet then n = 0 end
       if n < 0 then n = 0 end
-      return math.min(n, C.MAX_CONSECUTIVE - 1) + 1
+      return math.min(n, 2147483647 - 1) + 1
     end
     -- The cooldown after the n-th consecutive send; the last step repeats.
     function R.cooldown(cooldowns, n)
@@ -2949,7 +3025,7 @@ enum RedisScripts {
     -- One more wrong code: the count and whether the code is dead now.
     function R.wrong_code(w, max)
       if w < 0 then w = 0 end
-      w = math.min(w, C.MAX_WRONG_CODES) + 1
+      w = math.min(w, 1000) + 1
       return w, max > 0 and w >= max
     end
     -- Wrong codes the code survives after w (nil: no cap).
@@ -2963,8 +3039,8 @@ enum RedisScripts {
     function R.key_life(deadline, last, newest, quiet, window, now)
       local life = deadline
       if last >= 0 then
-        local q = quiet > 0 and quiet or C.YEAR
-        if q < C.DAY then q = C.DAY end
+        local q = quiet > 0 and quiet or 31536000000000
+        if q < 86400000000 then q = 86400000000 end
         life = math.max(life, last + q)
       end
       if newest >= 0 then life = math.max(life, newest + window) end
@@ -2984,6 +3060,10 @@ enum RedisScripts {
       end
       return latest
     end
+    local guard_rules_made = false
+    local function guard_rules()
+    if guard_rules_made then return end
+    guard_rules_made = true
     -- The pumping guard (GuardRules.swift). pct: percent % of a count, down.
     local function pct(count, percent) return math.floor(count * percent / 100) end
     -- The windows a guarded send at now counts in (GuardRules.windows): codes
@@ -2991,8 +3071,8 @@ enum RedisScripts {
     -- being `after` before now; verifications after verified_day or _hour.
     function R.guard_windows(now, after)
       local due = now - after
-      return {due = due, unverified_day = due - C.DAY, unverified_hour = due - C.HOUR,
-              verified_day = now - C.DAY, verified_hour = now - C.HOUR}
+      return {due = due, unverified_day = due - 86400000000, unverified_hour = due - 3600000000,
+              verified_day = now - 86400000000, verified_hour = now - 3600000000}
     end
     -- The most codes verified in one day of the last `history` days (today
     -- included): days maps a day number to its count.
@@ -3078,6 +3158,7 @@ enum RedisScripts {
       if daily_bit then j.warnings = j.warnings + 32 end
       if hourly_bit then j.warnings = j.warnings + 64 end
       return j
+    end
     end
 
     -- On a Redis Cluster, the first step of a send whose budget keys live in
@@ -3138,26 +3219,32 @@ enum RedisScripts {
 
     /// Scripts/settle.lua
     static let settle = #"""
-    -- The rules' constants, from Sources/TickgateCore/Rules/RuleConstants.swift.
-    local C = {YEAR = 31536000000000, DAY = 86400000000, HOUR = 3600000000, LATE = 3600000000, MAX_STEPS = 8, MAX_WINDOW_SENDS = 1000000, MAX_WRONG_CODES = 1000, MAX_CONSECUTIVE = 2147483647, MAX_BUDGET_WINDOWS = 4, MAX_BUDGET_SENDS = 100000, MAXT = 9007199254740991}
+    -- The rules' constants, from Sources/TickgateCore/Rules/RuleConstants.swift
+    -- (C.NAME in the Scripts/*.lua files, written here as its value): YEAR = 31536000000000, DAY = 86400000000, HOUR = 3600000000, LATE = 3600000000, MAX_STEPS = 8, MAX_WINDOW_SENDS = 1000000, MAX_WRONG_CODES = 1000, MAX_CONSECUTIVE = 2147483647, MAX_BUDGET_WINDOWS = 4, MAX_BUDGET_SENDS = 100000, MAXT = 9007199254740991
     -- Shared by every script: integer checks, formatting, the clock, expiry
-    -- (C, the rules' constants, comes first: generate.py writes it).
-    local MAXT = C.MAXT
+    -- (A rule's constant is named C.<NAME>: generate.py writes its value there.)
+    local MAXT = 9007199254740991
     -- Every number here is a whole number of at most 2^53 (µs, counts). Each
     -- call of a C function costs (Redis's Lua): checks are one find each.
     local find, tonumber = string.find, tonumber
-    -- The values written most (-1: none, 0, 1) cost no C call, here and in int.
+    -- The values written most (-1: none, 0, 1) cost no C call, here and in int;
+    -- nor does the last one formatted, again (a decision writes its time in
+    -- several places).
+    local fmt_x, fmt_s
     local function fmt(x)
       if x == -1 then return '-1' elseif x == 0 then return '0' elseif x == 1 then return '1' end
-      return string.format('%d', x)
+      if x ~= fmt_x then fmt_x, fmt_s = x, string.format('%d', x) end
+      return fmt_s
     end
-    -- A string of digits (a '-' first allowed) within lo..hi, or nil.
+    -- A string of digits (a '-' first allowed) within lo..hi, or nil. (Its
+    -- number is `v + 0`: tonumber reads a string twice, once to ask whether it
+    -- is a number.)
     local function int(v, lo, hi)
       local n
       if v == '-1' then n = -1 elseif v == '0' then n = 0 elseif v == '1' then n = 1
       else
         if not v or #v > 17 or not find(v, '^%-?%d+$') then return nil end
-        n = tonumber(v)
+        n = v + 0
       end
       if n < lo or n > hi then return nil end
       return n
@@ -3165,7 +3252,7 @@ enum RedisScripts {
     -- digits: a string already matched as digits, within lo..hi, or nil.
     local function digits(v, lo, hi)
       if #v > 17 then return nil end
-      local n = v == '0' and 0 or tonumber(v)
+      local n = v == '0' and 0 or v + 0
       if n < lo or n > hi then return nil end
       return n
     end
@@ -3185,12 +3272,12 @@ enum RedisScripts {
         local held = redis.call('GET', CLOCK)
         skew = 0
         if held then
-          skew = int(string.match(held, '^[%x]*:?(%-?%d+)$'), -C.DAY, C.DAY)
+          skew = int(string.match(held, '^[%x]*:?(%-?%d+)$'), -86400000000, 86400000000)
           if not skew then return error('the clock key holds ' .. string.sub(held, 1, 40)) end
         end
       end
       local t = redis.call('TIME')
-      read_at = tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+      read_at = t[1] * 1000000 + t[2] + skew
       return read_at
     end
     -- now: the decision's time (ARGV's, or the store's), real: the store's.
@@ -3243,19 +3330,19 @@ enum RedisScripts {
       local cooldowns = {}
       if not find(steps, ',', 1, true) then
         -- One step (no comma): itself, without a walk of its parts.
-        cooldowns[1] = digits(steps, 1, C.YEAR)
+        cooldowns[1] = digits(steps, 1, 31536000000000)
         if not cooldowns[1] then return nil end
       else
         for part in string.gmatch(steps, '[^,]+') do
-          local v = digits(part, 1, C.YEAR)
+          local v = digits(part, 1, 31536000000000)
           if not v then return nil end
           cooldowns[#cooldowns + 1] = v
         end
       end
-      if #cooldowns == 0 or #cooldowns > C.MAX_STEPS then return nil end
-      local p = {cooldowns = cooldowns, wmax = digits(wmax, 0, C.MAX_WINDOW_SENDS), window = digits(window, 0, C.YEAR),
-                 quiet = digits(quiet, 0, C.YEAR), ticket = digits(ticket, 1, C.YEAR),
-                 wrong = digits(wrong, 0, C.MAX_WRONG_CODES)}
+      if #cooldowns == 0 or #cooldowns > 8 then return nil end
+      local p = {cooldowns = cooldowns, wmax = digits(wmax, 0, 1000000), window = digits(window, 0, 31536000000000),
+                 quiet = digits(quiet, 0, 31536000000000), ticket = digits(ticket, 1, 31536000000000),
+                 wrong = digits(wrong, 0, 1000)}
       if not p.wmax or not p.window or not p.quiet or not p.ticket or not p.wrong then return nil end
       return p
     end
@@ -3265,12 +3352,12 @@ enum RedisScripts {
       local b = {windows = {}, horizon = 0}
       for part in string.gmatch(text, '[^,]+') do
         local cap, ms = string.match(part, '^(%d+)/(%d+)$')
-        cap, ms = int(cap, 1, C.MAX_BUDGET_SENDS), int(ms, 1, C.YEAR / 1000)
+        cap, ms = int(cap, 1, 100000), int(ms, 1, 31536000000000 / 1000)
         if not cap or not ms then return nil end
         b.windows[#b.windows + 1] = {cap = cap, len = ms * 1000}
         if ms * 1000 > b.horizon then b.horizon = ms * 1000 end
       end
-      if #b.windows == 0 or #b.windows > C.MAX_BUDGET_WINDOWS then return nil end
+      if #b.windows == 0 or #b.windows > 4 then return nil end
       return b
     end
 
@@ -3300,26 +3387,32 @@ enum RedisScripts {
 
     /// Scripts/add_charges.lua
     static let addCharges = #"""
-    -- The rules' constants, from Sources/TickgateCore/Rules/RuleConstants.swift.
-    local C = {YEAR = 31536000000000, DAY = 86400000000, HOUR = 3600000000, LATE = 3600000000, MAX_STEPS = 8, MAX_WINDOW_SENDS = 1000000, MAX_WRONG_CODES = 1000, MAX_CONSECUTIVE = 2147483647, MAX_BUDGET_WINDOWS = 4, MAX_BUDGET_SENDS = 100000, MAXT = 9007199254740991}
+    -- The rules' constants, from Sources/TickgateCore/Rules/RuleConstants.swift
+    -- (C.NAME in the Scripts/*.lua files, written here as its value): YEAR = 31536000000000, DAY = 86400000000, HOUR = 3600000000, LATE = 3600000000, MAX_STEPS = 8, MAX_WINDOW_SENDS = 1000000, MAX_WRONG_CODES = 1000, MAX_CONSECUTIVE = 2147483647, MAX_BUDGET_WINDOWS = 4, MAX_BUDGET_SENDS = 100000, MAXT = 9007199254740991
     -- Shared by every script: integer checks, formatting, the clock, expiry
-    -- (C, the rules' constants, comes first: generate.py writes it).
-    local MAXT = C.MAXT
+    -- (A rule's constant is named C.<NAME>: generate.py writes its value there.)
+    local MAXT = 9007199254740991
     -- Every number here is a whole number of at most 2^53 (µs, counts). Each
     -- call of a C function costs (Redis's Lua): checks are one find each.
     local find, tonumber = string.find, tonumber
-    -- The values written most (-1: none, 0, 1) cost no C call, here and in int.
+    -- The values written most (-1: none, 0, 1) cost no C call, here and in int;
+    -- nor does the last one formatted, again (a decision writes its time in
+    -- several places).
+    local fmt_x, fmt_s
     local function fmt(x)
       if x == -1 then return '-1' elseif x == 0 then return '0' elseif x == 1 then return '1' end
-      return string.format('%d', x)
+      if x ~= fmt_x then fmt_x, fmt_s = x, string.format('%d', x) end
+      return fmt_s
     end
-    -- A string of digits (a '-' first allowed) within lo..hi, or nil.
+    -- A string of digits (a '-' first allowed) within lo..hi, or nil. (Its
+    -- number is `v + 0`: tonumber reads a string twice, once to ask whether it
+    -- is a number.)
     local function int(v, lo, hi)
       local n
       if v == '-1' then n = -1 elseif v == '0' then n = 0 elseif v == '1' then n = 1
       else
         if not v or #v > 17 or not find(v, '^%-?%d+$') then return nil end
-        n = tonumber(v)
+        n = v + 0
       end
       if n < lo or n > hi then return nil end
       return n
@@ -3327,7 +3420,7 @@ enum RedisScripts {
     -- digits: a string already matched as digits, within lo..hi, or nil.
     local function digits(v, lo, hi)
       if #v > 17 then return nil end
-      local n = v == '0' and 0 or tonumber(v)
+      local n = v == '0' and 0 or v + 0
       if n < lo or n > hi then return nil end
       return n
     end
@@ -3347,12 +3440,12 @@ enum RedisScripts {
         local held = redis.call('GET', CLOCK)
         skew = 0
         if held then
-          skew = int(string.match(held, '^[%x]*:?(%-?%d+)$'), -C.DAY, C.DAY)
+          skew = int(string.match(held, '^[%x]*:?(%-?%d+)$'), -86400000000, 86400000000)
           if not skew then return error('the clock key holds ' .. string.sub(held, 1, 40)) end
         end
       end
       local t = redis.call('TIME')
-      read_at = tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+      read_at = t[1] * 1000000 + t[2] + skew
       return read_at
     end
     -- now: the decision's time (ARGV's, or the store's), real: the store's.
@@ -3405,19 +3498,19 @@ enum RedisScripts {
       local cooldowns = {}
       if not find(steps, ',', 1, true) then
         -- One step (no comma): itself, without a walk of its parts.
-        cooldowns[1] = digits(steps, 1, C.YEAR)
+        cooldowns[1] = digits(steps, 1, 31536000000000)
         if not cooldowns[1] then return nil end
       else
         for part in string.gmatch(steps, '[^,]+') do
-          local v = digits(part, 1, C.YEAR)
+          local v = digits(part, 1, 31536000000000)
           if not v then return nil end
           cooldowns[#cooldowns + 1] = v
         end
       end
-      if #cooldowns == 0 or #cooldowns > C.MAX_STEPS then return nil end
-      local p = {cooldowns = cooldowns, wmax = digits(wmax, 0, C.MAX_WINDOW_SENDS), window = digits(window, 0, C.YEAR),
-                 quiet = digits(quiet, 0, C.YEAR), ticket = digits(ticket, 1, C.YEAR),
-                 wrong = digits(wrong, 0, C.MAX_WRONG_CODES)}
+      if #cooldowns == 0 or #cooldowns > 8 then return nil end
+      local p = {cooldowns = cooldowns, wmax = digits(wmax, 0, 1000000), window = digits(window, 0, 31536000000000),
+                 quiet = digits(quiet, 0, 31536000000000), ticket = digits(ticket, 1, 31536000000000),
+                 wrong = digits(wrong, 0, 1000)}
       if not p.wmax or not p.window or not p.quiet or not p.ticket or not p.wrong then return nil end
       return p
     end
@@ -3427,12 +3520,12 @@ enum RedisScripts {
       local b = {windows = {}, horizon = 0}
       for part in string.gmatch(text, '[^,]+') do
         local cap, ms = string.match(part, '^(%d+)/(%d+)$')
-        cap, ms = int(cap, 1, C.MAX_BUDGET_SENDS), int(ms, 1, C.YEAR / 1000)
+        cap, ms = int(cap, 1, 100000), int(ms, 1, 31536000000000 / 1000)
         if not cap or not ms then return nil end
         b.windows[#b.windows + 1] = {cap = cap, len = ms * 1000}
         if ms * 1000 > b.horizon then b.horizon = ms * 1000 end
       end
-      if #b.windows == 0 or #b.windows > C.MAX_BUDGET_WINDOWS then return nil end
+      if #b.windows == 0 or #b.windows > 4 then return nil end
       return b
     end
 
@@ -3455,26 +3548,32 @@ enum RedisScripts {
 
     /// Scripts/guard.lua
     static let guardSignals = #"""
-    -- The rules' constants, from Sources/TickgateCore/Rules/RuleConstants.swift.
-    local C = {YEAR = 31536000000000, DAY = 86400000000, HOUR = 3600000000, LATE = 3600000000, MAX_STEPS = 8, MAX_WINDOW_SENDS = 1000000, MAX_WRONG_CODES = 1000, MAX_CONSECUTIVE = 2147483647, MAX_BUDGET_WINDOWS = 4, MAX_BUDGET_SENDS = 100000, MAXT = 9007199254740991}
+    -- The rules' constants, from Sources/TickgateCore/Rules/RuleConstants.swift
+    -- (C.NAME in the Scripts/*.lua files, written here as its value): YEAR = 31536000000000, DAY = 86400000000, HOUR = 3600000000, LATE = 3600000000, MAX_STEPS = 8, MAX_WINDOW_SENDS = 1000000, MAX_WRONG_CODES = 1000, MAX_CONSECUTIVE = 2147483647, MAX_BUDGET_WINDOWS = 4, MAX_BUDGET_SENDS = 100000, MAXT = 9007199254740991
     -- Shared by every script: integer checks, formatting, the clock, expiry
-    -- (C, the rules' constants, comes first: generate.py writes it).
-    local MAXT = C.MAXT
+    -- (A rule's constant is named C.<NAME>: generate.py writes its value there.)
+    local MAXT = 9007199254740991
     -- Every number here is a whole number of at most 2^53 (µs, counts). Each
     -- call of a C function costs (Redis's Lua): checks are one find each.
     local find, tonumber = string.find, tonumber
-    -- The values written most (-1: none, 0, 1) cost no C call, here and in int.
+    -- The values written most (-1: none, 0, 1) cost no C call, here and in int;
+    -- nor does the last one formatted, again (a decision writes its time in
+    -- several places).
+    local fmt_x, fmt_s
     local function fmt(x)
       if x == -1 then return '-1' elseif x == 0 then return '0' elseif x == 1 then return '1' end
-      return string.format('%d', x)
+      if x ~= fmt_x then fmt_x, fmt_s = x, string.format('%d', x) end
+      return fmt_s
     end
-    -- A string of digits (a '-' first allowed) within lo..hi, or nil.
+    -- A string of digits (a '-' first allowed) within lo..hi, or nil. (Its
+    -- number is `v + 0`: tonumber reads a string twice, once to ask whether it
+    -- is a number.)
     local function int(v, lo, hi)
       local n
       if v == '-1' then n = -1 elseif v == '0' then n = 0 elseif v == '1' then n = 1
       else
         if not v or #v > 17 or not find(v, '^%-?%d+$') then return nil end
-        n = tonumber(v)
+        n = v + 0
       end
       if n < lo or n > hi then return nil end
       return n
@@ -3482,7 +3581,7 @@ enum RedisScripts {
     -- digits: a string already matched as digits, within lo..hi, or nil.
     local function digits(v, lo, hi)
       if #v > 17 then return nil end
-      local n = v == '0' and 0 or tonumber(v)
+      local n = v == '0' and 0 or v + 0
       if n < lo or n > hi then return nil end
       return n
     end
@@ -3502,12 +3601,12 @@ enum RedisScripts {
         local held = redis.call('GET', CLOCK)
         skew = 0
         if held then
-          skew = int(string.match(held, '^[%x]*:?(%-?%d+)$'), -C.DAY, C.DAY)
+          skew = int(string.match(held, '^[%x]*:?(%-?%d+)$'), -86400000000, 86400000000)
           if not skew then return error('the clock key holds ' .. string.sub(held, 1, 40)) end
         end
       end
       local t = redis.call('TIME')
-      read_at = tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+      read_at = t[1] * 1000000 + t[2] + skew
       return read_at
     end
     -- now: the decision's time (ARGV's, or the store's), real: the store's.
@@ -3560,19 +3659,19 @@ enum RedisScripts {
       local cooldowns = {}
       if not find(steps, ',', 1, true) then
         -- One step (no comma): itself, without a walk of its parts.
-        cooldowns[1] = digits(steps, 1, C.YEAR)
+        cooldowns[1] = digits(steps, 1, 31536000000000)
         if not cooldowns[1] then return nil end
       else
         for part in string.gmatch(steps, '[^,]+') do
-          local v = digits(part, 1, C.YEAR)
+          local v = digits(part, 1, 31536000000000)
           if not v then return nil end
           cooldowns[#cooldowns + 1] = v
         end
       end
-      if #cooldowns == 0 or #cooldowns > C.MAX_STEPS then return nil end
-      local p = {cooldowns = cooldowns, wmax = digits(wmax, 0, C.MAX_WINDOW_SENDS), window = digits(window, 0, C.YEAR),
-                 quiet = digits(quiet, 0, C.YEAR), ticket = digits(ticket, 1, C.YEAR),
-                 wrong = digits(wrong, 0, C.MAX_WRONG_CODES)}
+      if #cooldowns == 0 or #cooldowns > 8 then return nil end
+      local p = {cooldowns = cooldowns, wmax = digits(wmax, 0, 1000000), window = digits(window, 0, 31536000000000),
+                 quiet = digits(quiet, 0, 31536000000000), ticket = digits(ticket, 1, 31536000000000),
+                 wrong = digits(wrong, 0, 1000)}
       if not p.wmax or not p.window or not p.quiet or not p.ticket or not p.wrong then return nil end
       return p
     end
@@ -3582,12 +3681,12 @@ enum RedisScripts {
       local b = {windows = {}, horizon = 0}
       for part in string.gmatch(text, '[^,]+') do
         local cap, ms = string.match(part, '^(%d+)/(%d+)$')
-        cap, ms = int(cap, 1, C.MAX_BUDGET_SENDS), int(ms, 1, C.YEAR / 1000)
+        cap, ms = int(cap, 1, 100000), int(ms, 1, 31536000000000 / 1000)
         if not cap or not ms then return nil end
         b.windows[#b.windows + 1] = {cap = cap, len = ms * 1000}
         if ms * 1000 > b.horizon then b.horizon = ms * 1000 end
       end
-      if #b.windows == 0 or #b.windows > C.MAX_BUDGET_WINDOWS then return nil end
+      if #b.windows == 0 or #b.windows > 4 then return nil end
       return b
     end
 
@@ -3602,7 +3701,7 @@ enum RedisScripts {
     function R.consecutive(n, last, quiet, now)
       if last >= 0 and quiet > 0 and now - last >= quiet then n = 0 end
       if n < 0 then n = 0 end
-      return math.min(n, C.MAX_CONSECUTIVE - 1) + 1
+      return math.min(n, 2147483647 - 1) + 1
     end
     -- The cooldown after the n-th consecutive send; the last step repeats.
     function R.cooldown(cooldowns, n)
@@ -3640,7 +3739,7 @@ enum RedisScripts {
     -- One more wrong code: the count and whether the code is dead now.
     function R.wrong_code(w, max)
       if w < 0 then w = 0 end
-      w = math.min(w, C.MAX_WRONG_CODES) + 1
+      w = math.min(w, 1000) + 1
       return w, max > 0 and w >= max
     end
     -- Wrong codes the code survives after w (nil: no cap).
@@ -3654,8 +3753,8 @@ enum RedisScripts {
     function R.key_life(deadline, last, newest, quiet, window, now)
       local life = deadline
       if last >= 0 then
-        local q = quiet > 0 and quiet or C.YEAR
-        if q < C.DAY then q = C.DAY end
+        local q = quiet > 0 and quiet or 31536000000000
+        if q < 86400000000 then q = 86400000000 end
         life = math.max(life, last + q)
       end
       if newest >= 0 then life = math.max(life, newest + window) end
@@ -3675,6 +3774,10 @@ enum RedisScripts {
       end
       return latest
     end
+    local guard_rules_made = false
+    local function guard_rules()
+    if guard_rules_made then return end
+    guard_rules_made = true
     -- The pumping guard (GuardRules.swift). pct: percent % of a count, down.
     local function pct(count, percent) return math.floor(count * percent / 100) end
     -- The windows a guarded send at now counts in (GuardRules.windows): codes
@@ -3682,8 +3785,8 @@ enum RedisScripts {
     -- being `after` before now; verifications after verified_day or _hour.
     function R.guard_windows(now, after)
       local due = now - after
-      return {due = due, unverified_day = due - C.DAY, unverified_hour = due - C.HOUR,
-              verified_day = now - C.DAY, verified_hour = now - C.HOUR}
+      return {due = due, unverified_day = due - 86400000000, unverified_hour = due - 3600000000,
+              verified_day = now - 86400000000, verified_hour = now - 3600000000}
     end
     -- The most codes verified in one day of the last `history` days (today
     -- included): days maps a day number to its count.
@@ -3770,8 +3873,10 @@ enum RedisScripts {
       if hourly_bit then j.warnings = j.warnings + 64 end
       return j
     end
+    end
 
     local function guard_run(ARGV)
+    guard_rules()
     -- A guarded scope's pumping signals (Pumping/ConversionLedger.swift keeps
     -- the same in memory). Every key is in the scope's slot, named from the
     -- base B = "P u{SCOPE}" (ARGV 2):
@@ -3848,7 +3953,7 @@ enum RedisScripts {
     -- theirs (see count_sent): no TYPE call.
     local op, B, CTY, A = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
     if late(ARGV[5]) then return {'late'} end
-    local DAY, HOUR = C.DAY, C.HOUR
+    local DAY, HOUR = 86400000000, 3600000000
     local function typed(key, want)
       local t = redis.call('TYPE', key).ok
       return t == want or t == 'none'
@@ -3940,7 +4045,7 @@ enum RedisScripts {
     -- threshold of the guard's 9th field, read by `thresholds` below; 0 when a
     -- guard written before it holds 12) past its send; codes are kept a day
     -- past the longest (LATE).
-    local LATE = C.LATE
+    local LATE = 3600000000
     local function after(t)
       local seconds = t.unverified_after_seconds
       if seconds * 1000000 > LATE then return 0 end
@@ -4265,26 +4370,32 @@ enum RedisScripts {
 
     /// Scripts/guard_record.lua
     static let guardRecord = #"""
-    -- The rules' constants, from Sources/TickgateCore/Rules/RuleConstants.swift.
-    local C = {YEAR = 31536000000000, DAY = 86400000000, HOUR = 3600000000, LATE = 3600000000, MAX_STEPS = 8, MAX_WINDOW_SENDS = 1000000, MAX_WRONG_CODES = 1000, MAX_CONSECUTIVE = 2147483647, MAX_BUDGET_WINDOWS = 4, MAX_BUDGET_SENDS = 100000, MAXT = 9007199254740991}
+    -- The rules' constants, from Sources/TickgateCore/Rules/RuleConstants.swift
+    -- (C.NAME in the Scripts/*.lua files, written here as its value): YEAR = 31536000000000, DAY = 86400000000, HOUR = 3600000000, LATE = 3600000000, MAX_STEPS = 8, MAX_WINDOW_SENDS = 1000000, MAX_WRONG_CODES = 1000, MAX_CONSECUTIVE = 2147483647, MAX_BUDGET_WINDOWS = 4, MAX_BUDGET_SENDS = 100000, MAXT = 9007199254740991
     -- Shared by every script: integer checks, formatting, the clock, expiry
-    -- (C, the rules' constants, comes first: generate.py writes it).
-    local MAXT = C.MAXT
+    -- (A rule's constant is named C.<NAME>: generate.py writes its value there.)
+    local MAXT = 9007199254740991
     -- Every number here is a whole number of at most 2^53 (µs, counts). Each
     -- call of a C function costs (Redis's Lua): checks are one find each.
     local find, tonumber = string.find, tonumber
-    -- The values written most (-1: none, 0, 1) cost no C call, here and in int.
+    -- The values written most (-1: none, 0, 1) cost no C call, here and in int;
+    -- nor does the last one formatted, again (a decision writes its time in
+    -- several places).
+    local fmt_x, fmt_s
     local function fmt(x)
       if x == -1 then return '-1' elseif x == 0 then return '0' elseif x == 1 then return '1' end
-      return string.format('%d', x)
+      if x ~= fmt_x then fmt_x, fmt_s = x, string.format('%d', x) end
+      return fmt_s
     end
-    -- A string of digits (a '-' first allowed) within lo..hi, or nil.
+    -- A string of digits (a '-' first allowed) within lo..hi, or nil. (Its
+    -- number is `v + 0`: tonumber reads a string twice, once to ask whether it
+    -- is a number.)
     local function int(v, lo, hi)
       local n
       if v == '-1' then n = -1 elseif v == '0' then n = 0 elseif v == '1' then n = 1
       else
         if not v or #v > 17 or not find(v, '^%-?%d+$') then return nil end
-        n = tonumber(v)
+        n = v + 0
       end
       if n < lo or n > hi then return nil end
       return n
@@ -4292,7 +4403,7 @@ enum RedisScripts {
     -- digits: a string already matched as digits, within lo..hi, or nil.
     local function digits(v, lo, hi)
       if #v > 17 then return nil end
-      local n = v == '0' and 0 or tonumber(v)
+      local n = v == '0' and 0 or v + 0
       if n < lo or n > hi then return nil end
       return n
     end
@@ -4312,12 +4423,12 @@ enum RedisScripts {
         local held = redis.call('GET', CLOCK)
         skew = 0
         if held then
-          skew = int(string.match(held, '^[%x]*:?(%-?%d+)$'), -C.DAY, C.DAY)
+          skew = int(string.match(held, '^[%x]*:?(%-?%d+)$'), -86400000000, 86400000000)
           if not skew then return error('the clock key holds ' .. string.sub(held, 1, 40)) end
         end
       end
       local t = redis.call('TIME')
-      read_at = tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+      read_at = t[1] * 1000000 + t[2] + skew
       return read_at
     end
     -- now: the decision's time (ARGV's, or the store's), real: the store's.
@@ -4370,19 +4481,19 @@ enum RedisScripts {
       local cooldowns = {}
       if not find(steps, ',', 1, true) then
         -- One step (no comma): itself, without a walk of its parts.
-        cooldowns[1] = digits(steps, 1, C.YEAR)
+        cooldowns[1] = digits(steps, 1, 31536000000000)
         if not cooldowns[1] then return nil end
       else
         for part in string.gmatch(steps, '[^,]+') do
-          local v = digits(part, 1, C.YEAR)
+          local v = digits(part, 1, 31536000000000)
           if not v then return nil end
           cooldowns[#cooldowns + 1] = v
         end
       end
-      if #cooldowns == 0 or #cooldowns > C.MAX_STEPS then return nil end
-      local p = {cooldowns = cooldowns, wmax = digits(wmax, 0, C.MAX_WINDOW_SENDS), window = digits(window, 0, C.YEAR),
-                 quiet = digits(quiet, 0, C.YEAR), ticket = digits(ticket, 1, C.YEAR),
-                 wrong = digits(wrong, 0, C.MAX_WRONG_CODES)}
+      if #cooldowns == 0 or #cooldowns > 8 then return nil end
+      local p = {cooldowns = cooldowns, wmax = digits(wmax, 0, 1000000), window = digits(window, 0, 31536000000000),
+                 quiet = digits(quiet, 0, 31536000000000), ticket = digits(ticket, 1, 31536000000000),
+                 wrong = digits(wrong, 0, 1000)}
       if not p.wmax or not p.window or not p.quiet or not p.ticket or not p.wrong then return nil end
       return p
     end
@@ -4392,12 +4503,12 @@ enum RedisScripts {
       local b = {windows = {}, horizon = 0}
       for part in string.gmatch(text, '[^,]+') do
         local cap, ms = string.match(part, '^(%d+)/(%d+)$')
-        cap, ms = int(cap, 1, C.MAX_BUDGET_SENDS), int(ms, 1, C.YEAR / 1000)
+        cap, ms = int(cap, 1, 100000), int(ms, 1, 31536000000000 / 1000)
         if not cap or not ms then return nil end
         b.windows[#b.windows + 1] = {cap = cap, len = ms * 1000}
         if ms * 1000 > b.horizon then b.horizon = ms * 1000 end
       end
-      if #b.windows == 0 or #b.windows > C.MAX_BUDGET_WINDOWS then return nil end
+      if #b.windows == 0 or #b.windows > 4 then return nil end
       return b
     end
 
@@ -4416,26 +4527,32 @@ enum RedisScripts {
 
     /// Scripts/outcomes.lua
     static let outcomes = #"""
-    -- The rules' constants, from Sources/TickgateCore/Rules/RuleConstants.swift.
-    local C = {YEAR = 31536000000000, DAY = 86400000000, HOUR = 3600000000, LATE = 3600000000, MAX_STEPS = 8, MAX_WINDOW_SENDS = 1000000, MAX_WRONG_CODES = 1000, MAX_CONSECUTIVE = 2147483647, MAX_BUDGET_WINDOWS = 4, MAX_BUDGET_SENDS = 100000, MAXT = 9007199254740991}
+    -- The rules' constants, from Sources/TickgateCore/Rules/RuleConstants.swift
+    -- (C.NAME in the Scripts/*.lua files, written here as its value): YEAR = 31536000000000, DAY = 86400000000, HOUR = 3600000000, LATE = 3600000000, MAX_STEPS = 8, MAX_WINDOW_SENDS = 1000000, MAX_WRONG_CODES = 1000, MAX_CONSECUTIVE = 2147483647, MAX_BUDGET_WINDOWS = 4, MAX_BUDGET_SENDS = 100000, MAXT = 9007199254740991
     -- Shared by every script: integer checks, formatting, the clock, expiry
-    -- (C, the rules' constants, comes first: generate.py writes it).
-    local MAXT = C.MAXT
+    -- (A rule's constant is named C.<NAME>: generate.py writes its value there.)
+    local MAXT = 9007199254740991
     -- Every number here is a whole number of at most 2^53 (µs, counts). Each
     -- call of a C function costs (Redis's Lua): checks are one find each.
     local find, tonumber = string.find, tonumber
-    -- The values written most (-1: none, 0, 1) cost no C call, here and in int.
+    -- The values written most (-1: none, 0, 1) cost no C call, here and in int;
+    -- nor does the last one formatted, again (a decision writes its time in
+    -- several places).
+    local fmt_x, fmt_s
     local function fmt(x)
       if x == -1 then return '-1' elseif x == 0 then return '0' elseif x == 1 then return '1' end
-      return string.format('%d', x)
+      if x ~= fmt_x then fmt_x, fmt_s = x, string.format('%d', x) end
+      return fmt_s
     end
-    -- A string of digits (a '-' first allowed) within lo..hi, or nil.
+    -- A string of digits (a '-' first allowed) within lo..hi, or nil. (Its
+    -- number is `v + 0`: tonumber reads a string twice, once to ask whether it
+    -- is a number.)
     local function int(v, lo, hi)
       local n
       if v == '-1' then n = -1 elseif v == '0' then n = 0 elseif v == '1' then n = 1
       else
         if not v or #v > 17 or not find(v, '^%-?%d+$') then return nil end
-        n = tonumber(v)
+        n = v + 0
       end
       if n < lo or n > hi then return nil end
       return n
@@ -4443,7 +4560,7 @@ enum RedisScripts {
     -- digits: a string already matched as digits, within lo..hi, or nil.
     local function digits(v, lo, hi)
       if #v > 17 then return nil end
-      local n = v == '0' and 0 or tonumber(v)
+      local n = v == '0' and 0 or v + 0
       if n < lo or n > hi then return nil end
       return n
     end
@@ -4463,12 +4580,12 @@ enum RedisScripts {
         local held = redis.call('GET', CLOCK)
         skew = 0
         if held then
-          skew = int(string.match(held, '^[%x]*:?(%-?%d+)$'), -C.DAY, C.DAY)
+          skew = int(string.match(held, '^[%x]*:?(%-?%d+)$'), -86400000000, 86400000000)
           if not skew then return error('the clock key holds ' .. string.sub(held, 1, 40)) end
         end
       end
       local t = redis.call('TIME')
-      read_at = tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+      read_at = t[1] * 1000000 + t[2] + skew
       return read_at
     end
     -- now: the decision's time (ARGV's, or the store's), real: the store's.
@@ -4521,19 +4638,19 @@ enum RedisScripts {
       local cooldowns = {}
       if not find(steps, ',', 1, true) then
         -- One step (no comma): itself, without a walk of its parts.
-        cooldowns[1] = digits(steps, 1, C.YEAR)
+        cooldowns[1] = digits(steps, 1, 31536000000000)
         if not cooldowns[1] then return nil end
       else
         for part in string.gmatch(steps, '[^,]+') do
-          local v = digits(part, 1, C.YEAR)
+          local v = digits(part, 1, 31536000000000)
           if not v then return nil end
           cooldowns[#cooldowns + 1] = v
         end
       end
-      if #cooldowns == 0 or #cooldowns > C.MAX_STEPS then return nil end
-      local p = {cooldowns = cooldowns, wmax = digits(wmax, 0, C.MAX_WINDOW_SENDS), window = digits(window, 0, C.YEAR),
-                 quiet = digits(quiet, 0, C.YEAR), ticket = digits(ticket, 1, C.YEAR),
-                 wrong = digits(wrong, 0, C.MAX_WRONG_CODES)}
+      if #cooldowns == 0 or #cooldowns > 8 then return nil end
+      local p = {cooldowns = cooldowns, wmax = digits(wmax, 0, 1000000), window = digits(window, 0, 31536000000000),
+                 quiet = digits(quiet, 0, 31536000000000), ticket = digits(ticket, 1, 31536000000000),
+                 wrong = digits(wrong, 0, 1000)}
       if not p.wmax or not p.window or not p.quiet or not p.ticket or not p.wrong then return nil end
       return p
     end
@@ -4543,12 +4660,12 @@ enum RedisScripts {
       local b = {windows = {}, horizon = 0}
       for part in string.gmatch(text, '[^,]+') do
         local cap, ms = string.match(part, '^(%d+)/(%d+)$')
-        cap, ms = int(cap, 1, C.MAX_BUDGET_SENDS), int(ms, 1, C.YEAR / 1000)
+        cap, ms = int(cap, 1, 100000), int(ms, 1, 31536000000000 / 1000)
         if not cap or not ms then return nil end
         b.windows[#b.windows + 1] = {cap = cap, len = ms * 1000}
         if ms * 1000 > b.horizon then b.horizon = ms * 1000 end
       end
-      if #b.windows == 0 or #b.windows > C.MAX_BUDGET_WINDOWS then return nil end
+      if #b.windows == 0 or #b.windows > 4 then return nil end
       return b
     end
 
@@ -4563,7 +4680,7 @@ enum RedisScripts {
     function R.consecutive(n, last, quiet, now)
       if last >= 0 and quiet > 0 and now - last >= quiet then n = 0 end
       if n < 0 then n = 0 end
-      return math.min(n, C.MAX_CONSECUTIVE - 1) + 1
+      return math.min(n, 2147483647 - 1) + 1
     end
     -- The cooldown after the n-th consecutive send; the last step repeats.
     function R.cooldown(cooldowns, n)
@@ -4601,7 +4718,7 @@ enum RedisScripts {
     -- One more wrong code: the count and whether the code is dead now.
     function R.wrong_code(w, max)
       if w < 0 then w = 0 end
-      w = math.min(w, C.MAX_WRONG_CODES) + 1
+      w = math.min(w, 1000) + 1
       return w, max > 0 and w >= max
     end
     -- Wrong codes the code survives after w (nil: no cap).
@@ -4615,8 +4732,8 @@ enum RedisScripts {
     function R.key_life(deadline, last, newest, quiet, window, now)
       local life = deadline
       if last >= 0 then
-        local q = quiet > 0 and quiet or C.YEAR
-        if q < C.DAY then q = C.DAY end
+        local q = quiet > 0 and quiet or 31536000000000
+        if q < 86400000000 then q = 86400000000 end
         life = math.max(life, last + q)
       end
       if newest >= 0 then life = math.max(life, newest + window) end
@@ -4636,6 +4753,10 @@ enum RedisScripts {
       end
       return latest
     end
+    local guard_rules_made = false
+    local function guard_rules()
+    if guard_rules_made then return end
+    guard_rules_made = true
     -- The pumping guard (GuardRules.swift). pct: percent % of a count, down.
     local function pct(count, percent) return math.floor(count * percent / 100) end
     -- The windows a guarded send at now counts in (GuardRules.windows): codes
@@ -4643,8 +4764,8 @@ enum RedisScripts {
     -- being `after` before now; verifications after verified_day or _hour.
     function R.guard_windows(now, after)
       local due = now - after
-      return {due = due, unverified_day = due - C.DAY, unverified_hour = due - C.HOUR,
-              verified_day = now - C.DAY, verified_hour = now - C.HOUR}
+      return {due = due, unverified_day = due - 86400000000, unverified_hour = due - 3600000000,
+              verified_day = now - 86400000000, verified_hour = now - 3600000000}
     end
     -- The most codes verified in one day of the last `history` days (today
     -- included): days maps a day number to its count.
@@ -4731,8 +4852,10 @@ enum RedisScripts {
       if hourly_bit then j.warnings = j.warnings + 64 end
       return j
     end
+    end
 
     local function outcomes_run(ARGV)
+    guard_rules()
     -- A guarded scope's codes followed for their outcome
     -- (Pumping/CodeOutcomes.swift keeps the same in memory), in the scope's
     -- slot, named from the base B = "P u{SCOPE}" (ARGV 2):
@@ -4761,7 +4884,7 @@ enum RedisScripts {
     -- code's successful send, so that following costs no round trip.
     local op, B, subject, id = ARGV[1], ARGV[2], ARGV[4], ARGV[5]
     if late(ARGV[3]) then return {'late'} end
-    local after = int(ARGV[6], 0, C.LATE)
+    local after = int(ARGV[6], 0, 3600000000)
     local most = int(ARGV[7], 0, 1000)
     if not after or not most then return {'corrupt', B .. 'guard', 'was asked outcomes with bad arguments'} end
     local due, dsub, dlast = B .. 'due', B .. 'dsub', B .. 'dlast'
@@ -4839,7 +4962,7 @@ enum RedisScripts {
       -- Kept a day past the longest unverified_after (as guard.lua's codes):
       -- the keys this step wrote (one it only read may not be ours).
       for key, _ in pairs(wrote) do
-        redis.call('PEXPIRE', key, fmt(math.floor((C.DAY + C.LATE) / 1000) + 60000))
+        redis.call('PEXPIRE', key, fmt(math.floor((86400000000 + 3600000000) / 1000) + 60000))
       end
       return reply
     end

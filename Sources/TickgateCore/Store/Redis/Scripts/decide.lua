@@ -67,12 +67,17 @@ local now, real = clock(ARGV[2])
 -- lag (RedisWatcher; an older engine reads it as another engine's name).
 local function stamped(notice) return (string.gsub(notice, ' ', '@' .. fmt(real) .. ' ', 1)) end
 -- The key's fields, and the answers kept.
+-- stale: other engines' answers past their time (nil: none).
 -- others: fresh answers of other engines, kept until `kept_until` (server µs).
 -- n_fields: how many fields the hash holds beside the answers.
-local h, stale, others, kept_until, n_fields = {}, {}, 0, 0, 0
+-- (h is made at the size of the twelve fields when the hash has them:
+-- filled one at a time, it would grow four times.)
+local h = #all < 24 and {} or
+  {d = nil, p = nil, l = nil, i = nil, c = nil, k = nil, h = nil, n = nil, w = nil, x = nil, s = nil, t = nil}
+local stale, others, kept_until, n_fields = nil, 0, 0, 0
 for j = 1, #all, 2 do
   local f, v = all[j], all[j + 1]
-  if #f > 1 and string.sub(f, 1, 1) == 'q' then
+  if #f > 1 and string.byte(f) == 113 then -- 'q'
     if f == mine then
       -- This engine's answer is read only when its id is this decision's
       -- (a plain find first: no pattern on the way of every decision).
@@ -89,6 +94,7 @@ for j = 1, #all, 2 do
       local id, at, kept = string.match(v, '^([^|]*)|(%d+)|(%d+)|')
       local untl = id and #at <= 17 and #kept <= 17 and tonumber(at) + tonumber(kept)
       if not untl or untl < real then
+        stale = stale or {}
         stale[#stale + 1] = f
       else
         others = others + 1
@@ -328,7 +334,7 @@ elseif op == 'begin' then
   -- A charge's member is its time and its ticket's name (this engine's
   -- and its number): no two charges share one.
   local at = fmt(now)
-  local member = at .. '-' .. ARGV[12]
+  local member = #budgets > 0 and at .. '-' .. ARGV[12]
   for _, b in ipairs(budgets) do
     redis.call('ZADD', b.key, at, member)
     expire(b.key, now + b.horizon, now, slack)
@@ -415,7 +421,7 @@ if life < 0 then
   if others == 0 then
     redis.call('DEL', K)
   else
-    if #stale > 0 then redis.call('HDEL', K, unpack(stale)) end
+    if stale then redis.call('HDEL', K, unpack(stale)) end
     if n_fields > 0 then redis.call('HDEL', K, unpack(FIELDS)) end
   end
   redis.call('HSET', K, mine, answer)
@@ -436,16 +442,20 @@ local v = {cd and fmt(cd.d) or '-1', cd and fmt(cd.p) or '-1', cd and fmt(cd.l) 
            rec and fmt(rec.x) or '-1', rec and fmt(rec.s) or '-1', t}
 local after = table.concat(v, '|')
 -- Only the fields that changed are written (each costs the server).
-local set = {mine, answer .. after}
+-- (set is made at its largest size, ns the part used.)
+local set = {mine, answer .. after, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil,
+             nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
+local ns = 2
 for j = 1, 12 do
   local f = FIELDS[j]
   if h[f] ~= v[j] or (upgrade and j == 6) then
-    set[#set + 1] = f
-    set[#set + 1] = v[j]
+    set[ns + 1] = f
+    set[ns + 2] = v[j]
+    ns = ns + 2
   end
 end
-if #stale > 0 then redis.call('HDEL', K, unpack(stale)) end
-redis.call('HSET', K, unpack(set))
+if stale then redis.call('HDEL', K, unpack(stale)) end
+redis.call('HSET', K, unpack(set, 1, ns))
 expire(K, math.max(life, now + keep, now + kept_until - real), now, slack)
 if ARGV[5] ~= '' then redis.call('PUBLISH', ARGV[5], stamped(ARGV[6])) end
 if screening then

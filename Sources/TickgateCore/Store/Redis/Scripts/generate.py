@@ -30,34 +30,67 @@ SCRIPTS = [("decide", "decide.lua"), ("cancelKeys", "cancel_keys.lua"), ("put", 
 DECIDING = {"decide.lua", "merge.lua", "reserve.lua", "guard.lua", "outcomes.lua"}
 
 
-def constants() -> str:
-    """The table C: every constant of RuleConstants.swift marked `lua:`."""
-    pairs = []
+def constant_values() -> dict:
+    """Every constant of RuleConstants.swift marked `lua:`, by its Lua name."""
+    values = {}
     for line in CONSTANTS.read_text().splitlines():
         m = re.match(r"\s*public static let \w+(?:: \w+)? = ([\d_]+)\s*// lua: ([A-Z_]+)$", line)
         if m:
-            pairs.append(f"{m.group(2)} = {m.group(1).replace('_', '')}")
+            values[m.group(2)] = m.group(1).replace("_", "")
         elif "// lua:" in line and not line.lstrip().startswith("///"):
             raise SystemExit(f"RuleConstants.swift: cannot read the constant of: {line.strip()}")
-    return ("-- The rules' constants, from Sources/TickgateCore/Rules/RuleConstants.swift.\n"
-            "local C = {" + ", ".join(pairs) + "}\n")
+    return values
+
+
+def constants() -> str:
+    """The rules' constants as a script names them: a comment. The scripts
+    write C.NAME, and `inline` puts its value there (a table C would be
+    made anew on every call, and each C.NAME read from it)."""
+    return ("-- The rules' constants, from Sources/TickgateCore/Rules/RuleConstants.swift\n"
+            "-- (C.NAME in the Scripts/*.lua files, written here as its value): "
+            + ", ".join(f"{k} = {v}" for k, v in constant_values().items()) + "\n")
+
+
+def inline(text: str) -> str:
+    """`text` with each C.NAME written as the constant's value."""
+    values = constant_values()
+
+    def value(m: re.Match) -> str:
+        if m.group(1) not in values:
+            raise SystemExit(f"a script names C.{m.group(1)}, which RuleConstants.swift does not mark `lua:`")
+        return values[m.group(1)]
+    return re.sub(r"\bC\.([A-Z_]+)\b", value, text)
+
+
+# The line of rules.lua where the guard's rules begin: a script makes
+# them when it first runs the guard's or the outcomes' steps (guard_rules()),
+# not on every call (a plain decision never uses them).
+GUARD_RULES = "-- The pumping guard (GuardRules.swift)."
 
 
 def rules_lua() -> str:
-    """rules.lua with its table R made at its full size: a script makes R
-    on every call, and filling a table that grows one function at a time
-    rehashes it at each power of two (about 6 000 of redis-server's
-    instructions a call, measured with benchmarks/redis_instructions.py)."""
+    """rules.lua as a script holds it: its table R made at its full size (a
+    script makes R on every call, and filling a table that grows one
+    function at a time rehashes it at each power of two: about 6 000 of
+    redis-server's instructions a call, measured with
+    benchmarks/redis_instructions.py), and its guard's rules in the
+    function guard_rules(), which makes them once a call."""
     text = (HERE / "rules.lua").read_text()
     names = re.findall(r"^function R\.([a-z_]+)\(", text, re.M)
     if text.count("local R = {}\n") != 1 or not names:
         raise SystemExit("rules.lua: expected one 'local R = {}' and its functions 'function R.name('")
-    return text.replace("local R = {}\n", "local R = {" + ", ".join(f"{n} = false" for n in names) + "}\n", 1)
+    if text.count("\n" + GUARD_RULES) != 1:
+        raise SystemExit(f"rules.lua: expected one line beginning {GUARD_RULES!r}")
+    text = text.replace("local R = {}\n", "local R = {" + ", ".join(f"{n} = false" for n in names) + "}\n", 1)
+    key, guard = text.split("\n" + GUARD_RULES, 1)
+    return (key + "\nlocal guard_rules_made = false\nlocal function guard_rules()\n"
+            "if guard_rules_made then return end\nguard_rules_made = true\n" + GUARD_RULES + guard + "end\n")
 
 
 def rules() -> str:
-    """The rules as every deciding script holds them: C, then rules.lua."""
-    return constants() + rules_lua()
+    """The rules as every deciding script holds them, each made (the test
+    of the rules' vectors runs them so)."""
+    return constants() + inline(rules_lua()) + "guard_rules()\n"
 
 
 # The scripts that hold the guard's operations (guard.lua, as the function
@@ -83,15 +116,15 @@ def script(file: str) -> str:
             raise SystemExit(f"{file}: declares a local C or R, which would hide the constants or the rules: {line.strip()}")
     guard = ""
     if file in GUARDED:
-        guard = "local function guard_run(ARGV)\n" + (HERE / "guard.lua").read_text() + "end\n"
+        guard = "local function guard_run(ARGV)\nguard_rules()\n" + (HERE / "guard.lua").read_text() + "end\n"
         if file == "guard.lua":
             body = "return guard_run(ARGV)\n"
     if file in FOLLOWING:
-        guard += "local function outcomes_run(ARGV)\n" + (HERE / "outcomes.lua").read_text() + "end\n"
+        guard += "local function outcomes_run(ARGV)\nguard_rules()\n" + (HERE / "outcomes.lua").read_text() + "end\n"
         if file == "outcomes.lua":
             body = "return outcomes_run(ARGV)\n"
-    return (constants() + (HERE / "prelude.lua").read_text() + "\n"
-            + (rules_lua() + "\n" if uses_rules else "") + guard + body)
+    return constants() + inline((HERE / "prelude.lua").read_text() + "\n"
+                                + (rules_lua() + "\n" if uses_rules else "") + guard + body)
 
 
 def render() -> str:

@@ -1,21 +1,27 @@
 -- Shared by every script: integer checks, formatting, the clock, expiry
--- (C, the rules' constants, comes first: generate.py writes it).
+-- (A rule's constant is named C.<NAME>: generate.py writes its value there.)
 local MAXT = C.MAXT
 -- Every number here is a whole number of at most 2^53 (µs, counts). Each
 -- call of a C function costs (Redis's Lua): checks are one find each.
 local find, tonumber = string.find, tonumber
--- The values written most (-1: none, 0, 1) cost no C call, here and in int.
+-- The values written most (-1: none, 0, 1) cost no C call, here and in int;
+-- nor does the last one formatted, again (a decision writes its time in
+-- several places).
+local fmt_x, fmt_s
 local function fmt(x)
   if x == -1 then return '-1' elseif x == 0 then return '0' elseif x == 1 then return '1' end
-  return string.format('%d', x)
+  if x ~= fmt_x then fmt_x, fmt_s = x, string.format('%d', x) end
+  return fmt_s
 end
--- A string of digits (a '-' first allowed) within lo..hi, or nil.
+-- A string of digits (a '-' first allowed) within lo..hi, or nil. (Its
+-- number is `v + 0`: tonumber reads a string twice, once to ask whether it
+-- is a number.)
 local function int(v, lo, hi)
   local n
   if v == '-1' then n = -1 elseif v == '0' then n = 0 elseif v == '1' then n = 1
   else
     if not v or #v > 17 or not find(v, '^%-?%d+$') then return nil end
-    n = tonumber(v)
+    n = v + 0
   end
   if n < lo or n > hi then return nil end
   return n
@@ -23,7 +29,7 @@ end
 -- digits: a string already matched as digits, within lo..hi, or nil.
 local function digits(v, lo, hi)
   if #v > 17 then return nil end
-  local n = v == '0' and 0 or tonumber(v)
+  local n = v == '0' and 0 or v + 0
   if n < lo or n > hi then return nil end
   return n
 end
@@ -48,7 +54,7 @@ local function store_time()
     end
   end
   local t = redis.call('TIME')
-  read_at = tonumber(t[1]) * 1000000 + tonumber(t[2]) + skew
+  read_at = t[1] * 1000000 + t[2] + skew
   return read_at
 end
 -- now: the decision's time (ARGV's, or the store's), real: the store's.

@@ -648,7 +648,7 @@ enum RedisScripts {
       local t = {unverified_after_seconds = 0}
       for i, v in ipairs(values) do
         if #v > 7 then return nil end
-        local n = tonumber(v)
+        local n = v + 0 -- (digits, matched)
         if n > 1000000 then return nil end
         t[THRESHOLDS[i]] = n
       end
@@ -4169,7 +4169,7 @@ enum RedisScripts {
       local t = {unverified_after_seconds = 0}
       for i, v in ipairs(values) do
         if #v > 7 then return nil end
-        local n = tonumber(v)
+        local n = v + 0 -- (digits, matched)
         if n > 1000000 then return nil end
         t[THRESHOLDS[i]] = n
       end

@@ -749,9 +749,12 @@ static void op_send(reader *r)
         break;
     }
     case 4: {
-        /* a send charged to up to 10 budget keys (NULL ones too) */
+        /* a send charged to up to 10 budget keys (NULL ones too); a
+         * count from the input may pass n, so the entries past n are
+         * NULL pairs the engine must refuse, never stack garbage */
         tg_budget_key keys[10];
         size_t n = u8(r) % 11, i, index = 7;
+        memset(keys, 0, sizeof keys);
         for (i = 0; i < n; i++) {
             keys[i].budget = key(r);
             keys[i].key = key(r);

@@ -133,8 +133,8 @@ static int64_t duration(reader *r)
 
 /* Keys: a table, or raw bytes from the input (embedded NULs end the C
  * string early; anything else, valid UTF-8 or not, goes through). */
-static char g_keybuf[8][520];
-static int g_keynext;
+static char g_keybuf[24][520]; /* a call takes up to 2 * 10 + 2 keys */
+static unsigned g_keynext;
 
 static const char *key(reader *r)
 {
@@ -144,7 +144,7 @@ static const char *key(reader *r)
         "\xe7\x99\xbb\xe5\xbd\x95", "\xf0\x9f\x98\x80", "a\xf0\x9f",
         "\xf4\x90\x80\x80", "x", "login ", "LOGIN", "\t", "a/b", "%s%n"};
     uint8_t c = u8(r);
-    char *b = g_keybuf[g_keynext++ % 8];
+    char *b = g_keybuf[g_keynext++ % 24];
     size_t n, i;
     if (c < 200)
         return table[c % (sizeof table / sizeof table[0])];
@@ -750,8 +750,9 @@ static void op_send(reader *r)
     }
     case 4: {
         /* a send charged to up to 10 budget keys (NULL ones too); a
-         * count from the input may pass n, so the entries past n are
-         * NULL pairs the engine must refuse, never stack garbage */
+         * count from the input may pass n (never the array's length),
+         * so the entries past n are NULL pairs the engine must refuse,
+         * never stack garbage; 9 and 10 are over TG_SEND_MAX_BUDGETS */
         tg_budget_key keys[10];
         size_t n = u8(r) % 11, i, index = 7;
         memset(keys, 0, sizeof keys);
@@ -760,7 +761,7 @@ static void op_send(reader *r)
             keys[i].key = key(r);
         }
         s = tg_send_begin_budgeted(e, key(r), key(r), (how & 16) ? NULL : keys,
-                                   (how & 32) ? (size_t)u32(r) : n,
+                                   (how & 32) ? (size_t)(u8(r) % 11) : n,
                                    (how & 8) ? NULL : &t, &w, &index);
         if (s == TG_OK)
             remember(g_tickets, &g_ntickets, t);
@@ -769,11 +770,17 @@ static void op_send(reader *r)
         break;
     }
     case 5: {
+        /* the out struct at its declared size, on the heap: the engine
+         * fills all of a larger struct_size, so a stack struct would be
+         * written past its end */
         tg_budget_usage u;
+        tg_budget_usage *out;
         memset(&u, 0, sizeof u);
-        u.struct_size = (how & 16) ? u32(r) % 64 : sizeof u;
+        u.struct_size = sizeof u;
+        out = (tg_budget_usage *)sized_copy(r, &u, sizeof u);
         s = (how & 8) ? tg_budget_reset(e, key(r), key(r))
-                      : tg_budget_read(e, key(r), key(r), (how & 32) ? NULL : &u);
+                      : tg_budget_read(e, key(r), key(r), (how & 32) ? NULL : out);
+        free(out);
         break;
     }
     case 6: {

@@ -1391,8 +1391,10 @@ tg_status tg_guard_set(tg_engine *engine, const char *scope,
  * "203.0.113.7", "2001:db8::1"; NULL or "" when unknown), which the guard
  * counts signals by and matches against always_allow_addresses.
  * Errors: those of tg_send_begin_budgeted; TG_E_INVALID_NUMBER,
- * TG_E_DESTINATION_REFUSED, TG_E_PUMPING_SUSPECTED on a guarded scope;
- * TG_E_INVALID_ARGUMENT (client_address is no address). Store: may wait.
+ * TG_E_DESTINATION_REFUSED, TG_E_PUMPING_SUSPECTED, TG_E_CHALLENGE_REQUIRED
+ * on a guarded scope, and TG_E_BUSY when its guard changed three times
+ * during the send (nothing charged; try again); TG_E_INVALID_ARGUMENT
+ * (client_address is no address). Store: may wait.
  */
 tg_status tg_send_begin_from(tg_engine *engine, const char *scope,
                              const char *number, const char *client_address,
@@ -1414,7 +1416,9 @@ tg_status tg_send_begin_from(tg_engine *engine, const char *scope,
  * Errors: TG_E_INVALID_KEY (scope), TG_E_NOT_FOUND (scope has no guard, or
  * its guard has no challenge_signals), TG_E_INVALID_NUMBER (number is no
  * E.164 number), TG_E_INVALID_ARGUMENT (number NULL, client_address is no
- * address). Nothing is kept on an error. Store: may wait.
+ * address), TG_E_BUSY (an engine with no store holds 100000 unexpired
+ * passes of the scope; a pass leaves when its send uses it or it expires).
+ * Nothing is kept on an error. Store: may wait.
  */
 tg_status tg_challenge_passed(tg_engine *engine, const char *scope,
                               const char *number, const char *client_address);

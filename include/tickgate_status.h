@@ -50,9 +50,11 @@
      * was opened with (tg_engine_fd on an engine-thread engine,             \
      * tg_clock_advance on the system clock). */                             \
     XX(TG_E_WRONG_MODE, 8, "wrong mode")                                     \
-    /* tg_engine_dispatch was called while a dispatch of the same engine     \
-     * is running (on another thread, or from inside one of its              \
-     * callbacks). */                                                        \
+    /* Try again: tg_engine_dispatch was called while a dispatch of the      \
+     * same engine is running (on another thread, or from inside one of      \
+     * its callbacks); a guarded send met a guard that changed three times   \
+     * during it (nothing was charged); tg_challenge_passed found 100000     \
+     * passes of the scope waiting, on an engine with no store. */           \
     XX(TG_E_BUSY, 9, "busy")                                                 \
     /* An options struct has a struct_size this library does not accept. */  \
     XX(TG_E_VERSION, 10, "unsupported struct version")                       \

@@ -504,6 +504,62 @@ import Testing
     }
 }
 
+/// A guard that changes during a send, and the passes an engine with no
+/// store holds.
+@Suite struct GuardChangeTests {
+    let key = CountdownKey(scope: try! KeyName("login"), subject: try! KeyName("+8613800000000"))
+
+    @Test func aGuardThatChangesOnEveryScreenAsksToTryAgainAndChargesNothing() throws {
+        let clock = Clock(manual: true, boot: Instant(nanoseconds: 0), wall: 0, bootID: "manual")
+        let store = DoubleStore(clock: clock)
+        let engine = try Engine(options: EngineOptions(delivery: .hostThread, clock: .manual), clock: clock,
+                                store: store, snapshot: StoreSnapshot())
+        defer { engine.close() }
+        try engine.setGuard(Guard(mode: .enforce), scope: key.scope)
+        store.churningGuard.withLock { $0 = true }
+        do throws(TickgateError) {
+            _ = try engine.sendBegin(key)
+            Issue.record("a send whose guard changed on every screen was granted")
+        } catch {
+            #expect(error.status == .busy)
+            #expect(error.message.contains("three times") && error.message.contains("nothing was charged"))
+        }
+        #expect(store.screens.withLock { $0 } == 3)
+        // Nothing was charged: the key's decision never reached the store;
+        // once the guard holds still (the double's: none) it is granted.
+        #expect(store.entered(key) == 0)
+        store.churningGuard.withLock { $0 = false }
+        let ticket = try engine.sendBegin(key)
+        #expect(ticket != 0)
+    }
+
+    @Test func anEngineWithNoStoreHoldsAtMostItsPassesAndDropsTheExpiredFirst() throws {
+        let engine = try Engine(options: EngineOptions(delivery: .hostThread, clock: .manual))
+        defer { engine.close() }
+        var rules = Guard(mode: .enforce)
+        rules.challengeSignals = [.unverifiedByCountryDaily]
+        rules.challengePassSeconds = 60
+        try engine.setGuard(rules, scope: key.scope)
+        func number(_ n: Int) throws -> CountdownKey {
+            CountdownKey(scope: key.scope, subject: try KeyName("+86139" + String(100_000_000 + n).dropFirst()))
+        }
+        for n in 0..<GuardBook.maximumPasses { try engine.challengePassed(try number(n), from: nil) }
+        // Full: a new number's pass is refused (try again), a held one's
+        // is renewed.
+        let next = try number(GuardBook.maximumPasses)
+        do throws(TickgateError) {
+            try engine.challengePassed(next, from: nil)
+            Issue.record("a pass past the most held was kept")
+        } catch {
+            #expect(error.status == .busy)
+        }
+        try engine.challengePassed(try number(7), from: nil)
+        // Once they expire, the expired go and a new pass is kept.
+        try engine.advance(by: .milliseconds(61_000))
+        try engine.challengePassed(next, from: nil)
+    }
+}
+
 /// The store double's guard side (StoreDoubleTests.swift): it keeps no
 /// guard, so a scope set on it stays unguarded. (Without it the test target
 /// does not build: the guard added these requirements to `Store`.)
@@ -514,7 +570,9 @@ extension DoubleStore {
 
     func guardScreen(scope: KeyName, subject: KeyName, code: String, country: String, address: ClientAddress?,
                      rules: Guard, judge: Bool) throws(TickgateError) -> GuardScreen {
-        .stale(nil)
+        let screen = screens.withLock { count in count += 1; return count }
+        guard churningGuard.withLock({ $0 }) else { return .stale(nil) }
+        return .stale(Guard(mode: screen % 2 == 0 ? .enforce : .recordOnly))
     }
 
     func guardReturned(scope: KeyName, subject: KeyName, code: String, country: String,

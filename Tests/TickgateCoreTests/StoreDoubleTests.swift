@@ -23,6 +23,10 @@ final class DoubleStore: Store {
     // see the futex of Synchronization.Mutex.
     private let rows = LockedValue(Rows())
     let clock: Clock
+    /// Screens answered with another guard each time (as when engines set
+    /// a scope's guard in a race), and how many screens were asked.
+    let churningGuard = LockedValue(false)
+    let screens = LockedValue(0)
 
     init(clock: Clock) { self.clock = clock }
 

@@ -29,8 +29,11 @@ public enum Status: Int32, Sendable {
     /// opened with (tg_engine_fd on an engine-thread engine, tg_clock_advance
     /// on the system clock).
     case wrongMode = 8
-    /// tg_engine_dispatch was called while a dispatch of the same engine is
-    /// running (on another thread, or from inside one of its callbacks).
+    /// Try again: tg_engine_dispatch was called while a dispatch of the same
+    /// engine is running (on another thread, or from inside one of its
+    /// callbacks); a guarded send met a guard that changed three times during
+    /// it (nothing was charged); tg_challenge_passed found 100000 passes of the
+    /// scope waiting, on an engine with no store.
     case busy = 9
     /// An options struct has a struct_size this library does not accept.
     case version = 10

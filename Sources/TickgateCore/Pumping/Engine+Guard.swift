@@ -143,9 +143,7 @@ extension Engine {
                     adopt(stored, scope: key.scope)
                     rules = stored
                     tries += 1
-                    if tries >= 3 {
-                        throw TickgateError(.storeUnknown, "the guard of \(key.scope.value) changed during the send, three times")
-                    }
+                    if tries >= 3 { break screening }
                 case .same:
                     break screening
                 case let .judged(reading, judgment, counted):
@@ -166,6 +164,13 @@ extension Engine {
                 record.message = "the store is out of reach: signals not judged"
                 break screening
             }
+        }
+        if tries >= 3 {
+            // The guard changed on every screen: nothing was counted on
+            // any store (a `.stale` screen counts nothing), so a status
+            // that says try again, not one that says it may be made.
+            throw TickgateError(.busy,
+                "the guard of \(key.scope.value) changed during the send, three times; nothing was charged: try again")
         }
         guard let rules else {
             // Removed on another engine a moment ago: unguarded (a shared

@@ -152,13 +152,21 @@ final class MemoryStore: Store {
                 throw TickgateError(.notFound, "the scope \(scope.value) has no guard with challenge signals")
             }
             let now = state.now()
-            var passes = (state.guards.passes[scope] ?? [:]).filter { $0.value > now }
-            guard passes.count < GuardBook.maximumPasses else {
-                throw TickgateError(.busy, "\(GuardBook.maximumPasses) challenge passes of \(scope.value) wait for their send")
+            let key = GuardBook.passKey(subject, address)
+            // A new pass in a full table: the expired ones go first (a
+            // pass leaves when its send uses it, or here). Until the table
+            // is full a pass costs one insert, in place.
+            if state.guards.passes[scope]?[key] == nil, let held = state.guards.passes[scope],
+               held.count >= GuardBook.maximumPasses {
+                let live = held.filter { $0.value > now }
+                guard live.count < GuardBook.maximumPasses else {
+                    throw TickgateError(.busy,
+                        "\(GuardBook.maximumPasses) challenge passes of \(scope.value) wait for their send; try again when one is used or expires")
+                }
+                state.guards.passes[scope] = live
             }
-            passes[GuardBook.passKey(subject, address)] =
+            state.guards.passes[scope, default: [:]][key] =
                 now.advanced(by: Span(nanoseconds: Int64(rules.challengePassSeconds) * 1_000_000_000))
-            state.guards.passes[scope] = passes
         }
     }
 

@@ -42,8 +42,11 @@ class Status(IntEnum):
     #: opened with (tg_engine_fd on an engine-thread engine, tg_clock_advance
     #: on the system clock).
     E_WRONG_MODE = 8
-    #: tg_engine_dispatch was called while a dispatch of the same engine is
-    #: running (on another thread, or from inside one of its callbacks).
+    #: Try again: tg_engine_dispatch was called while a dispatch of the same
+    #: engine is running (on another thread, or from inside one of its
+    #: callbacks); a guarded send met a guard that changed three times during
+    #: it (nothing was charged); tg_challenge_passed found 100000 passes of the
+    #: scope waiting, on an engine with no store.
     E_BUSY = 9
     #: An options struct has a struct_size this library does not accept.
     E_VERSION = 10

@@ -176,7 +176,9 @@ class WrongMode(TickgateError):
 
 
 class Busy(TickgateError):
-    """``TG_E_BUSY``: a dispatch of this engine is already running."""
+    """``TG_E_BUSY``: try again. A dispatch of this engine is already running,
+    a guarded send's guard changed three times during it (nothing charged), or
+    an engine with no store holds 100 000 challenge passes of the scope."""
 
     STATUS = Status.E_BUSY
 

@@ -49,19 +49,27 @@ enum Versioned {
         // C's sizeof: the tail padding may hold anything.
         let size = MemoryLayout<T>.stride
         try check(declared, T.self, olderLayouts: olderLayouts, role)
+        // Every byte of the caller's is read with libc's memcpy and memcmp,
+        // which AddressSanitizer checks against the caller's allocation
+        // (the standard library's copies are not instrumented).
+        var value = defaults
         guard declared >= size else {
-            var value = defaults
-            withUnsafeMutableBytes(of: &value) { target in
-                target.copyMemory(from: UnsafeRawBufferPointer(start: bytes, count: declared))
-            }
+            withUnsafeMutableBytes(of: &value) { target in _ = memcpy(target.baseAddress!, bytes, min(declared, target.count)) }
             return value
         }
-        for offset in size..<declared where bytes.load(fromByteOffset: offset, as: UInt8.self) != 0 {
-            throw TickgateError(.version,
-                "\(role) sets a field this library version (\(String(cString: tgshim_version_string()))) does not know, at byte \(offset)")
+        if declared > size, zeros.withUnsafeBytes({ memcmp(bytes + size, $0.baseAddress!, declared - size) }) != 0 {
+            for offset in size..<declared where bytes.load(fromByteOffset: offset, as: UInt8.self) != 0 {
+                throw TickgateError(.version,
+                    "\(role) sets a field this library version (\(String(cString: tgshim_version_string()))) does not know, at byte \(offset)")
+            }
         }
-        return pointer.pointee
+        withUnsafeMutableBytes(of: &value) { target in _ = memcpy(target.baseAddress!, bytes, target.count) }
+        return value
     }
+
+    /// TG_STRUCT_SIZE_MAX zero bytes: what a later layout's tail is
+    /// compared with.
+    private static let zeros = [UInt8](repeating: 0, count: Int(TG_STRUCT_SIZE_MAX))
 
     /// Fills a struct the caller hands out: `value`'s fields, zeros up to
     /// the caller's size, struct_size as the caller set it.
@@ -82,20 +90,17 @@ enum Versioned {
         fill(UnsafeMutableRawPointer(pointer), declared, with: defaults)
     }
 
+    /// Writes with libc's memcpy and memset, which AddressSanitizer checks
+    /// against the caller's allocation (the standard library's copies and
+    /// fills are not instrumented: a struct_size larger than the struct
+    /// went unseen in the fuzzer).
     private static func fill<T>(_ target: UnsafeMutableRawPointer, _ declared: Int, with value: T) {
         let size = MemoryLayout<T>.size
         var copy = value
         withUnsafeMutableBytes(of: &copy) { bytes in
             bytes.storeBytes(of: UInt32(truncatingIfNeeded: declared), as: UInt32.self)
-            UnsafeMutableRawBufferPointer(start: target, count: min(size, declared))
-                .copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[..<min(size, declared)]))
+            _ = memcpy(target, bytes.baseAddress!, min(size, declared))
         }
-        if declared > size {
-            // libc's memset, which AddressSanitizer checks against the
-            // caller's allocation (the standard library's own fill is not
-            // instrumented: a struct_size larger than the struct went
-            // unseen in the fuzzer).
-            memset(target + size, 0, declared - size)
-        }
+        if declared > size { memset(target + size, 0, declared - size) }
     }
 }
